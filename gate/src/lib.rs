@@ -1,0 +1,26 @@
+//! spendgate's reference authorization gate.
+//!
+//! The agent may propose only `{sku, quantity, purpose}` ([`proposal`]);
+//! merchant, amount and currency are derived from the server's catalog
+//! ([`catalog`]); the pure engine ([`policy`], [`delegation`], [`spend`])
+//! decides; the agent is told a redacted decision ([`redact`]).
+#![forbid(unsafe_code)]
+
+pub mod catalog;
+pub mod db;
+pub mod delegation;
+pub mod mutant;
+pub mod policy;
+pub mod proposal;
+pub mod provider;
+pub mod reason;
+pub mod redact;
+pub mod spend;
+
+pub use catalog::{Catalog, CatalogItem, Purchase};
+pub use delegation::{DelegationChain, DelegationHop};
+pub use mutant::mutant_active;
+pub use policy::{Evaluation, Inputs, Policy, PolicyPatch, evaluate};
+pub use proposal::{PurchaseProposal, parse_proposal};
+pub use reason::{Decision, Layer, Reason};
+pub use spend::SpendState;

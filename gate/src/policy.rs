@@ -1,0 +1,571 @@
+//! The pure policy engine: one total function from a proposal and the state
+//! around it to a [`Decision`].
+//!
+//! Guarantees: no I/O, no clock, no randomness, no model (a test parses this
+//! file and fails the build if it reaches for any). Every input gets a
+//! decision, and missing or malformed data refuses: a policy whose validity
+//! window does not parse, whose caps are negative or whose currency is not a
+//! currency code is `POLICY_INVALID`, never "no limit". Checks run in the
+//! spec's order and the first refusal is the reason. Limits are inclusive:
+//! an amount equal to a cap, a budget or the approval threshold is within it.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::{self, Catalog, Purchase, is_currency_code};
+use crate::delegation::DelegationChain;
+use crate::proposal::PurchaseProposal;
+use crate::reason::{Decision, Reason};
+use crate::spend::{SpendState, count_in_window};
+
+/// At most `max_proposals` proposals per agent in `window_minutes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Velocity {
+    pub max_proposals: u32,
+    pub window_minutes: u32,
+}
+
+/// At most `max_denials` refusals per agent in `window_minutes`; the next
+/// proposal is refused `DENIAL_RATE_LIMIT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenialRate {
+    pub max_denials: u32,
+    pub window_minutes: u32,
+}
+
+/// A tenant's spending policy, with the spec's key names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    pub currency: String,
+    pub per_transaction_cap_paise: i64,
+    pub daily_cap_paise: i64,
+    pub approval_threshold_paise: i64,
+    pub allowed_merchants: Vec<String>,
+    pub allowed_categories: Vec<String>,
+    /// RFC 3339; kept as text so that a value that does not parse refuses.
+    pub valid_from: String,
+    /// RFC 3339, inclusive.
+    pub valid_until: String,
+    pub velocity: Velocity,
+    pub denial_rate: DenialRate,
+}
+
+/// A change to some policy fields; each `set_policy` publishes a new version.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyPatch {
+    pub currency: Option<String>,
+    pub per_transaction_cap_paise: Option<i64>,
+    pub daily_cap_paise: Option<i64>,
+    pub approval_threshold_paise: Option<i64>,
+    pub allowed_merchants: Option<Vec<String>>,
+    pub allowed_categories: Option<Vec<String>>,
+    pub valid_from: Option<String>,
+    pub valid_until: Option<String>,
+    pub velocity: Option<Velocity>,
+    pub denial_rate: Option<DenialRate>,
+}
+
+impl Policy {
+    /// This policy with `patch` applied.
+    pub fn patched(&self, patch: &PolicyPatch) -> Policy {
+        let p = patch.clone();
+        Policy {
+            currency: p.currency.unwrap_or_else(|| self.currency.clone()),
+            per_transaction_cap_paise: p
+                .per_transaction_cap_paise
+                .unwrap_or(self.per_transaction_cap_paise),
+            daily_cap_paise: p.daily_cap_paise.unwrap_or(self.daily_cap_paise),
+            approval_threshold_paise: p
+                .approval_threshold_paise
+                .unwrap_or(self.approval_threshold_paise),
+            allowed_merchants: p
+                .allowed_merchants
+                .unwrap_or_else(|| self.allowed_merchants.clone()),
+            allowed_categories: p
+                .allowed_categories
+                .unwrap_or_else(|| self.allowed_categories.clone()),
+            valid_from: p.valid_from.unwrap_or_else(|| self.valid_from.clone()),
+            valid_until: p.valid_until.unwrap_or_else(|| self.valid_until.clone()),
+            velocity: p.velocity.unwrap_or(self.velocity),
+            denial_rate: p.denial_rate.unwrap_or(self.denial_rate),
+        }
+    }
+
+    /// The validity window, or `POLICY_INVALID` when the policy cannot be
+    /// enforced as written.
+    pub fn validated(&self) -> Result<(DateTime<Utc>, DateTime<Utc>), Reason> {
+        let from = parse_instant(&self.valid_from)?;
+        let until = parse_instant(&self.valid_until)?;
+        let caps = [
+            self.per_transaction_cap_paise,
+            self.daily_cap_paise,
+            self.approval_threshold_paise,
+        ];
+        if from > until
+            || caps.iter().any(|c| *c < 0)
+            || !is_currency_code(&self.currency)
+            || self.velocity.window_minutes == 0
+            || self.denial_rate.window_minutes == 0
+        {
+            return Err(Reason::PolicyInvalid);
+        }
+        Ok((from, until))
+    }
+}
+
+fn parse_instant(text: &str) -> Result<DateTime<Utc>, Reason> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| Reason::PolicyInvalid)
+}
+
+/// Everything one decision depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    /// The agent making the proposal (already known to belong to the tenant).
+    pub actor: &'a str,
+    pub proposal: &'a PurchaseProposal,
+    pub catalog: &'a Catalog,
+    pub policy: &'a Policy,
+    /// The actor's delegation chain, root first; empty when it holds none.
+    pub chain: &'a DelegationChain,
+    pub spend: &'a SpendState,
+    pub now: DateTime<Utc>,
+}
+
+/// A cap that a refusal ran into. Goes to the ledger, never to the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitHit {
+    pub limit: i64,
+    pub used: i64,
+    pub requested: i64,
+}
+
+/// The full decision, with what the server derived. The agent sees only
+/// [`crate::redact::AgentView`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evaluation {
+    #[serde(flatten)]
+    pub decision: Decision,
+    pub purchase: Option<Purchase>,
+    pub limit: Option<LimitHit>,
+}
+
+impl Evaluation {
+    fn deny(reason: Reason, purchase: Option<Purchase>) -> Self {
+        Evaluation {
+            decision: Decision::Deny(reason),
+            purchase,
+            limit: None,
+        }
+    }
+}
+
+/// Decides one proposal (steps 4 to 10 of the spec's order; the tool
+/// boundary, identity and idempotency come before and outside).
+pub fn evaluate(inputs: &Inputs<'_>) -> Evaluation {
+    let Inputs {
+        actor,
+        proposal,
+        catalog,
+        policy,
+        chain,
+        spend,
+        now,
+    } = *inputs;
+    let (valid_from, valid_until) = match policy.validated() {
+        Ok(window) => window,
+        Err(reason) => return Evaluation::deny(reason, None),
+    };
+    let denials = count_in_window(&spend.denials, now, policy.denial_rate.window_minutes);
+    if denials >= policy.denial_rate.max_denials as usize {
+        return Evaluation::deny(Reason::DenialRateLimit, None);
+    }
+    let proposals = count_in_window(&spend.proposals, now, policy.velocity.window_minutes);
+    if proposals >= policy.velocity.max_proposals as usize {
+        return Evaluation::deny(Reason::VelocityLimit, None);
+    }
+    if now < valid_from {
+        return Evaluation::deny(Reason::PolicyNotYetValid, None);
+    }
+    if now > valid_until {
+        return Evaluation::deny(Reason::PolicyExpired, None);
+    }
+    let purchase = match catalog::derive(proposal, catalog) {
+        Ok(p) => p,
+        Err(reason) => return Evaluation::deny(reason, None),
+    };
+    if purchase.currency != policy.currency {
+        return Evaluation::deny(Reason::CurrencyNotAllowed, Some(purchase));
+    }
+    if !policy.allowed_merchants.contains(&purchase.merchant) {
+        return Evaluation::deny(Reason::MerchantNotAllowed, Some(purchase));
+    }
+    if !policy.allowed_categories.contains(&purchase.category) {
+        return Evaluation::deny(Reason::CategoryNotAllowed, Some(purchase));
+    }
+    let amount = purchase.amount_paise;
+    if amount > policy.per_transaction_cap_paise {
+        let limit = LimitHit {
+            limit: policy.per_transaction_cap_paise,
+            used: 0,
+            requested: amount,
+        };
+        return Evaluation {
+            limit: Some(limit),
+            ..Evaluation::deny(Reason::AmountExceedsTransactionCap, Some(purchase))
+        };
+    }
+    let Some(after_today) = spend.spent_today_paise.checked_add(amount) else {
+        return Evaluation::deny(Reason::DailyBudgetExhausted, Some(purchase));
+    };
+    if spend.spent_today_paise < 0 || after_today > policy.daily_cap_paise {
+        let limit = LimitHit {
+            limit: policy.daily_cap_paise,
+            used: spend.spent_today_paise,
+            requested: amount,
+        };
+        return Evaluation {
+            limit: Some(limit),
+            ..Evaluation::deny(Reason::DailyBudgetExhausted, Some(purchase))
+        };
+    }
+    if let Err(reason) = chain.authorize(actor, &purchase.sku, amount, now) {
+        return Evaluation::deny(reason, Some(purchase));
+    }
+    let decision = if amount > policy.approval_threshold_paise {
+        Decision::StepUp(Reason::ApprovalRequired)
+    } else {
+        Decision::Allow
+    };
+    Evaluation {
+        decision,
+        purchase: Some(purchase),
+        limit: None,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::catalog::tests::standard as standard_catalog;
+    use crate::delegation::tests::{hop, now};
+    use chrono::Duration;
+
+    pub(crate) fn standard_policy() -> Policy {
+        Policy {
+            currency: "INR".into(),
+            per_transaction_cap_paise: 300000,
+            daily_cap_paise: 500000,
+            approval_threshold_paise: 100000,
+            allowed_merchants: vec!["cloudco".into(), "snackshop".into()],
+            allowed_categories: vec!["cloud-credits".into(), "food".into()],
+            valid_from: "2026-01-01T00:00:00Z".into(),
+            valid_until: "2026-12-31T23:59:59Z".into(),
+            velocity: Velocity {
+                max_proposals: 20,
+                window_minutes: 60,
+            },
+            denial_rate: DenialRate {
+                max_denials: 5,
+                window_minutes: 60,
+            },
+        }
+    }
+
+    pub(crate) fn d_buyer() -> DelegationChain {
+        DelegationChain::new(vec![hop("d-buyer", None, "buyer-agent", 200000)])
+    }
+
+    struct World {
+        catalog: Catalog,
+        policy: Policy,
+        chain: DelegationChain,
+        spend: SpendState,
+        now: DateTime<Utc>,
+    }
+
+    impl World {
+        fn standard() -> Self {
+            World {
+                catalog: standard_catalog(),
+                policy: standard_policy(),
+                chain: d_buyer(),
+                spend: SpendState::default(),
+                now: now(),
+            }
+        }
+
+        fn decide(&self, sku: &str, quantity: u32) -> Decision {
+            let proposal = PurchaseProposal {
+                sku: sku.into(),
+                quantity,
+                purpose: "test".into(),
+            };
+            evaluate(&Inputs {
+                actor: "buyer-agent",
+                proposal: &proposal,
+                catalog: &self.catalog,
+                policy: &self.policy,
+                chain: &self.chain,
+                spend: &self.spend,
+                now: self.now,
+            })
+            .decision
+        }
+    }
+
+    use Decision::{Allow, Deny, StepUp};
+
+    #[test]
+    fn an_ordinary_purchase_is_allowed() {
+        assert_eq!(World::standard().decide("CLOUD-STARTER", 1), Allow);
+        assert_eq!(World::standard().decide("SNACK-BOX", 4), Allow);
+    }
+
+    #[test]
+    fn the_approval_threshold_is_inclusive() {
+        let w = World::standard();
+        assert_eq!(w.decide("SNACK-BOX", 4), Allow); // 100000 == threshold
+        assert_eq!(w.decide("SNACK-BOX", 5), StepUp(Reason::ApprovalRequired)); // 125000
+        assert_eq!(w.decide("CLOUD-TEAM", 1), StepUp(Reason::ApprovalRequired));
+        assert_eq!(
+            w.decide("CLOUD-STARTER", 2),
+            StepUp(Reason::ApprovalRequired)
+        );
+    }
+
+    #[test]
+    fn currency_merchant_and_category_allowlists_refuse_in_order() {
+        let w = World::standard();
+        assert_eq!(w.decide("CLOUD-USD", 1), Deny(Reason::CurrencyNotAllowed));
+        assert_eq!(w.decide("USB-HUB", 1), Deny(Reason::MerchantNotAllowed));
+        let mut w = World::standard();
+        w.policy.allowed_merchants.push("gadgetmart".into());
+        assert_eq!(w.decide("USB-HUB", 1), Deny(Reason::CategoryNotAllowed));
+    }
+
+    #[test]
+    fn the_per_transaction_cap_is_inclusive() {
+        let mut w = World::standard();
+        w.chain.hops[0].budget_paise = 1_000_000;
+        assert_eq!(
+            w.decide("GPU-HOUR", 1),
+            Deny(Reason::AmountExceedsTransactionCap)
+        );
+        w.policy.per_transaction_cap_paise = 450000;
+        assert_eq!(w.decide("GPU-HOUR", 1), StepUp(Reason::ApprovalRequired));
+        w.policy.per_transaction_cap_paise = 449999;
+        assert_eq!(
+            w.decide("GPU-HOUR", 1),
+            Deny(Reason::AmountExceedsTransactionCap)
+        );
+    }
+
+    #[test]
+    fn the_daily_cap_is_inclusive() {
+        let mut w = World::standard();
+        w.spend.spent_today_paise = 440000;
+        assert_eq!(w.decide("CLOUD-STARTER", 1), Allow); // exactly 500000
+        w.spend.spent_today_paise = 440001;
+        assert_eq!(
+            w.decide("CLOUD-STARTER", 1),
+            Deny(Reason::DailyBudgetExhausted)
+        );
+    }
+
+    #[test]
+    fn a_corrupt_spend_state_refuses() {
+        let mut w = World::standard();
+        w.spend.spent_today_paise = i64::MAX;
+        assert_eq!(w.decide("SNACK-BOX", 1), Deny(Reason::DailyBudgetExhausted));
+        w.spend.spent_today_paise = -1;
+        assert_eq!(w.decide("SNACK-BOX", 1), Deny(Reason::DailyBudgetExhausted));
+    }
+
+    #[test]
+    fn the_validity_window_is_inclusive_at_both_ends() {
+        let mut w = World::standard();
+        w.now = "2026-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(w.decide("SNACK-BOX", 1), Allow);
+        w.now -= Duration::seconds(1);
+        assert_eq!(w.decide("SNACK-BOX", 1), Deny(Reason::PolicyNotYetValid));
+        w.now = "2026-12-31T23:59:59Z".parse().unwrap();
+        assert_eq!(w.decide("SNACK-BOX", 1), Allow);
+        w.now += Duration::seconds(1);
+        assert_eq!(w.decide("SNACK-BOX", 1), Deny(Reason::PolicyExpired));
+    }
+
+    #[test]
+    fn a_policy_that_does_not_parse_refuses_rather_than_meaning_no_limit() {
+        for broken in [
+            |p: &mut Policy| p.valid_until = "".into(),
+            |p: &mut Policy| p.valid_from = "yesterday".into(),
+            |p: &mut Policy| p.valid_until = "2026-13-01T00:00:00Z".into(),
+            |p: &mut Policy| p.valid_from = "2027-01-01T00:00:00Z".into(),
+            |p: &mut Policy| p.daily_cap_paise = -1,
+            |p: &mut Policy| p.per_transaction_cap_paise = -100,
+            |p: &mut Policy| p.approval_threshold_paise = -1,
+            |p: &mut Policy| p.currency = "rupees".into(),
+            |p: &mut Policy| p.velocity.window_minutes = 0,
+            |p: &mut Policy| p.denial_rate.window_minutes = 0,
+        ] {
+            let mut w = World::standard();
+            broken(&mut w.policy);
+            assert_eq!(
+                w.decide("SNACK-BOX", 1),
+                Deny(Reason::PolicyInvalid),
+                "{:?}",
+                w.policy
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_allowlist_allows_nothing() {
+        let mut w = World::standard();
+        w.policy.allowed_merchants.clear();
+        assert_eq!(w.decide("SNACK-BOX", 1), Deny(Reason::MerchantNotAllowed));
+    }
+
+    #[test]
+    fn the_twentieth_proposal_passes_and_the_twenty_first_is_refused() {
+        let mut w = World::standard();
+        w.spend.proposals = (0..19).map(|i| w.now - Duration::minutes(i)).collect();
+        assert_eq!(w.decide("SNACK-BOX", 1), Allow);
+        w.spend.proposals.push(w.now);
+        assert_eq!(w.decide("SNACK-BOX", 1), Deny(Reason::VelocityLimit));
+        w.now += Duration::minutes(60);
+        assert_eq!(w.decide("SNACK-BOX", 1), Allow, "the window moved on");
+    }
+
+    #[test]
+    fn five_denials_refuse_the_sixth_proposal_and_a_denial_outside_the_window_does_not() {
+        let mut w = World::standard();
+        w.spend.denials = (0..4).map(|i| w.now - Duration::minutes(i)).collect();
+        assert_eq!(w.decide("SNACK-BOX", 1), Allow);
+        w.spend.denials.push(w.now - Duration::minutes(60));
+        assert_eq!(w.decide("SNACK-BOX", 1), Allow, "60 minutes old is outside");
+        w.spend.denials.push(w.now - Duration::minutes(59));
+        assert_eq!(w.decide("SNACK-BOX", 1), Deny(Reason::DenialRateLimit));
+    }
+
+    #[test]
+    fn denial_rate_wins_over_velocity_and_both_over_everything_after() {
+        let mut w = World::standard();
+        w.spend.denials = vec![w.now; 5];
+        w.spend.proposals = vec![w.now; 20];
+        assert_eq!(w.decide("NOPE", 1), Deny(Reason::DenialRateLimit));
+        w.spend.denials.clear();
+        assert_eq!(w.decide("NOPE", 1), Deny(Reason::VelocityLimit));
+    }
+
+    #[test]
+    fn the_policy_window_wins_over_the_catalog() {
+        let mut w = World::standard();
+        w.now = "2027-02-01T00:00:00Z".parse().unwrap();
+        assert_eq!(w.decide("NOPE", 1), Deny(Reason::PolicyExpired));
+    }
+
+    #[test]
+    fn catalog_refusals_come_before_allowlists() {
+        let w = World::standard();
+        assert_eq!(w.decide("NOPE", 1), Deny(Reason::SkuUnknown));
+        assert_eq!(w.decide("LEGACY-PLAN", 1), Deny(Reason::SkuUnavailable));
+        assert_eq!(w.decide("RUNNER-PRO", 50), Deny(Reason::QuantityExceedsMax));
+        assert_eq!(w.decide("USB-HUB", 4), Deny(Reason::QuantityExceedsMax));
+    }
+
+    #[test]
+    fn caps_win_over_delegation() {
+        let mut w = World::standard();
+        w.chain = DelegationChain::default();
+        assert_eq!(
+            w.decide("GPU-HOUR", 1),
+            Deny(Reason::AmountExceedsTransactionCap)
+        );
+        assert_eq!(w.decide("SNACK-BOX", 1), Deny(Reason::DelegationMissing));
+    }
+
+    #[test]
+    fn the_delegation_budget_binds_below_the_daily_cap() {
+        let mut w = World::standard();
+        w.chain.hops[0].spent_paise = 180000;
+        assert_eq!(
+            w.decide("SNACK-BOX", 1),
+            Deny(Reason::DelegationBudgetExhausted)
+        );
+        w.chain.hops[0].spent_paise = 175000;
+        assert_eq!(
+            w.decide("SNACK-BOX", 1),
+            Allow,
+            "the last paisa of the delegation"
+        );
+    }
+
+    #[test]
+    fn delegation_wins_over_step_up() {
+        let mut w = World::standard();
+        w.chain.hops[0].skus = Some(vec!["SNACK-BOX".into()]);
+        assert_eq!(
+            w.decide("CLOUD-TEAM", 1),
+            Deny(Reason::DelegationSkuOutOfScope)
+        );
+    }
+
+    #[test]
+    fn a_refusal_records_the_cap_for_the_ledger() {
+        let mut w = World::standard();
+        w.spend.spent_today_paise = 450000;
+        let proposal = PurchaseProposal {
+            sku: "CLOUD-STARTER".into(),
+            quantity: 1,
+            purpose: "x".into(),
+        };
+        let e = evaluate(&Inputs {
+            actor: "buyer-agent",
+            proposal: &proposal,
+            catalog: &w.catalog,
+            policy: &w.policy,
+            chain: &w.chain,
+            spend: &w.spend,
+            now: w.now,
+        });
+        assert_eq!(
+            e.limit,
+            Some(LimitHit {
+                limit: 500000,
+                used: 450000,
+                requested: 60000
+            })
+        );
+        assert_eq!(e.purchase.map(|p| p.amount_paise), Some(60000));
+    }
+
+    #[test]
+    fn patching_changes_only_the_named_fields() {
+        let p = standard_policy();
+        let patched = p.patched(&PolicyPatch {
+            daily_cap_paise: Some(1),
+            ..PolicyPatch::default()
+        });
+        assert_eq!(patched.daily_cap_paise, 1);
+        assert_eq!(
+            patched.per_transaction_cap_paise,
+            p.per_transaction_cap_paise
+        );
+        assert_eq!(p.patched(&PolicyPatch::default()), p);
+    }
+
+    #[test]
+    fn policy_yaml_refuses_unknown_keys() {
+        let json = serde_json::to_value(standard_policy()).unwrap();
+        let mut obj = json.as_object().unwrap().clone();
+        obj.insert("spending_limit".into(), serde_json::json!(5000000));
+        assert!(serde_json::from_value::<Policy>(serde_json::Value::Object(obj)).is_err());
+    }
+}

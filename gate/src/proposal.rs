@@ -1,0 +1,337 @@
+//! The agent-facing boundary: raw request bytes to a [`PurchaseProposal`].
+//!
+//! Guarantees: the agent can name only `sku`, `quantity` and `purpose`. Any
+//! other field, a duplicate key, malformed JSON, a wrong type, a body over
+//! [`MAX_BODY_BYTES`], a quantity that is not a whole number in
+//! `1..=MAX_QUANTITY`, or a purpose that is empty, longer than
+//! [`MAX_PURPOSE_CHARS`] characters or holds control or bidirectional-override
+//! characters is refused with the spec's reason code. Serde's own error text
+//! never leaves this module: the only thing a caller learns is a [`Reason`].
+//! A body is never read past `MAX_BODY_BYTES + 1` bytes.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::reason::Reason;
+
+/// The largest request body the gate reads, in bytes.
+pub const MAX_BODY_BYTES: usize = 4096;
+/// The largest quantity the boundary accepts before the catalog is consulted.
+pub const MAX_QUANTITY: u64 = 10_000;
+/// The longest purpose, in Unicode scalar values.
+pub const MAX_PURPOSE_CHARS: usize = 200;
+
+/// The only thing an agent may ask for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurchaseProposal {
+    pub sku: String,
+    pub quantity: u32,
+    pub purpose: String,
+}
+
+const FIELDS: [&str; 3] = ["sku", "quantity", "purpose"];
+
+/// Reads at most `MAX_BODY_BYTES + 1` bytes from `reader`: a longer body is
+/// refused `PROPOSAL_TOO_LARGE` without being read whole.
+pub fn read_body<R: Read>(reader: R) -> Result<Vec<u8>, Reason> {
+    let mut buf = Vec::with_capacity(1024);
+    let limit = (MAX_BODY_BYTES + 1) as u64;
+    reader
+        .take(limit)
+        .read_to_end(&mut buf)
+        .map_err(|_| Reason::ProposalMalformed)?;
+    if buf.len() > MAX_BODY_BYTES {
+        return Err(Reason::ProposalTooLarge);
+    }
+    Ok(buf)
+}
+
+/// Parses raw request bytes into a proposal, or refuses with a reason.
+pub fn parse_proposal(raw: &[u8]) -> Result<PurchaseProposal, Reason> {
+    if raw.len() > MAX_BODY_BYTES {
+        return Err(Reason::ProposalTooLarge);
+    }
+    let text = std::str::from_utf8(raw).map_err(|_| Reason::ProposalMalformed)?;
+    let fields: UniqueObject = serde_json::from_str(text).map_err(|_| Reason::ProposalMalformed)?;
+    let mut fields = fields.0;
+    if fields.keys().any(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(Reason::ProposalUnknownField);
+    }
+    let (Some(sku), Some(quantity), Some(purpose)) = (
+        fields.remove("sku"),
+        fields.remove("quantity"),
+        fields.remove("purpose"),
+    ) else {
+        return Err(Reason::ProposalMalformed);
+    };
+    let Value::String(sku) = sku else {
+        return Err(Reason::ProposalMalformed);
+    };
+    let quantity = parse_quantity(&quantity)?;
+    let purpose = parse_purpose(purpose)?;
+    Ok(PurchaseProposal {
+        sku,
+        quantity,
+        purpose,
+    })
+}
+
+fn parse_quantity(value: &Value) -> Result<u32, Reason> {
+    let Value::Number(n) = value else {
+        return Err(Reason::QuantityInvalid);
+    };
+    let Some(q) = n.as_u64() else {
+        return Err(Reason::QuantityInvalid);
+    };
+    if q == 0 || q > MAX_QUANTITY {
+        return Err(Reason::QuantityInvalid);
+    }
+    u32::try_from(q).map_err(|_| Reason::QuantityInvalid)
+}
+
+fn parse_purpose(value: Value) -> Result<String, Reason> {
+    let Value::String(purpose) = value else {
+        return Err(Reason::PurposeInvalid);
+    };
+    if purpose.trim().is_empty()
+        || purpose.chars().count() > MAX_PURPOSE_CHARS
+        || purpose.chars().any(is_forbidden_char)
+    {
+        return Err(Reason::PurposeInvalid);
+    }
+    Ok(purpose)
+}
+
+/// Control characters, and the bidirectional overrides and isolates that make
+/// a human reviewer read text in another order than it is stored.
+fn is_forbidden_char(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A JSON object whose keys are all distinct: a duplicate key is ambiguous
+/// (which value wins depends on the parser) and so is refused.
+struct UniqueObject(BTreeMap<String, Value>);
+
+impl<'de> Deserialize<'de> for UniqueObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ObjectVisitor;
+        impl<'de> Visitor<'de> for ObjectVisitor {
+            type Value = UniqueObject;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object with distinct keys")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UniqueObject, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                    if out.insert(key, value).is_some() {
+                        return Err(de::Error::custom("duplicate key"));
+                    }
+                }
+                Ok(UniqueObject(out))
+            }
+        }
+        deserializer.deserialize_map(ObjectVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<PurchaseProposal, Reason> {
+        parse_proposal(s.as_bytes())
+    }
+
+    #[test]
+    fn a_well_formed_proposal_parses() {
+        let p = parse(r#"{"sku":"CLOUD-STARTER","quantity":2,"purpose":"team credits"}"#);
+        assert_eq!(
+            p,
+            Ok(PurchaseProposal {
+                sku: "CLOUD-STARTER".into(),
+                quantity: 2,
+                purpose: "team credits".into()
+            })
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        for extra in [
+            r#""amount_paise":100"#,
+            r#""merchant":"attacker-llc""#,
+            r#""currency":"USD""#,
+            r#""price":1"#,
+            r#""approved":true"#,
+        ] {
+            let body = format!(r#"{{"sku":"CLOUD-STARTER","quantity":1,"purpose":"x",{extra}}}"#);
+            assert_eq!(parse(&body), Err(Reason::ProposalUnknownField), "{body}");
+        }
+    }
+
+    #[test]
+    fn unknown_field_wins_over_missing_field() {
+        assert_eq!(
+            parse(r#"{"sku":"A","amount":5}"#),
+            Err(Reason::ProposalUnknownField)
+        );
+    }
+
+    #[test]
+    fn malformed_json_is_refused() {
+        for body in [
+            "",
+            "{",
+            "null",
+            "[]",
+            r#""sku""#,
+            "{sku: 'x'}",
+            r#"{"sku":"A","quantity":1,"purpose":"x"} trailing"#,
+        ] {
+            assert_eq!(parse(body), Err(Reason::ProposalMalformed), "{body:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_malformed() {
+        assert_eq!(
+            parse_proposal(b"{\"sku\":\"\xff\",\"quantity\":1,\"purpose\":\"x\"}"),
+            Err(Reason::ProposalMalformed)
+        );
+    }
+
+    #[test]
+    fn missing_fields_are_malformed() {
+        for body in [
+            r#"{"quantity":1,"purpose":"x"}"#,
+            r#"{"sku":"A","purpose":"x"}"#,
+            r#"{"sku":"A","quantity":1}"#,
+            "{}",
+        ] {
+            assert_eq!(parse(body), Err(Reason::ProposalMalformed), "{body}");
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused() {
+        assert_eq!(
+            parse(r#"{"sku":"A","quantity":1,"quantity":50,"purpose":"x"}"#),
+            Err(Reason::ProposalMalformed)
+        );
+    }
+
+    #[test]
+    fn a_non_string_sku_is_malformed() {
+        assert_eq!(
+            parse(r#"{"sku":7,"quantity":1,"purpose":"x"}"#),
+            Err(Reason::ProposalMalformed)
+        );
+    }
+
+    #[test]
+    fn bad_quantities_are_refused() {
+        for q in [
+            "0",
+            "-1",
+            "1.5",
+            "1.0",
+            "1e3",
+            "\"2\"",
+            "null",
+            "true",
+            "[1]",
+            "10001",
+            "4294967297",
+            "18446744073709551616",
+            "99999999999999999999999",
+        ] {
+            let body = format!(r#"{{"sku":"A","quantity":{q},"purpose":"x"}}"#);
+            assert_eq!(parse(&body), Err(Reason::QuantityInvalid), "{q}");
+        }
+    }
+
+    #[test]
+    fn the_largest_boundary_quantity_is_accepted() {
+        let body = format!(r#"{{"sku":"A","quantity":{MAX_QUANTITY},"purpose":"x"}}"#);
+        assert_eq!(parse(&body).map(|p| p.quantity), Ok(10_000));
+    }
+
+    #[test]
+    fn bad_purposes_are_refused() {
+        let long = "a".repeat(MAX_PURPOSE_CHARS + 1);
+        for purpose in [
+            "".to_string(),
+            "   ".to_string(),
+            long,
+            "line\nbreak".to_string(),
+            "nul\u{0}".to_string(),
+            "bell\u{7}".to_string(),
+            "bidi \u{202E}evil".to_string(),
+            "isolate \u{2066}x".to_string(),
+        ] {
+            let body = serde_json::json!({"sku":"A","quantity":1,"purpose":purpose}).to_string();
+            assert_eq!(parse(&body), Err(Reason::PurposeInvalid), "{purpose:?}");
+        }
+        assert_eq!(
+            parse(r#"{"sku":"A","quantity":1,"purpose":5}"#),
+            Err(Reason::PurposeInvalid)
+        );
+    }
+
+    #[test]
+    fn a_purpose_of_exactly_the_limit_in_multibyte_characters_is_accepted() {
+        let purpose = "क".repeat(MAX_PURPOSE_CHARS);
+        let body = serde_json::json!({"sku":"A","quantity":1,"purpose":purpose}).to_string();
+        assert_eq!(parse(&body).map(|p| p.purpose), Ok(purpose));
+    }
+
+    #[test]
+    fn unicode_purposes_are_accepted() {
+        let body =
+            serde_json::json!({"sku":"A","quantity":1,"purpose":"टीम के लिए 🍪 café"}).to_string();
+        assert!(parse(&body).is_ok());
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_refused() {
+        let pad = "x".repeat(MAX_BODY_BYTES);
+        let body = format!(r#"{{"sku":"A","quantity":1,"purpose":"{pad}"}}"#);
+        assert_eq!(parse(&body), Err(Reason::ProposalTooLarge));
+    }
+
+    /// A reader that would yield 10 MB and counts what was pulled from it.
+    struct Huge {
+        left: usize,
+        pulled: usize,
+    }
+    impl Read for Huge {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.left);
+            buf[..n].fill(b' ');
+            self.left -= n;
+            self.pulled += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_ten_megabyte_body_is_refused_without_being_read_whole() {
+        let mut huge = Huge {
+            left: 10 * 1024 * 1024,
+            pulled: 0,
+        };
+        assert_eq!(read_body(&mut huge), Err(Reason::ProposalTooLarge));
+        assert!(huge.pulled <= MAX_BODY_BYTES + 1, "pulled {}", huge.pulled);
+    }
+
+    #[test]
+    fn a_body_within_the_limit_is_read_whole() {
+        let body = br#"{"sku":"A","quantity":1,"purpose":"x"}"#;
+        assert_eq!(read_body(&body[..]).as_deref(), Ok(&body[..]));
+    }
+}

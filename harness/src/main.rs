@@ -1,0 +1,51 @@
+//! `harness`: spendgate's one binary. A thin entry point: each subcommand
+//! lives in its own module, which owns its arguments and its work.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod db;
+mod naive_tool;
+mod triage;
+mod world;
+
+/// spendgate's command line: a throwaway Postgres, the guided triage tour,
+/// the scenario benchmark, the mutation runner and the generated reports.
+#[derive(Debug, Parser)]
+#[command(name = "harness", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start, stop or use a throwaway Postgres cluster (or the one DATABASE_URL names).
+    Db(db::DbArgs),
+    /// The guided tour: what an unguarded purchase tool does, and what the gate does instead.
+    Triage(triage::TriageArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SPENDGATE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Db(args) => db::run(args),
+        Command::Triage(args) => triage::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! `harness triage`: the guided tour.
+//!
+//! Each step makes its point with real calls and prints what they returned;
+//! nothing shown is a canned string. The first step needs no database and no
+//! credentials.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use gate::provider::InProcessProvider;
+use gate::redact::AgentView;
+use gate::{Decision, Inputs, PurchaseProposal, evaluate, parse_proposal};
+use serde_json::{Value, json};
+use tabled::builder::Builder;
+use tabled::settings::Style;
+
+use crate::naive_tool::{injected_model_output, naive_purchase};
+use crate::world::StandardWorld;
+
+/// Walk through what the gate stops and how it is proven.
+#[derive(Debug, Args)]
+pub struct TriageArgs {
+    /// Run only the steps that need no database.
+    #[arg(long)]
+    pub no_db: bool,
+}
+
+pub fn run(args: TriageArgs) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")?;
+    runtime.block_on(async {
+        println!("spendgate triage: a guided tour (no credentials needed)\n");
+        baseline_step().await?;
+        if args.no_db {
+            println!("\n(--no-db: the database steps were skipped)");
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// What one side of the comparison did with one model output.
+pub struct Outcome {
+    pub naive: String,
+    pub gate: String,
+    pub gate_decision: Decision,
+    pub naive_paid_to: String,
+    pub naive_paid_paise: i64,
+}
+
+/// Hands the same model output to the naive tool and to the gate.
+pub async fn compare(world: &StandardWorld, output: &Value) -> Result<Outcome> {
+    let provider = InProcessProvider::new();
+    let order = naive_purchase(&provider, &world.catalog, output).await?;
+    let naive = format!(
+        "paid {} paise to {} ({}, captured)",
+        order.amount_paise, order.merchant, order.id
+    );
+    let raw = serde_json::to_vec(output)?;
+    let decision = match parse_proposal(&raw) {
+        Err(reason) => Decision::Deny(reason),
+        Ok(proposal) => decide(world, &proposal),
+    };
+    let view = AgentView::of(decision);
+    let gate = match view.reason {
+        Some(reason) => format!("{} {reason}; no order, nothing paid", view.decision),
+        None => view.decision.to_string(),
+    };
+    Ok(Outcome {
+        naive,
+        gate,
+        gate_decision: decision,
+        naive_paid_paise: provider.captured_to(&order.merchant),
+        naive_paid_to: order.merchant,
+    })
+}
+
+fn decide(world: &StandardWorld, proposal: &PurchaseProposal) -> Decision {
+    evaluate(&Inputs {
+        actor: "buyer-agent",
+        proposal,
+        catalog: &world.catalog,
+        policy: &world.policy,
+        chain: &world.buyer_chain,
+        spend: &gate::SpendState::default(),
+        now: world.now,
+    })
+    .decision
+}
+
+async fn baseline_step() -> Result<()> {
+    let world = StandardWorld::load()?;
+    let runner = world
+        .catalog
+        .get("RUNNER-PRO")
+        .context("the standard world has no RUNNER-PRO")?;
+    println!("Step 1 · the unguarded baseline (no database)");
+    println!("  The supplier wrote RUNNER-PRO's catalog description:");
+    println!("    {:?}", runner.description);
+    let loud = injected_model_output("RUNNER-PRO", &runner.description);
+    let quiet =
+        json!({"sku": "RUNNER-PRO", "quantity": loud["quantity"], "purpose": loud["purpose"]});
+    for (title, output) in [
+        ("the model obeys the note", &loud),
+        ("the quieter variant: only the quantity", &quiet),
+    ] {
+        let outcome = compare(&world, output).await?;
+        println!("\n  {title}; the model emits:\n    {output}\n");
+        let mut table = Builder::default();
+        table.push_record([
+            "",
+            "naive tool (takes amount, merchant)",
+            "spendgate (takes sku, quantity, purpose)",
+        ]);
+        table.push_record(["result", outcome.naive.as_str(), outcome.gate.as_str()]);
+        let moved = format!(
+            "{} paise to {}",
+            outcome.naive_paid_paise, outcome.naive_paid_to
+        );
+        table.push_record(["money moved", moved.as_str(), "0 paise"]);
+        let table = table.build().with(Style::rounded()).to_string();
+        for line in table.lines() {
+            println!("    {line}");
+        }
+        if !matches!(outcome.gate_decision, Decision::Deny(_)) {
+            bail!(
+                "the gate did not refuse the injected output: {}",
+                outcome.gate
+            );
+        }
+    }
+    println!(
+        "\n  The naive tool lets the model name the payee and the amount. spendgate accepts only\n  {{sku, quantity, purpose}} and derives the rest from the catalog, the policy and the delegation."
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gate::Reason;
+
+    #[tokio::test]
+    async fn the_gate_refuses_what_the_naive_tool_pays() {
+        let world = StandardWorld::load().unwrap();
+        let runner = world.catalog.get("RUNNER-PRO").unwrap();
+        let loud = injected_model_output("RUNNER-PRO", &runner.description);
+        let outcome = compare(&world, &loud).await.unwrap();
+        assert_eq!(
+            (outcome.naive_paid_to.as_str(), outcome.naive_paid_paise),
+            ("attacker-llc", 2_000_000)
+        );
+        assert_eq!(
+            outcome.gate_decision,
+            Decision::Deny(Reason::ProposalUnknownField)
+        );
+
+        let quiet = json!({"sku": "RUNNER-PRO", "quantity": 50, "purpose": "runner credits"});
+        let outcome = compare(&world, &quiet).await.unwrap();
+        assert_eq!(
+            (outcome.naive_paid_to.as_str(), outcome.naive_paid_paise),
+            ("cloudco", 2_500_000)
+        );
+        assert_eq!(
+            outcome.gate_decision,
+            Decision::Deny(Reason::QuantityExceedsMax)
+        );
+    }
+}
