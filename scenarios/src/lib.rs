@@ -1,13 +1,37 @@
-//! spendgate's adversarial scenario corpus: the models of worlds and
-//! scenarios, the loader that refuses malformed files with file, id and key,
-//! the held-out split and the seeded generator.
+//! spendgate's adversarial scenario corpus: models, loader, held-out split.
 //!
-//! Guarantees so far: [`world::World`] and [`policy::WorldPolicy`] mirror the
-//! spec's `standard` world key for key and refuse unknown keys.
+//! Guarantees: every type here mirrors `shared/spec/scenarios.md` key for
+//! key and refuses unknown keys; [`load_corpus`] / [`Corpus::load`] refuse
+//! every malformed scenario with its file, id and offending key or value,
+//! and lose nothing else. Data flows one way: this crate knows the gate only
+//! through `gate::Reason`.
 #![forbid(unsafe_code)]
 
+pub mod error;
+pub mod expect;
+pub mod generate;
+pub mod heldout;
+pub mod ids;
+pub mod loader;
+pub mod oracle;
 pub mod policy;
+pub mod references;
+pub mod scenario;
+pub mod step;
+pub mod taxonomy;
+pub mod verbs;
 pub mod world;
+mod yaml;
 
+pub use error::{LoadError, LoadErrorKind};
+pub use expect::{Counts, DecisionKind, Expect, StepExpect};
+pub use loader::{Corpus, LoadOptions, Origin, load_corpus, project_dir};
 pub use policy::{DenialRate, PolicyPatch, Velocity, WorldPolicy};
+pub use scenario::{Invariants, Label, Scenario};
+pub use step::{Concurrent, Step, VERBS, Verb};
+pub use taxonomy::{Taxonomy, ThreatClass, ThreatLayer};
+pub use verbs::{
+    AdvanceClock, Approve, Checkout, Grant, Pay, Propose, Replay, Revoke, SetPrice, Signature,
+    Webhook,
+};
 pub use world::{CatalogItem, Delegation, Person, Tenant, World};

@@ -1,0 +1,254 @@
+//! After the proposal: approval, checkout authority, payment and provider
+//! events.
+//!
+//! Guarantees: only an approving human of the request's tenant, never the
+//! requester, approves, and only a pending request; approval re-evaluates the
+//! request (policy, catalog, budgets, chain) and reserves on success. A
+//! checkout authority is issued once, to the requester, for an authorized
+//! request whose chain is live, whose price and policy version have not
+//! moved; it is spent once, within 15 minutes (inclusive), under the same
+//! conditions. A provider event is checked signature first, then body,
+//! event id, timestamp (24 h back, 5 min ahead, inclusive), order, type,
+//! amount, currency and state transition (CREATED -> CAPTURED | FAILED); a
+//! failure releases the request's reservation.
+
+use chrono::Duration;
+use gate::Reason;
+
+use super::OracleError;
+use super::Outcome;
+use super::chain;
+use super::proposal;
+use super::state::{Authority, Order, OrderState, RequestState, State};
+use crate::verbs::{Approve, Checkout, Pay, Signature, Webhook};
+
+/// Minutes a checkout authority lives.
+pub const AUTHORITY_MINUTES: i64 = 15;
+/// Oldest provider event accepted, in minutes.
+pub const STALE_MINUTES: i64 = 24 * 60;
+/// Furthest ahead a provider event may be, in minutes.
+pub const POST_DATED_MINUTES: i64 = 5;
+
+fn price_now(state: &State, tenant: &str, sku: &str) -> Option<i64> {
+    state
+        .tenant(tenant)?
+        .catalog
+        .iter()
+        .find(|i| i.sku == sku)
+        .map(|i| i.price_paise)
+}
+
+pub fn approve(state: &mut State, a: &Approve, request: Option<usize>) -> Outcome {
+    let Some(ri) = request else {
+        return Outcome::deny(Reason::ApprovalNotPending);
+    };
+    let req = state.requests[ri].clone();
+    if a.approver == req.actor {
+        return Outcome::deny(Reason::ApprovalByRequester);
+    }
+    if !state.may_approve(&req.tenant, &a.approver) {
+        return Outcome::deny(Reason::ApproverNotPermitted);
+    }
+    if req.state != RequestState::Pending {
+        return Outcome::deny(if req.approved {
+            Reason::ApprovalAlreadyUsed
+        } else {
+            Reason::ApprovalNotPending
+        });
+    }
+    let asked = req
+        .purchase
+        .clone()
+        .expect("a pending request has a purchase");
+    let verdict = proposal::purchase_checks(state, &req.tenant, &asked.sku, asked.quantity)
+        .and_then(|now| {
+            if now.unit_price != asked.unit_price {
+                Err(Reason::AuthorityPurchaseChanged)
+            } else {
+                Ok(now)
+            }
+        })
+        .and_then(|now| {
+            chain::authority(state, &req.tenant, &req.actor, &now.sku, now.amount).map(|d| (now, d))
+        });
+    let version = state.tenant(&req.tenant).map_or(0, |t| t.policy_version);
+    let today = state.today();
+    let r = &mut state.requests[ri];
+    match verdict {
+        Err(reason) => {
+            r.state = RequestState::Denied;
+            Outcome::deny(reason)
+        }
+        Ok((purchase, delegation)) => {
+            r.reserved = purchase.amount;
+            r.reserved_day = Some(today);
+            r.delegation = Some(delegation);
+            r.state = RequestState::Authorized;
+            r.approved = true;
+            r.policy_version = version;
+            r.purchase = Some(purchase);
+            Outcome::allow()
+        }
+    }
+}
+
+/// Who may issue a checkout authority: a human of the request's tenant who
+/// may approve (the agent that asked never authorizes its own checkout).
+fn checkout_actor(state: &State, tenant: &str, actor: &str) -> Result<(), Reason> {
+    match state.tenant_of(actor) {
+        None => Err(Reason::ActorUnknown),
+        Some(t) if t.id != tenant => Err(Reason::TenantMismatch),
+        Some(_) if state.may_approve(tenant, actor) => Ok(()),
+        Some(_) => Err(Reason::ActorNotPermitted),
+    }
+}
+
+/// Who may consume an authority: the agent that asked, or a human of the
+/// tenant who may approve.
+fn pay_actor(state: &State, tenant: &str, requester: &str, actor: &str) -> Result<(), Reason> {
+    match state.tenant_of(actor) {
+        None => Err(Reason::ActorUnknown),
+        Some(t) if t.id != tenant => Err(Reason::TenantMismatch),
+        Some(_) if actor == requester || state.may_approve(tenant, actor) => Ok(()),
+        Some(_) => Err(Reason::ActorNotPermitted),
+    }
+}
+
+/// Chain, price and policy version still what they were.
+fn unchanged(state: &State, ri: usize, policy_version: u32) -> Result<(), Reason> {
+    let req = &state.requests[ri];
+    if let Some(d) = &req.delegation {
+        chain::still_live(state, d)?;
+    }
+    let purchase = req
+        .purchase
+        .as_ref()
+        .expect("an authorized request has a purchase");
+    if price_now(state, &req.tenant, &purchase.sku) != Some(purchase.unit_price) {
+        return Err(Reason::AuthorityPurchaseChanged);
+    }
+    let version = state.tenant(&req.tenant).map_or(0, |t| t.policy_version);
+    if version != policy_version {
+        return Err(Reason::AuthorityPolicyChanged);
+    }
+    Ok(())
+}
+
+pub fn checkout(
+    state: &mut State,
+    c: &Checkout,
+    request: Option<usize>,
+) -> (Outcome, Option<usize>) {
+    let Some(ri) = request else {
+        return (Outcome::deny(Reason::RequestNotAuthorized), None);
+    };
+    let req = state.requests[ri].clone();
+    if let Err(r) = checkout_actor(state, &req.tenant, &c.actor) {
+        return (Outcome::deny(r), None);
+    }
+    if req.state != RequestState::Authorized {
+        return (Outcome::deny(Reason::RequestNotAuthorized), None);
+    }
+    if let Err(r) = unchanged(state, ri, req.policy_version) {
+        return (Outcome::deny(r), None);
+    }
+    let version = state.tenant(&req.tenant).map_or(0, |t| t.policy_version);
+    state.authorities.push(Authority {
+        request: ri,
+        issued_at: state.now,
+        policy_version: version,
+        used: false,
+    });
+    state.requests[ri].state = RequestState::CheckedOut;
+    (Outcome::ok(), Some(state.authorities.len() - 1))
+}
+
+pub fn pay(state: &mut State, p: &Pay, authority: Option<usize>) -> (Outcome, Option<usize>) {
+    let Some(ai) = authority else {
+        return (Outcome::deny(Reason::RequestNotAuthorized), None);
+    };
+    let auth = state.authorities[ai].clone();
+    let req = state.requests[auth.request].clone();
+    if let Some(actor) = &p.actor {
+        if let Err(r) = pay_actor(state, &req.tenant, &req.actor, actor) {
+            return (Outcome::deny(r), None);
+        }
+    }
+    if auth.used {
+        return (Outcome::deny(Reason::AuthorityAlreadyUsed), None);
+    }
+    if state.now > auth.issued_at + Duration::minutes(AUTHORITY_MINUTES) {
+        return (Outcome::deny(Reason::AuthorityExpired), None);
+    }
+    if let Err(r) = unchanged(state, auth.request, auth.policy_version) {
+        return (Outcome::deny(r), None);
+    }
+    let purchase = req.purchase.expect("a checked-out request has a purchase");
+    state.authorities[ai].used = true;
+    state.requests[auth.request].state = RequestState::Paid;
+    state.orders.push(Order {
+        request: auth.request,
+        amount: purchase.amount,
+        currency: purchase.currency,
+        state: OrderState::Created,
+    });
+    (Outcome::ok(), Some(state.orders.len() - 1))
+}
+
+pub fn webhook(
+    state: &mut State,
+    step: usize,
+    w: &Webhook,
+    order: Option<usize>,
+    event_id: &str,
+) -> Result<Outcome, OracleError> {
+    if w.signature() != Signature::Valid {
+        return Ok(Outcome::deny(Reason::WebhookSignatureInvalid));
+    }
+    if let Some(raw) = &w.raw {
+        let parsed: Option<serde_json::Value> = serde_json::from_str(raw).ok();
+        let has_event = parsed.as_ref().and_then(|v| v.get("event")).is_some();
+        if !has_event {
+            return Ok(Outcome::deny(Reason::WebhookMalformed));
+        }
+        return Err(OracleError::Unsupported {
+            step,
+            message: "a signed raw provider body the oracle cannot read".into(),
+        });
+    }
+    if state.events.contains(event_id) {
+        return Ok(Outcome::deny(Reason::WebhookDuplicate));
+    }
+    let offset = w.offset_minutes();
+    if offset < -STALE_MINUTES {
+        return Ok(Outcome::deny(Reason::WebhookStale));
+    }
+    if offset > POST_DATED_MINUTES {
+        return Ok(Outcome::deny(Reason::WebhookPostDated));
+    }
+    let Some(oi) = order else {
+        return Ok(Outcome::deny(Reason::WebhookUnknownOrder));
+    };
+    let next = match w.event() {
+        "payment.captured" => OrderState::Captured,
+        "payment.failed" => OrderState::Failed,
+        _ => return Ok(Outcome::deny(Reason::WebhookEventIgnored)),
+    };
+    let o = state.orders[oi].clone();
+    if w.amount_paise.unwrap_or(o.amount) != o.amount {
+        return Ok(Outcome::deny(Reason::WebhookAmountMismatch));
+    }
+    if w.currency.as_deref().unwrap_or(&o.currency) != o.currency {
+        return Ok(Outcome::deny(Reason::WebhookCurrencyMismatch));
+    }
+    if o.state != OrderState::Created {
+        return Ok(Outcome::deny(Reason::StateTransitionInvalid));
+    }
+    state.orders[oi].state = next;
+    state.events.insert(event_id.to_string());
+    if next == OrderState::Failed {
+        let r = &mut state.requests[o.request];
+        r.reserved = 0;
+    }
+    Ok(Outcome::ok())
+}

@@ -1,0 +1,273 @@
+//! The oracle's state: clock, tenants' policies and catalogs, delegations,
+//! requests, authorities, orders and the rate-limit logs.
+//!
+//! Guarantees: built from a world without changing it; every budget figure
+//! is derived from the request records, so a reservation and its release
+//! can never disagree with the totals.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+
+use crate::policy::WorldPolicy;
+use crate::world::{CatalogItem, Tenant, World};
+
+use super::{Observed, OracleError};
+
+#[derive(Debug, Clone)]
+pub struct TenantState {
+    pub id: String,
+    pub world: Tenant,
+    pub policy: WorldPolicy,
+    pub policy_version: u32,
+    pub catalog: Vec<CatalogItem>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DelegationState {
+    pub id: String,
+    pub tenant: String,
+    /// `None`: a root hop from a human.
+    pub parent: Option<String>,
+    pub to: String,
+    pub budget: i64,
+    pub skus: Option<Vec<String>>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked: bool,
+    /// Budget carved out for children.
+    pub allocated: i64,
+}
+
+/// What the gate derived from a proposal's sku and quantity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Purchase {
+    pub sku: String,
+    pub quantity: i64,
+    pub unit_price: i64,
+    pub amount: i64,
+    pub merchant: String,
+    pub currency: String,
+    pub category: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestState {
+    Denied,
+    Pending,
+    Authorized,
+    CheckedOut,
+    Paid,
+}
+
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub tenant: String,
+    pub actor: String,
+    pub purchase: Option<Purchase>,
+    pub state: RequestState,
+    pub delegation: Option<String>,
+    /// Reserved amount (0 when nothing is reserved or it was released).
+    pub reserved: i64,
+    pub reserved_day: Option<NaiveDate>,
+    pub approved: bool,
+    pub policy_version: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Authority {
+    pub request: usize,
+    pub issued_at: DateTime<Utc>,
+    pub policy_version: u32,
+    pub used: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrderState {
+    Created,
+    Captured,
+    Failed,
+}
+
+#[derive(Debug, Clone)]
+pub struct Order {
+    pub request: usize,
+    pub amount: i64,
+    pub currency: String,
+    pub state: OrderState,
+}
+
+/// What a step produced that later steps may name.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Produced {
+    pub request: Option<usize>,
+    pub authority: Option<usize>,
+    pub order: Option<usize>,
+}
+
+/// A recorded answer under an idempotency key.
+#[derive(Debug, Clone)]
+pub struct Keyed {
+    pub wire: String,
+    pub outcome: super::Outcome,
+    pub request: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct State {
+    pub now: DateTime<Utc>,
+    pub tenants: Vec<TenantState>,
+    pub delegations: BTreeMap<String, DelegationState>,
+    /// Grant order, so "the agent's delegation" is the latest granted.
+    pub grant_order: Vec<String>,
+    pub requests: Vec<Request>,
+    pub authorities: Vec<Authority>,
+    pub orders: Vec<Order>,
+    pub produced: BTreeMap<String, Produced>,
+    pub idempotency: BTreeMap<(String, String, String), Keyed>,
+    pub proposals: BTreeMap<(String, String), Vec<DateTime<Utc>>>,
+    pub denials: BTreeMap<(String, String), Vec<DateTime<Utc>>>,
+    pub events: BTreeSet<String>,
+    /// The event id each webhook step used, so a replay resends it.
+    pub event_ids: BTreeMap<usize, String>,
+}
+
+impl State {
+    pub fn new(world: &World) -> Result<State, OracleError> {
+        if world.tenants.is_empty() {
+            return Err(OracleError::EmptyWorld);
+        }
+        let tenants = world
+            .tenants
+            .iter()
+            .map(|t| TenantState {
+                id: t.id.clone(),
+                world: t.clone(),
+                policy: t.policy.clone(),
+                policy_version: 1,
+                catalog: t.catalog.clone(),
+            })
+            .collect();
+        let mut state = State {
+            now: world.now,
+            tenants,
+            delegations: BTreeMap::new(),
+            grant_order: Vec::new(),
+            requests: Vec::new(),
+            authorities: Vec::new(),
+            orders: Vec::new(),
+            produced: BTreeMap::new(),
+            idempotency: BTreeMap::new(),
+            proposals: BTreeMap::new(),
+            denials: BTreeMap::new(),
+            events: BTreeSet::new(),
+            event_ids: BTreeMap::new(),
+        };
+        for t in &world.tenants {
+            for d in &t.delegations {
+                let parent = (!t.people.iter().any(|p| p.id == d.from)).then(|| d.from.clone());
+                if let Some(p) = &parent {
+                    if let Some(ps) = state.delegations.get_mut(p) {
+                        ps.allocated += d.budget_paise;
+                    }
+                }
+                state.insert_delegation(DelegationState {
+                    id: d.id.clone(),
+                    tenant: t.id.clone(),
+                    parent,
+                    to: d.to.clone(),
+                    budget: d.budget_paise,
+                    skus: d.skus.clone(),
+                    expires_at: d.expires_at,
+                    revoked: false,
+                    allocated: 0,
+                });
+            }
+        }
+        Ok(state)
+    }
+
+    pub fn insert_delegation(&mut self, d: DelegationState) {
+        self.grant_order.push(d.id.clone());
+        self.delegations.insert(d.id.clone(), d);
+    }
+
+    pub fn today(&self) -> NaiveDate {
+        self.now.date_naive()
+    }
+
+    pub fn default_tenant(&self) -> &str {
+        &self.tenants[0].id
+    }
+
+    pub fn tenant(&self, id: &str) -> Option<&TenantState> {
+        self.tenants.iter().find(|t| t.id == id)
+    }
+
+    pub fn tenant_mut(&mut self, id: &str) -> Option<&mut TenantState> {
+        self.tenants.iter_mut().find(|t| t.id == id)
+    }
+
+    /// The tenant an agent or person belongs to.
+    pub fn tenant_of(&self, principal: &str) -> Option<&TenantState> {
+        self.tenants.iter().find(|t| {
+            t.world.agents.iter().any(|a| a == principal)
+                || t.world.people.iter().any(|p| p.id == principal)
+        })
+    }
+
+    pub fn is_agent(&self, tenant: &str, who: &str) -> bool {
+        self.tenant(tenant)
+            .is_some_and(|t| t.world.agents.iter().any(|a| a == who))
+    }
+
+    pub fn may_approve(&self, tenant: &str, who: &str) -> bool {
+        self.tenant(tenant)
+            .is_some_and(|t| t.world.people.iter().any(|p| p.id == who && p.may_approve))
+    }
+
+    /// A tenant's reservations on the current UTC day.
+    pub fn spent_today(&self, tenant: &str) -> i64 {
+        let today = self.today();
+        self.requests
+            .iter()
+            .filter(|r| r.tenant == tenant && r.reserved_day == Some(today))
+            .map(|r| r.reserved)
+            .sum()
+    }
+
+    /// A delegation's own reservations.
+    pub fn delegation_spent(&self, id: &str) -> i64 {
+        self.requests
+            .iter()
+            .filter(|r| r.delegation.as_deref() == Some(id))
+            .map(|r| r.reserved)
+            .sum()
+    }
+
+    /// Events inside the window ending now (`t > now - window`).
+    pub fn in_window(log: Option<&Vec<DateTime<Utc>>>, now: DateTime<Utc>, minutes: u32) -> usize {
+        let start = now - Duration::minutes(i64::from(minutes));
+        log.map_or(0, |l| {
+            l.iter().filter(|t| **t > start && **t <= now).count()
+        })
+    }
+
+    pub fn observed(&self) -> Observed {
+        let default = self.default_tenant().to_string();
+        Observed {
+            provider_orders: self.orders.len() as u64,
+            captured_paise: self
+                .orders
+                .iter()
+                .filter(|o| o.state == OrderState::Captured)
+                .map(|o| o.amount)
+                .sum(),
+            spent_today_paise: self.spent_today(&default),
+            delegation_spent_paise: self
+                .delegations
+                .keys()
+                .map(|id| (id.clone(), self.delegation_spent(id)))
+                .collect(),
+        }
+    }
+}

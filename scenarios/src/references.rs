@@ -1,0 +1,137 @@
+//! Step references: `approve.request`, `checkout.request`, `pay.authority`,
+//! `webhook.order` and `replay.of` must each name an EARLIER step of the
+//! same scenario, of the kind that produces what they need.
+//!
+//! Guarantees: [`check`] refuses a reference to a missing or later step, a
+//! reference to a step of the wrong kind (a request must come from a
+//! `propose`, an authority from a `checkout`, an order from a `pay`, seeing
+//! through `replay`s), a replay of a step that sends no request, and a step
+//! name used twice.
+
+use std::collections::BTreeMap;
+
+use crate::error::{LoadErrorKind, ParseError};
+use crate::step::{Step, Verb};
+
+/// The verb a step effectively performs, seeing through replays.
+fn effective<'a>(steps: &'a [Step], by_name: &BTreeMap<&str, usize>, mut i: usize) -> &'a Verb {
+    loop {
+        match &steps[i].verb {
+            Verb::Replay(r) => match by_name.get(r.of.as_str()) {
+                Some(&j) if j < i => i = j,
+                _ => return &steps[i].verb,
+            },
+            Verb::Concurrent(c) => return &c.step.verb,
+            v => return v,
+        }
+    }
+}
+
+fn wanted(field: &str) -> &'static [&'static str] {
+    match field {
+        "request" => &["propose"],
+        "authority" => &["checkout"],
+        "order" => &["pay"],
+        _ => &[
+            "propose", "approve", "checkout", "pay", "webhook", "grant", "revoke",
+        ],
+    }
+}
+
+/// Checks every reference and step name of one scenario's steps.
+pub fn check(steps: &[Step]) -> Result<(), ParseError> {
+    let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, step) in steps.iter().enumerate() {
+        let path = format!("steps[{i}]");
+        let verb_path = format!("{path}.{}", step.verb.name());
+        for (field, target) in step.verb.references() {
+            let dangling = |problem: String| -> ParseError {
+                LoadErrorKind::DanglingReference {
+                    path: verb_path.clone(),
+                    field: field.to_string(),
+                    target: target.to_string(),
+                    problem,
+                }
+                .into()
+            };
+            let Some(&j) = by_name.get(target) else {
+                let problem = if steps[i..].iter().any(|s| s.name.as_deref() == Some(target)) {
+                    "is not an earlier step (it comes later)"
+                } else {
+                    "names no step of this scenario"
+                };
+                return Err(dangling(problem.to_string()));
+            };
+            let kind = effective(steps, &by_name, j).name();
+            let wants = wanted(field);
+            if !wants.contains(&kind) {
+                return Err(dangling(format!(
+                    "is a `{kind}` step; `{field}` needs one of: {}",
+                    wants.join(", ")
+                )));
+            }
+        }
+        if let Some(name) = &step.name {
+            if by_name.insert(name.as_str(), i).is_some() {
+                return Err(LoadErrorKind::DuplicateStepName {
+                    path,
+                    name: name.clone(),
+                }
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(text: &str) -> Vec<Step> {
+        let v: Vec<serde_yaml::Value> = serde_yaml::from_str(text).unwrap();
+        v.iter().map(|s| Step::parse(s, "s").unwrap()).collect()
+    }
+
+    const PROPOSE: &str = "- {name: p1, propose: {actor: a, raw: x}}\n";
+
+    #[test]
+    fn accepts_earlier_references_through_replays() {
+        let s = steps(&format!(
+            "{PROPOSE}- {{name: r1, replay: {{of: p1}}}}\n- {{name: c1, checkout: {{request: r1, actor: a}}}}\n- {{name: o1, pay: {{authority: c1}}}}\n- {{webhook: {{order: o1}}}}\n- {{concurrent: {{times: 2, step: {{pay: {{authority: c1}}}}}}}}\n"
+        ));
+        check(&s).unwrap();
+    }
+
+    #[test]
+    fn refuses_later_missing_and_wrong_kind() {
+        let later = steps(&format!(
+            "- {{approve: {{request: p1, approver: h}}}}\n{PROPOSE}"
+        ));
+        assert!(matches!(check(&later).unwrap_err().0,
+            LoadErrorKind::DanglingReference { ref field, ref target, ref problem, .. }
+                if field == "request" && target == "p1" && problem.contains("later")));
+        let missing = steps(&format!("{PROPOSE}- {{pay: {{authority: c9}}}}\n"));
+        assert!(
+            matches!(check(&missing).unwrap_err().0, LoadErrorKind::DanglingReference { ref target, .. } if target == "c9")
+        );
+        let wrong = steps(&format!("{PROPOSE}- {{pay: {{authority: p1}}}}\n"));
+        assert!(
+            matches!(check(&wrong).unwrap_err().0, LoadErrorKind::DanglingReference { ref problem, .. } if problem.contains("`propose`"))
+        );
+        let in_concurrent = steps(&format!(
+            "{PROPOSE}- {{concurrent: {{times: 2, step: {{webhook: {{order: p1}}}}}}}}\n"
+        ));
+        assert!(check(&in_concurrent).is_err());
+    }
+
+    #[test]
+    fn refuses_duplicate_step_names_and_replaying_a_clock() {
+        let dup = steps(&format!("{PROPOSE}{PROPOSE}"));
+        assert!(
+            matches!(check(&dup).unwrap_err().0, LoadErrorKind::DuplicateStepName { ref name, .. } if name == "p1")
+        );
+        let clock = steps("- {name: t, advance_clock: {minutes: 1}}\n- {replay: {of: t}}\n");
+        assert!(check(&clock).is_err());
+    }
+}

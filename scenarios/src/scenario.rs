@@ -1,0 +1,150 @@
+//! One scenario: a labelled, ordered list of steps run in a world, with the
+//! invariants that must hold after the last step.
+//!
+//! Guarantees: [`Scenario::parse`] refuses unknown keys at every level, a
+//! non-kebab-case id, duplicate step names and any step reference that does
+//! not name an earlier step of the right kind (see [`crate::references`]);
+//! every refusal names the key or value. Serialization writes the keys in a
+//! fixed order, so the same scenario always serializes to the same YAML.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_yaml::Value;
+
+use crate::error::{LoadErrorKind, ParseError};
+use crate::ids::is_kebab;
+use crate::step::Step;
+use crate::yaml::{as_mapping, check_keys, decode, optional, required};
+
+/// Whether a scenario is an attack or a legitimate use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Label {
+    Attack,
+    Legit,
+}
+
+/// Checked after the last step; each key optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Invariants {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_orders: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured_paise: Option<i64>,
+    /// The default tenant's reservations for the current UTC day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_today_paise: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation_spent_paise: Option<BTreeMap<String, i64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_intact: Option<bool>,
+}
+
+impl Invariants {
+    /// Whether no invariant is given.
+    pub fn is_empty(&self) -> bool {
+        *self == Invariants::default()
+    }
+}
+
+/// One scenario of the corpus.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    pub id: String,
+    pub label: Label,
+    /// A taxonomy class id; attacks of this corpus always have one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refs: Vec<String>,
+    /// Free text: how the expectation was computed, what the attack tries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// A world file name (without `.yaml`).
+    pub world: String,
+    pub steps: Vec<Step>,
+    #[serde(skip_serializing_if = "Invariants::is_empty")]
+    pub invariants: Invariants,
+}
+
+/// The keys a scenario may have.
+pub const SCENARIO_KEYS: [&str; 8] = [
+    "id",
+    "label",
+    "class",
+    "refs",
+    "description",
+    "world",
+    "steps",
+    "invariants",
+];
+
+impl Scenario {
+    /// The id of a scenario value, if it has a string one (used to name a
+    /// scenario in errors before the rest of it is parsed).
+    pub fn peek_id(value: &Value) -> Option<String> {
+        value.get("id").and_then(Value::as_str).map(str::to_string)
+    }
+
+    /// Parses and checks one scenario.
+    pub fn parse(value: &Value) -> Result<Scenario, ParseError> {
+        let map = as_mapping(value, "")?;
+        let id: String = match map.get("id") {
+            None => return Err(LoadErrorKind::MissingId.into()),
+            Some(v) => decode(v.clone(), "id")?,
+        };
+        if !is_kebab(&id) {
+            return Err(LoadErrorKind::BadId { value: id }.into());
+        }
+        check_keys(map, &SCENARIO_KEYS, "")?;
+        let label: Label = required(map, "label", "")?;
+        let class: Option<String> = optional(map, "class", "")?;
+        let refs: Vec<String> = optional(map, "refs", "")?.unwrap_or_default();
+        let description: Option<String> = optional(map, "description", "")?;
+        let world: String = required(map, "world", "")?;
+        let invariants: Invariants = optional(map, "invariants", "")?.unwrap_or_default();
+        let raw_steps: Vec<Value> = required(map, "steps", "")?;
+        if raw_steps.is_empty() {
+            return Err(LoadErrorKind::InvalidValue {
+                path: "steps".into(),
+                message: "a scenario needs at least one step".into(),
+            }
+            .into());
+        }
+        let steps = raw_steps
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Step::parse(v, &format!("steps[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
+        crate::references::check(&steps)?;
+        Ok(Scenario {
+            id,
+            label,
+            class,
+            refs,
+            description,
+            world,
+            steps,
+            invariants,
+        })
+    }
+
+    /// The step with this name.
+    pub fn step(&self, name: &str) -> Option<&Step> {
+        self.steps.iter().find(|s| s.name.as_deref() == Some(name))
+    }
+
+    /// The scenario as YAML text (a one-element list, as in a corpus file).
+    pub fn to_yaml(&self) -> String {
+        serde_yaml::to_string(std::slice::from_ref(self)).expect("scenarios always serialize")
+    }
+}
+
+impl<'de> Deserialize<'de> for Scenario {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Scenario::parse(&value).map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,402 @@
+//! One step of a scenario: exactly one verb, an optional name and an
+//! optional expectation.
+//!
+//! Guarantees: [`Step::parse`] refuses a step with no verb, with two verbs,
+//! with an unknown verb or an unknown key, a `propose` with both or neither
+//! of `body` and `raw`, and a `concurrent` whose inner step is itself
+//! concurrent or carries its own name or expectation; every refusal names
+//! the step's path and the key. A `concurrent` step's expectation is counts,
+//! every other step's is `{decision, reason | reason_any}`. Serializing a
+//! step and parsing it back gives the same step.
+
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_yaml::{Mapping, Value};
+
+use crate::error::{LoadErrorKind, ParseError};
+use crate::expect::{Counts, Expect, StepExpect};
+use crate::policy::PolicyPatch;
+use crate::verbs::{
+    AdvanceClock, Approve, Checkout, Grant, Pay, Propose, Replay, Revoke, SetPrice, Webhook,
+};
+use crate::yaml::{as_mapping, check_keys, decode, join, key_text, required};
+
+/// Every verb of the spec, in the spec's order.
+pub const VERBS: [&str; 12] = [
+    "propose",
+    "approve",
+    "checkout",
+    "pay",
+    "webhook",
+    "grant",
+    "revoke",
+    "set_price",
+    "set_policy",
+    "advance_clock",
+    "replay",
+    "concurrent",
+];
+
+/// `concurrent`: `times` copies of one step at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Concurrent {
+    pub times: u32,
+    pub step: Box<Step>,
+}
+
+/// The verb of a step and its payload.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verb {
+    Propose(Propose),
+    Approve(Approve),
+    Checkout(Checkout),
+    Pay(Pay),
+    Webhook(Webhook),
+    Grant(Grant),
+    Revoke(Revoke),
+    SetPrice(SetPrice),
+    SetPolicy(PolicyPatch),
+    AdvanceClock(AdvanceClock),
+    Replay(Replay),
+    Concurrent(Concurrent),
+}
+
+impl Verb {
+    /// The verb's key as the corpus spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verb::Propose(_) => "propose",
+            Verb::Approve(_) => "approve",
+            Verb::Checkout(_) => "checkout",
+            Verb::Pay(_) => "pay",
+            Verb::Webhook(_) => "webhook",
+            Verb::Grant(_) => "grant",
+            Verb::Revoke(_) => "revoke",
+            Verb::SetPrice(_) => "set_price",
+            Verb::SetPolicy(_) => "set_policy",
+            Verb::AdvanceClock(_) => "advance_clock",
+            Verb::Replay(_) => "replay",
+            Verb::Concurrent(_) => "concurrent",
+        }
+    }
+
+    /// The step names this verb refers to, as `(field, target)`.
+    pub fn references(&self) -> Vec<(&'static str, &str)> {
+        match self {
+            Verb::Approve(a) => vec![("request", a.request.as_str())],
+            Verb::Checkout(c) => vec![("request", c.request.as_str())],
+            Verb::Pay(p) => vec![("authority", p.authority.as_str())],
+            Verb::Webhook(w) => vec![("order", w.order.as_str())],
+            Verb::Replay(r) => vec![("of", r.of.as_str())],
+            Verb::Concurrent(c) => c.step.verb.references(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn to_value(&self) -> Value {
+        let v = match self {
+            Verb::Propose(x) => serde_yaml::to_value(x),
+            Verb::Approve(x) => serde_yaml::to_value(x),
+            Verb::Checkout(x) => serde_yaml::to_value(x),
+            Verb::Pay(x) => serde_yaml::to_value(x),
+            Verb::Webhook(x) => serde_yaml::to_value(x),
+            Verb::Grant(x) => serde_yaml::to_value(x),
+            Verb::Revoke(x) => serde_yaml::to_value(x),
+            Verb::SetPrice(x) => serde_yaml::to_value(x),
+            Verb::SetPolicy(x) => serde_yaml::to_value(x),
+            Verb::AdvanceClock(x) => serde_yaml::to_value(x),
+            Verb::Replay(x) => serde_yaml::to_value(x),
+            Verb::Concurrent(c) => {
+                let mut m = Mapping::new();
+                m.insert("times".into(), c.times.into());
+                m.insert("step".into(), c.step.to_value());
+                Ok(Value::Mapping(m))
+            }
+        };
+        v.expect("verb payloads are plain data and always serialize")
+    }
+}
+
+/// One step: a verb, an optional name, an optional expectation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub name: Option<String>,
+    pub verb: Verb,
+    pub expect: Option<StepExpect>,
+}
+
+impl Step {
+    /// A step with a verb and nothing else.
+    pub fn new(verb: Verb) -> Step {
+        Step {
+            name: None,
+            verb,
+            expect: None,
+        }
+    }
+
+    /// The decision expectation, for any step but `concurrent`.
+    pub fn expect_decision(&self) -> Option<&Expect> {
+        match &self.expect {
+            Some(StepExpect::Decision(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The count expectation of a `concurrent` step.
+    pub fn expect_counts(&self) -> Option<&Counts> {
+        match &self.expect {
+            Some(StepExpect::Counts(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Parses one step at `path` (e.g. `steps[3]`).
+    pub fn parse(value: &Value, path: &str) -> Result<Step, ParseError> {
+        let map = as_mapping(value, path)?;
+        let mut verbs = Vec::new();
+        for key in map.keys() {
+            let text = key_text(key);
+            match text.as_str() {
+                "name" | "expect" => {}
+                v if VERBS.contains(&v) => verbs.push(text),
+                _ => {
+                    return Err(LoadErrorKind::UnknownVerb {
+                        path: path.to_string(),
+                        verb: text,
+                    }
+                    .into());
+                }
+            }
+        }
+        let verb_key = match verbs.as_slice() {
+            [] => {
+                return Err(LoadErrorKind::NoVerb {
+                    path: path.to_string(),
+                }
+                .into());
+            }
+            [one] => one.clone(),
+            _ => {
+                return Err(LoadErrorKind::TwoVerbs {
+                    path: path.to_string(),
+                    verbs,
+                }
+                .into());
+            }
+        };
+        let name = match map.get("name") {
+            None => None,
+            Some(v) => Some(decode::<String>(v.clone(), &join(path, "name"))?),
+        };
+        let body = map.get(verb_key.as_str()).cloned().unwrap_or(Value::Null);
+        let verb_path = join(path, &verb_key);
+        let verb = parse_verb(&verb_key, body, &verb_path)?;
+        let expect = match map.get("expect") {
+            None => None,
+            Some(v) => {
+                let expect_path = join(path, "expect");
+                Some(match verb {
+                    Verb::Concurrent(_) => StepExpect::Counts(decode(v.clone(), &expect_path)?),
+                    _ => StepExpect::Decision(Expect::parse(v, &expect_path)?),
+                })
+            }
+        };
+        Ok(Step { name, verb, expect })
+    }
+
+    /// The step as a YAML mapping: `name`, the verb, `expect`, in that order.
+    pub fn to_value(&self) -> Value {
+        let mut m = Mapping::new();
+        if let Some(name) = &self.name {
+            m.insert("name".into(), name.clone().into());
+        }
+        m.insert(self.verb.name().into(), self.verb.to_value());
+        if let Some(expect) = &self.expect {
+            let v = serde_yaml::to_value(expect).expect("expectations always serialize");
+            m.insert("expect".into(), v);
+        }
+        Value::Mapping(m)
+    }
+}
+
+fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
+    Ok(match key {
+        "propose" => {
+            let p: Propose = decode(body, path)?;
+            if p.body.is_some() == p.raw.is_some() {
+                return Err(LoadErrorKind::InvalidValue {
+                    path: path.to_string(),
+                    message: "give exactly one of `body` and `raw`".into(),
+                }
+                .into());
+            }
+            Verb::Propose(p)
+        }
+        "approve" => Verb::Approve(decode(body, path)?),
+        "checkout" => Verb::Checkout(decode(body, path)?),
+        "pay" => Verb::Pay(decode(body, path)?),
+        "webhook" => Verb::Webhook(decode(body, path)?),
+        "grant" => Verb::Grant(decode(body, path)?),
+        "revoke" => Verb::Revoke(decode(body, path)?),
+        "set_price" => Verb::SetPrice(decode(body, path)?),
+        "set_policy" => Verb::SetPolicy(decode(body, path)?),
+        "advance_clock" => Verb::AdvanceClock(decode(body, path)?),
+        "replay" => Verb::Replay(decode(body, path)?),
+        "concurrent" => {
+            let map = as_mapping(&body, path)?;
+            check_keys(map, &["times", "step"], path)?;
+            let times: u32 = required(map, "times", path)?;
+            if times == 0 {
+                return Err(LoadErrorKind::InvalidValue {
+                    path: join(path, "times"),
+                    message: "times must be at least 1".into(),
+                }
+                .into());
+            }
+            let inner_path = join(path, "step");
+            let inner_value = map.get("step").ok_or_else(|| LoadErrorKind::MissingKey {
+                path: path.to_string(),
+                key: "step".into(),
+            })?;
+            let inner = Step::parse(inner_value, &inner_path)?;
+            if matches!(inner.verb, Verb::Concurrent(_)) {
+                return Err(LoadErrorKind::InvalidValue {
+                    path: inner_path,
+                    message: "a concurrent step cannot nest another".into(),
+                }
+                .into());
+            }
+            for (present, key) in [
+                (inner.name.is_some(), "name"),
+                (inner.expect.is_some(), "expect"),
+            ] {
+                if present {
+                    return Err(LoadErrorKind::UnknownKey {
+                        path: inner_path,
+                        key: key.into(),
+                    }
+                    .into());
+                }
+            }
+            Verb::Concurrent(Concurrent {
+                times,
+                step: Box::new(inner),
+            })
+        }
+        other => {
+            return Err(LoadErrorKind::UnknownVerb {
+                path: path.to_string(),
+                verb: other.to_string(),
+            }
+            .into());
+        }
+    })
+}
+
+impl Serialize for Step {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Value::Mapping(m) = self.to_value() else {
+            unreachable!("to_value always builds a mapping")
+        };
+        let mut out = serializer.serialize_map(Some(m.len()))?;
+        for (k, v) in &m {
+            out.serialize_entry(k, v)?;
+        }
+        out.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Step {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Step::parse(&value, "step").map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Step, LoadErrorKind> {
+        Step::parse(&serde_yaml::from_str(text).unwrap(), "steps[1]").map_err(|e| e.0)
+    }
+
+    #[test]
+    fn parses_each_verb_and_round_trips() {
+        let texts = [
+            "{name: p1, propose: {actor: a, body: {sku: X, quantity: 1, purpose: p}}, expect: {decision: allow}}",
+            "{approve: {request: p1, approver: h}, expect: {decision: deny, reason: APPROVAL_BY_REQUESTER}}",
+            "{name: c1, checkout: {request: p1, actor: a}}",
+            "{name: o1, pay: {authority: c1}}",
+            "{webhook: {order: o1, amount_paise: 5, signature: missing, created_at_offset_minutes: -3}}",
+            "{grant: {id: d, from: h, to: a, budget_paise: 5, skus: [X], expires_at: '2026-09-03T11:00:00Z'}}",
+            "{revoke: {delegation: d, actor: h}}",
+            "{set_price: {sku: X, price_paise: 7}}",
+            "{set_policy: {daily_cap_paise: 1, velocity: {max_proposals: 1, window_minutes: 2}}}",
+            "{advance_clock: {minutes: 16}}",
+            "{replay: {of: o1}}",
+            "{concurrent: {times: 3, step: {pay: {authority: c1}}}, expect: {ok: 1, deny: 2}}",
+        ];
+        for (text, verb) in texts.iter().zip(VERBS) {
+            let step = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(step.verb.name(), verb);
+            let again = Step::parse(&step.to_value(), "x").unwrap();
+            assert_eq!(again, step, "{text}");
+        }
+    }
+
+    #[test]
+    fn refuses_zero_two_and_unknown_verbs() {
+        assert_eq!(
+            parse("{name: x}").unwrap_err(),
+            LoadErrorKind::NoVerb {
+                path: "steps[1]".into()
+            }
+        );
+        assert!(
+            matches!(parse("{propose: {actor: a, raw: x}, approve: {request: p, approver: h}}").unwrap_err(),
+            LoadErrorKind::TwoVerbs { verbs, .. } if verbs == ["propose", "approve"])
+        );
+        assert!(matches!(parse("{purchase: {sku: X}}").unwrap_err(),
+            LoadErrorKind::UnknownVerb { verb, .. } if verb == "purchase"));
+    }
+
+    #[test]
+    fn names_unknown_keys_inside_a_verb() {
+        let err = parse("{propose: {actor: a, raw: x, amount_paise: 1}}").unwrap_err();
+        assert_eq!(
+            err,
+            LoadErrorKind::UnknownKey {
+                path: "steps[1].propose".into(),
+                key: "amount_paise".into()
+            }
+        );
+        let err = parse("{webhook: {order: o1, signature: forged}}").unwrap_err();
+        assert!(
+            matches!(err, LoadErrorKind::InvalidValue { ref path, ref message }
+            if path == "steps[1].webhook" && message.contains("`forged`")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn propose_needs_exactly_one_of_body_and_raw() {
+        assert!(parse("{propose: {actor: a}}").is_err());
+        assert!(parse("{propose: {actor: a, raw: x, body: {}}}").is_err());
+    }
+
+    #[test]
+    fn concurrent_rules() {
+        assert!(parse("{concurrent: {times: 0, step: {pay: {authority: c}}}}").is_err());
+        assert!(parse("{concurrent: {times: 2, step: {concurrent: {times: 2, step: {pay: {authority: c}}}}}}").is_err());
+        assert!(
+            matches!(parse("{concurrent: {times: 2, step: {pay: {authority: c}, expect: {decision: ok}}}}").unwrap_err(),
+            LoadErrorKind::UnknownKey { key, .. } if key == "expect")
+        );
+        assert!(
+            matches!(parse("{concurrent: {times: 2, step: {pay: {authority: c}}}, expect: {decision: ok}}").unwrap_err(),
+            LoadErrorKind::UnknownKey { key, .. } if key == "decision")
+        );
+    }
+}

@@ -1,0 +1,301 @@
+//! Each kind of bad input is refused with the file, the scenario id and the
+//! offending key or value, and costs nothing else.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use scenarios::{Corpus, LoadError, LoadErrorKind};
+
+/// A fresh, empty folder under the system temp dir (removed on drop).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let dir =
+            std::env::temp_dir().join(format!("scenarios-bad-input-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+const GOOD: &str = r#"
+- id: good-one
+  label: legit
+  world: standard
+  steps:
+    - propose: {actor: buyer-agent, body: {sku: SNACK-BOX, quantity: 1, purpose: "snacks"}}
+      expect: {decision: allow}
+  invariants: {spent_today_paise: 25000}
+"#;
+
+/// Loads a folder holding GOOD in `good.yaml` and `bad` in `bad.yaml`,
+/// checks the good scenario survived, and returns the single error.
+fn only_error(bad: &str) -> (LoadError, PathBuf) {
+    let dir = TempDir::new();
+    dir.write("a-good.yaml", GOOD);
+    let bad_path = dir.write("b-bad.yaml", bad);
+    let corpus = Corpus::load(&dir.0);
+    assert!(
+        corpus.get("good-one").is_some(),
+        "the good file lost its scenario: {:?}",
+        corpus.errors
+    );
+    assert_eq!(corpus.errors.len(), 1, "{:#?}", corpus.errors);
+    (corpus.errors[0].clone(), bad_path)
+}
+
+fn assert_names(err: &LoadError, file: &Path, id: &str, subject: &str) {
+    assert_eq!(err.file, file, "{err}");
+    assert_eq!(err.scenario.as_deref(), Some(id), "{err}");
+    assert_eq!(err.kind.subject(), Some(subject), "{err}");
+    let text = err.to_string();
+    for part in [
+        file.display().to_string(),
+        id.to_string(),
+        subject.to_string(),
+    ] {
+        assert!(text.contains(&part), "`{text}` does not mention `{part}`");
+    }
+}
+
+fn scenario(id: &str, extra: &str, steps: &str) -> String {
+    format!(
+        "- id: {id}\n  label: attack\n  class: tool-boundary.extra-field\n  refs: [x]\n  world: standard\n{extra}  steps:\n{steps}"
+    )
+}
+
+const STEP: &str =
+    "    - propose: {actor: buyer-agent, body: {sku: SNACK-BOX, quantity: 1, purpose: p}}\n";
+
+#[test]
+fn unknown_scenario_key() {
+    let (err, file) = only_error(&scenario("bad-a", "  severity: high\n", STEP));
+    assert_names(&err, &file, "bad-a", "severity");
+    assert_eq!(err.line, Some(6));
+}
+
+#[test]
+fn unknown_key_inside_a_verb() {
+    let steps = "    - propose: {actor: buyer-agent, amount: 5, body: {sku: SNACK-BOX, quantity: 1, purpose: p}}\n";
+    let (err, file) = only_error(&scenario("bad-b", "", steps));
+    assert_names(&err, &file, "bad-b", "amount");
+    assert!(
+        matches!(&err.kind, LoadErrorKind::UnknownKey { path, .. } if path == "steps[0].propose"),
+        "{err}"
+    );
+    assert_eq!(err.line, Some(7));
+}
+
+#[test]
+fn unknown_key_in_expect_and_invariants() {
+    let steps = format!("{STEP}      expect: {{decision: deny, because: SKU_UNKNOWN}}\n");
+    let (err, file) = only_error(&scenario("bad-c", "", &steps));
+    assert_names(&err, &file, "bad-c", "because");
+    let (err, file) = only_error(&format!(
+        "{}  invariants: {{orders: 0}}\n",
+        scenario("bad-d", "", STEP)
+    ));
+    assert_names(&err, &file, "bad-d", "orders");
+}
+
+#[test]
+fn unknown_verb() {
+    let (err, file) = only_error(&scenario("bad-e", "", "    - purchase: {sku: SNACK-BOX}\n"));
+    assert_names(&err, &file, "bad-e", "purchase");
+    assert!(matches!(err.kind, LoadErrorKind::UnknownVerb { .. }));
+}
+
+#[test]
+fn step_with_zero_or_two_verbs() {
+    let (err, file) = only_error(&scenario("bad-f", "", "    - name: lonely\n"));
+    assert_eq!(err.file, file);
+    assert_eq!(err.scenario.as_deref(), Some("bad-f"));
+    assert!(
+        matches!(&err.kind, LoadErrorKind::NoVerb { path } if path == "steps[0]"),
+        "{err}"
+    );
+    let two = "    - propose: {actor: buyer-agent, raw: x}\n      revoke: {delegation: d-buyer, actor: finance-lead}\n";
+    let (err, _) = only_error(&scenario("bad-g", "", two));
+    assert!(
+        matches!(&err.kind, LoadErrorKind::TwoVerbs { verbs, .. } if verbs == &["propose", "revoke"]),
+        "{err}"
+    );
+    assert!(err.to_string().contains("propose, revoke"));
+}
+
+#[test]
+fn dangling_references() {
+    let later = "    - approve: {request: p1, approver: finance-lead}\n    - name: p1\n      propose: {actor: buyer-agent, raw: x}\n";
+    let (err, file) = only_error(&scenario("bad-h", "", later));
+    assert_names(&err, &file, "bad-h", "p1");
+    assert!(
+        err.to_string().contains("steps[0].approve.request"),
+        "{err}"
+    );
+    let missing = format!("{STEP}    - replay: {{of: nowhere}}\n");
+    let (err, file) = only_error(&scenario("bad-i", "", &missing));
+    assert_names(&err, &file, "bad-i", "nowhere");
+    let wrong_kind =
+        "    - {name: p1, propose: {actor: buyer-agent, raw: x}}\n    - webhook: {order: p1}\n";
+    let (err, _) = only_error(&scenario("bad-j", "", wrong_kind));
+    assert!(err.to_string().contains("`propose` step"), "{err}");
+}
+
+#[test]
+fn unknown_taxonomy_class() {
+    let text =
+        scenario("bad-k", "", STEP).replace("tool-boundary.extra-field", "tool-boundary.made-up");
+    let (err, file) = only_error(&text);
+    assert_names(&err, &file, "bad-k", "tool-boundary.made-up");
+    assert_eq!(err.line, Some(3));
+}
+
+#[test]
+fn unknown_reason_code() {
+    let steps = format!("{STEP}      expect: {{decision: deny, reason: TOO_EXPENSIVE}}\n");
+    let (err, file) = only_error(&scenario("bad-l", "", &steps));
+    assert_names(&err, &file, "bad-l", "TOO_EXPENSIVE");
+    assert_eq!(err.line, Some(8));
+    let steps =
+        format!("{STEP}      expect: {{decision: deny, reason_any: [SKU_UNKNOWN, NOT_A_CODE]}}\n");
+    let (err, _) = only_error(&scenario("bad-m", "", &steps));
+    assert_eq!(err.kind.subject(), Some("NOT_A_CODE"));
+}
+
+#[test]
+fn duplicate_ids_keep_the_first() {
+    let dup = GOOD.replace("purpose: \"snacks\"", "purpose: \"second\"");
+    let (err, file) = only_error(&dup);
+    assert_names(&err, &file, "good-one", "good-one");
+    assert!(
+        matches!(&err.kind, LoadErrorKind::DuplicateId { first_file, .. } if first_file.ends_with("a-good.yaml"))
+    );
+}
+
+#[test]
+fn unknown_world() {
+    let text = scenario("bad-n", "", STEP).replace("world: standard", "world: narnia");
+    let (err, file) = only_error(&text);
+    assert_names(&err, &file, "bad-n", "narnia");
+    let text = scenario("bad-o", "", STEP).replace("world: standard", "world: ../standard");
+    let (err, _) = only_error(&text);
+    assert!(
+        matches!(err.kind, LoadErrorKind::UnknownWorld { .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn non_kebab_ids() {
+    for id in ["Bad_Id", "bad--id", "\"bad id\""] {
+        let (err, file) = only_error(&scenario(id, "", STEP));
+        assert_eq!(err.file, file);
+        assert!(matches!(err.kind, LoadErrorKind::BadId { .. }), "{err}");
+        assert!(err.to_string().contains(id.trim_matches('"')), "{err}");
+    }
+}
+
+#[test]
+fn a_syntax_error_costs_only_its_file() {
+    let (err, file) = only_error("- id: broken\n  steps: [\n");
+    assert_eq!(err.file, file);
+    assert!(matches!(err.kind, LoadErrorKind::Syntax { .. }));
+    assert!(err.line.is_some());
+}
+
+#[test]
+fn a_bad_scenario_costs_nothing_of_its_neighbours() {
+    let dir = TempDir::new();
+    let text = format!(
+        "{}{}{}",
+        scenario("first-good", "", STEP),
+        scenario("middle-bad", "  oops: 1\n", STEP),
+        scenario("last-good", "", STEP)
+    );
+    dir.write("mixed.yaml", &text);
+    let corpus = Corpus::load(&dir.0);
+    let ids: Vec<&str> = corpus.scenarios.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["first-good", "last-good"]);
+    assert_eq!(corpus.errors.len(), 1);
+    assert_eq!(corpus.errors[0].scenario.as_deref(), Some("middle-bad"));
+    assert!(scenarios::load_corpus(&dir.0).is_err());
+}
+
+#[test]
+fn corpus_folder_worlds_come_first() {
+    let dir = TempDir::new();
+    let standard =
+        fs::read_to_string(scenarios::project_dir().join("worlds/standard.yaml")).unwrap();
+    dir.write(
+        "worlds/standard.yaml",
+        &standard.replace("daily_cap_paise: 500000", "daily_cap_paise: 7"),
+    );
+    dir.write("good.yaml", GOOD);
+    let corpus = scenarios::load_corpus(&dir.0).unwrap();
+    assert_eq!(
+        corpus.worlds["standard"].tenants[0].policy.daily_cap_paise,
+        7
+    );
+    let single = scenarios::load_corpus(dir.0.join("good.yaml")).unwrap();
+    assert_eq!(
+        single.worlds["standard"].tenants[0].policy.daily_cap_paise,
+        7
+    );
+}
+
+#[test]
+fn a_broken_world_is_named_and_its_scenarios_refused() {
+    let dir = TempDir::new();
+    dir.write(
+        "worlds/odd.yaml",
+        "now: 2026-09-03T10:00:00Z\ntenants: []\nweather: sunny\n",
+    );
+    let world_file = dir.0.join("worlds/odd.yaml");
+    dir.write("good.yaml", GOOD);
+    dir.write(
+        "odd.yaml",
+        &GOOD
+            .replace("good-one", "odd-one")
+            .replace("world: standard", "world: odd"),
+    );
+    let corpus = Corpus::load(&dir.0);
+    assert!(corpus.get("good-one").is_some());
+    assert!(corpus.get("odd-one").is_none());
+    assert!(
+        corpus
+            .errors
+            .iter()
+            .any(|e| e.file == world_file && e.kind.subject() == Some("weather")),
+        "{:#?}",
+        corpus.errors
+    );
+    assert!(
+        corpus
+            .errors
+            .iter()
+            .any(|e| e.scenario.as_deref() == Some("odd-one"))
+    );
+}
+
+#[test]
+fn a_missing_path_is_an_error_not_a_panic() {
+    let errors = scenarios::load_corpus("/definitely/not/here").unwrap_err();
+    assert!(matches!(errors[0].kind, LoadErrorKind::Io { .. }));
+}

@@ -1,0 +1,114 @@
+//! The oracle (an independent model of the spec) agrees with every
+//! hand-computed expectation of the committed corpus: a second check of the
+//! hand arithmetic, and of the oracle.
+
+use scenarios::oracle::{self, StepOutcome};
+use scenarios::{Corpus, DecisionKind, Scenario, StepExpect, load_corpus, project_dir};
+
+/// Every disagreement between the oracle and one scenario's expectations.
+fn disagreements(corpus: &Corpus, s: &Scenario) -> Vec<String> {
+    let world = &corpus.worlds[&s.world];
+    let trace = match oracle::run(world, s) {
+        Ok(t) => t,
+        Err(e) => return vec![format!("oracle cannot model it: {e}")],
+    };
+    let mut out = Vec::new();
+    for (i, (step, got)) in s.steps.iter().zip(&trace.steps).enumerate() {
+        match (&step.expect, got) {
+            (None, _) => {}
+            (Some(StepExpect::Decision(e)), StepOutcome::Single(o)) => {
+                if e.decision != o.decision || !e.accepts_reason(o.reason) {
+                    out.push(format!(
+                        "step {i} ({}): expected {} {:?}/{:?}, oracle says {} {:?}",
+                        step.verb.name(),
+                        e.decision.as_str(),
+                        e.reason,
+                        e.reason_any,
+                        o.decision.as_str(),
+                        o.reason
+                    ));
+                }
+            }
+            (Some(StepExpect::Counts(c)), StepOutcome::Counts(got)) => {
+                for kind in [
+                    DecisionKind::Allow,
+                    DecisionKind::Deny,
+                    DecisionKind::StepUp,
+                    DecisionKind::Ok,
+                ] {
+                    if let Some(want) = c.get(kind) {
+                        let have = got.get(&kind).copied().unwrap_or(0);
+                        if want != have {
+                            out.push(format!(
+                                "step {i} (concurrent): {} expected {want}, oracle says {have}",
+                                kind.as_str()
+                            ));
+                        }
+                    }
+                }
+            }
+            (e, g) => out.push(format!(
+                "step {i}: expectation {e:?} does not fit outcome {g:?}"
+            )),
+        }
+    }
+    let inv = &s.invariants;
+    let obs = &trace.observed;
+    let mut check = |name: &str, want: Option<i64>, have: i64| {
+        if let Some(w) = want {
+            if w != have {
+                out.push(format!(
+                    "invariant {name}: expected {w}, oracle says {have}"
+                ));
+            }
+        }
+    };
+    check(
+        "provider_orders",
+        inv.provider_orders.map(|v| v as i64),
+        obs.provider_orders as i64,
+    );
+    check("captured_paise", inv.captured_paise, obs.captured_paise);
+    check(
+        "spent_today_paise",
+        inv.spent_today_paise,
+        obs.spent_today_paise,
+    );
+    for (d, want) in inv.delegation_spent_paise.iter().flatten() {
+        let have = obs.delegation_spent_paise.get(d).copied().unwrap_or(0);
+        check(&format!("delegation_spent_paise.{d}"), Some(*want), have);
+    }
+    out
+}
+
+#[test]
+fn oracle_agrees_with_every_hand_written_expectation() {
+    let corpus = load_corpus(project_dir()).expect("corpus loads");
+    let mut report = Vec::new();
+    for s in &corpus.scenarios {
+        for d in disagreements(&corpus, s) {
+            report.push(format!("{}: {d}", s.id));
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "{} disagreements:\n{}",
+        report.len(),
+        report.join("\n")
+    );
+}
+
+#[test]
+fn oracle_can_disagree() {
+    // A wrong hand expectation must be caught: flip one and look.
+    let corpus = load_corpus(project_dir()).expect("corpus loads");
+    let mut s = corpus.get("pol-cap-gpu-hour").unwrap().clone();
+    if let Some(StepExpect::Decision(e)) = &mut s.steps[0].expect {
+        e.decision = DecisionKind::Allow;
+        e.reason = None;
+    }
+    assert!(!disagreements(&corpus, &s).is_empty());
+    let mut s = corpus.get("legit-daily-cap-exact").unwrap().clone();
+    s.invariants.spent_today_paise = Some(499_999);
+    assert_eq!(disagreements(&corpus, &s).len(), 1);
+}
