@@ -150,11 +150,10 @@ pub fn check_grant(
         }
         Grantor::Hop(parent) => parent,
     };
-    if parent.revoked {
-        return Err(Reason::DelegationRevoked);
-    }
-    if parent.is_expired(now) {
-        return Err(Reason::DelegationExpired);
+    // Only a live delegation may grant: a revoked or expired one is "anything
+    // else" in the spec's words.
+    if parent.revoked || parent.is_expired(now) {
+        return Err(Reason::DelegationGrantorNotPermitted);
     }
     if terms.budget_paise > parent.budget_paise {
         return Err(Reason::DelegationWidens);
@@ -360,17 +359,23 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_revoked_parent_cannot_grant() {
+    fn a_revoked_or_expired_parent_cannot_grant() {
         let mut parent = hop("p", None, "a", 100);
-        parent.revoked = true;
         let t = GrantTerms {
             budget_paise: 1,
             skus: None,
             expires_at: None,
         };
+        parent.revoked = true;
         assert_eq!(
             check_grant(Grantor::Hop(&parent), &t, now()),
-            Err(Reason::DelegationRevoked)
+            Err(Reason::DelegationGrantorNotPermitted)
+        );
+        parent.revoked = false;
+        parent.expires_at = Some(now() - chrono::Duration::seconds(1));
+        assert_eq!(
+            check_grant(Grantor::Hop(&parent), &t, now()),
+            Err(Reason::DelegationGrantorNotPermitted)
         );
     }
 }

@@ -15,6 +15,7 @@ pub mod proposal;
 pub mod provider;
 pub mod reason;
 pub mod redact;
+pub mod service;
 pub mod spend;
 
 pub use catalog::{Catalog, CatalogItem, Purchase};

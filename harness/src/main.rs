@@ -6,7 +6,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod db;
+mod ledger;
+mod mutate;
 mod naive_tool;
 mod triage;
 mod world;
@@ -22,10 +25,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a scenario corpus through the gate and write DIR/results.json.
+    Bench(bench::BenchArgs),
     /// Start, stop or use a throwaway Postgres cluster (or the one DATABASE_URL names).
     Db(db::DbArgs),
+    /// Walk the gate's hash-chained ledger and name the first broken entry.
+    Ledger(ledger::LedgerArgs),
     /// The guided tour: what an unguarded purchase tool does, and what the gate does instead.
     Triage(triage::TriageArgs),
+    Mutate(mutate::MutateArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,8 +46,11 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Bench(args) => bench::run(args),
         Command::Db(args) => db::run(args),
+        Command::Ledger(args) => ledger::run(args),
         Command::Triage(args) => triage::run(args),
+        Command::Mutate(args) => mutate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -10,7 +10,8 @@ use anyhow::{Context, Result, bail};
 use chrono::{DateTime, SecondsFormat, Utc};
 use gate::delegation::{DelegationChain, DelegationHop};
 use gate::policy::{DenialRate, Velocity};
-use gate::{Catalog, CatalogItem, Policy};
+use gate::service::{GrantSeed, PersonSeed, Seed, TenantSeed};
+use gate::{Catalog, CatalogItem, Policy, PolicyPatch};
 use scenarios::policy::WorldPolicy;
 use scenarios::world::{Tenant, World};
 
@@ -130,6 +131,67 @@ pub fn chain_for(hops: &[DelegationHop], agent: &str) -> DelegationChain {
     }
     path.reverse();
     DelegationChain::new(path)
+}
+
+/// A world as the database-backed gate seeds it.
+pub fn seed(world: &World) -> Seed {
+    Seed {
+        tenants: world
+            .tenants
+            .iter()
+            .map(|t| TenantSeed {
+                id: t.id.clone(),
+                people: t
+                    .people
+                    .iter()
+                    .map(|p| PersonSeed {
+                        id: p.id.clone(),
+                        may_approve: p.may_approve,
+                        is_operator: p.is_operator,
+                    })
+                    .collect(),
+                agents: t.agents.clone(),
+                merchants: t.merchants.clone(),
+                catalog: catalog(t).items().cloned().collect(),
+                policy: policy(&t.policy),
+                delegations: t.delegations.iter().map(grant).collect(),
+            })
+            .collect(),
+    }
+}
+
+/// A delegation hop (world or `grant` step) as the gate takes it.
+pub fn grant(d: &scenarios::Delegation) -> GrantSeed {
+    GrantSeed {
+        id: d.id.clone(),
+        from: d.from.clone(),
+        to: d.to.clone(),
+        budget_paise: d.budget_paise,
+        skus: d.skus.clone(),
+        expires_at: d.expires_at,
+    }
+}
+
+/// A `set_policy` step as the gate takes it.
+pub fn policy_patch(p: &scenarios::PolicyPatch) -> PolicyPatch {
+    PolicyPatch {
+        currency: p.currency.clone(),
+        per_transaction_cap_paise: p.per_transaction_cap_paise,
+        daily_cap_paise: p.daily_cap_paise,
+        approval_threshold_paise: p.approval_threshold_paise,
+        allowed_merchants: p.allowed_merchants.clone(),
+        allowed_categories: p.allowed_categories.clone(),
+        valid_from: p.valid_from.map(instant),
+        valid_until: p.valid_until.map(instant),
+        velocity: p.velocity.map(|v| Velocity {
+            max_proposals: v.max_proposals,
+            window_minutes: v.window_minutes,
+        }),
+        denial_rate: p.denial_rate.map(|d| DenialRate {
+            max_denials: d.max_denials,
+            window_minutes: d.window_minutes,
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,204 @@
+//! The tenant's own changes: catalog prices, policy versions, and ending
+//! requests that will not proceed.
+//!
+//! Guarantees: `set_policy` publishes version + 1 (never edits a version;
+//! the database refuses that too) under the tenant row's lock, so two
+//! publications cannot take the same number; every authority issued under an
+//! older version is thereby refused `AUTHORITY_POLICY_CHANGED`. `set_price`
+//! changes one catalog row of one tenant. `expire` and `cancel` move a request
+//! that has not reached the provider to EXPIRED or CANCELLED and release its
+//! budgets in the same transaction; `expire_lapsed` does so for every request
+//! whose checkout authority ran out unused. Each change is appended to the ledger.
+
+use serde_json::json;
+
+use super::error::{Ctx, ServiceError};
+use super::identity::{self, Who};
+use super::ledger::{self, Entry};
+use super::lock::lock;
+use super::requests::{self, Hold};
+use super::rows::{RequestRow, TenantRow, state};
+use super::world;
+use super::{Gate, Outcome};
+use crate::policy::PolicyPatch;
+use crate::provider::PaymentProvider;
+use crate::reason::Reason;
+
+/// States from which a request may still be expired or cancelled.
+const ENDABLE: &[&str] = &[
+    state::PENDING_APPROVAL,
+    state::AUTHORIZED,
+    state::CHECKOUT_ISSUED,
+];
+
+impl<P: PaymentProvider> Gate<P> {
+    /// The merchant changes a price. Refused `SKU_UNKNOWN` for a sku the tenant does not sell.
+    pub async fn set_price(
+        &self,
+        tenant: &str,
+        sku: &str,
+        price_paise: i64,
+    ) -> Result<Outcome, ServiceError> {
+        let now = self.now();
+        let mut tx = self.begin("changing a price").await?;
+        let changed = sqlx::query(
+            "UPDATE catalog_items SET price_paise = $3 WHERE tenant_id = $1 AND sku = $2",
+        )
+        .bind(tenant)
+        .bind(sku)
+        .bind(price_paise)
+        .execute(&mut *tx)
+        .await
+        .ctx("changing a price")?
+        .rows_affected();
+        if changed == 0 {
+            tx.rollback().await.ctx("ending a refused price change")?;
+            return Ok(Outcome::refused(Reason::SkuUnknown));
+        }
+        let entry = Entry::new(
+            Some(tenant),
+            "catalog.price_changed",
+            sku,
+            json!({"sku": sku, "price_paise": price_paise}),
+        );
+        ledger::append(&mut tx, now, vec![entry]).await?;
+        tx.commit().await.ctx("committing a price change")?;
+        Ok(Outcome::ok(sku.to_owned()))
+    }
+
+    /// Publishes the current policy with `patch` applied as a new version; the
+    /// outcome's id is the new version number.
+    pub async fn set_policy(
+        &self,
+        tenant: &str,
+        patch: &PolicyPatch,
+    ) -> Result<Outcome, ServiceError> {
+        let now = self.now();
+        let mut tx = self.begin("publishing a policy").await?;
+        let locked: Option<TenantRow> = lock(&mut tx, &[tenant]).await.ctx("locking the tenant")?;
+        if locked.is_none() {
+            tx.rollback().await.ctx("ending a refused policy change")?;
+            return Ok(Outcome::refused(Reason::TenantUnknown));
+        }
+        let current = world::current_policy(&mut tx, tenant).await?;
+        let Some((version, Ok(policy))) = current.map(|c| (c.version, c.policy)) else {
+            tx.rollback().await.ctx("ending a refused policy change")?;
+            return Ok(Outcome::refused(Reason::PolicyInvalid));
+        };
+        let next = version + 1;
+        let patched =
+            serde_json::to_value(policy.patched(patch)).map_err(|e| ServiceError::Corrupt {
+                what: format!("a patched policy does not serialize: {e}"),
+            })?;
+        sqlx::query(
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(tenant)
+        .bind(next)
+        .bind(&patched)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .ctx("publishing a policy version")?;
+        let entry = Entry::new(
+            Some(tenant),
+            "policy.published",
+            next.to_string(),
+            json!({"version": next, "patch": patch, "policy": patched}),
+        );
+        ledger::append(&mut tx, now, vec![entry]).await?;
+        tx.commit().await.ctx("committing a policy version")?;
+        Ok(Outcome::ok(next.to_string()))
+    }
+
+    /// Expires a request that has not reached the provider, releasing its budgets.
+    pub async fn expire(&self, request_id: &str) -> Result<Outcome, ServiceError> {
+        self.end(request_id, None, state::EXPIRED).await
+    }
+
+    /// Cancels a request that has not reached the provider, releasing its
+    /// budgets. `actor` is the requesting agent or a human of its tenant.
+    pub async fn cancel(&self, request_id: &str, actor: &str) -> Result<Outcome, ServiceError> {
+        self.end(request_id, Some(actor), state::CANCELLED).await
+    }
+
+    /// Expires every request of `tenant` whose checkout authority ran out
+    /// unused; returns how many.
+    pub async fn expire_lapsed(&self, tenant: &str) -> Result<u64, ServiceError> {
+        let now = self.now();
+        let lapsed: Vec<String> = sqlx::query_scalar(
+            "SELECT r.id FROM payment_requests r JOIN checkout_authorities a \
+               ON a.tenant_id = r.tenant_id AND a.request_id = r.id \
+             WHERE r.tenant_id = $1 AND r.state = 'CHECKOUT_ISSUED' AND a.consumptions = 0 \
+               AND a.expires_at < $2 ORDER BY r.id",
+        )
+        .bind(tenant)
+        .bind(now)
+        .fetch_all(self.pool())
+        .await
+        .ctx("looking for lapsed authorities")?;
+        let mut ended = 0;
+        for id in lapsed {
+            if self.expire(&id).await?.is_ok() {
+                ended += 1;
+            }
+        }
+        Ok(ended)
+    }
+
+    async fn end(
+        &self,
+        request_id: &str,
+        actor: Option<&str>,
+        to: &'static str,
+    ) -> Result<Outcome, ServiceError> {
+        let now = self.now();
+        let mut tx = self.begin("ending a request").await?;
+        let Some(found) = requests::find(&mut tx, request_id).await? else {
+            tx.rollback().await.ctx("ending a refused change")?;
+            return Ok(Outcome::refused(Reason::StateTransitionInvalid));
+        };
+        let tenant = found.tenant_id.clone();
+        if let Some(actor) = actor {
+            let refusal = match identity::resolve(&mut tx, &tenant, actor).await? {
+                Err(reason) => Some(reason),
+                Ok(Who::Agent) if actor != found.agent_id => Some(Reason::ActorNotPermitted),
+                Ok(_) => None,
+            };
+            if let Some(reason) = refusal {
+                tx.rollback().await.ctx("ending a refused change")?;
+                return Ok(Outcome::refused(reason));
+            }
+        }
+        let request: RequestRow = lock(&mut tx, &[&tenant, request_id])
+            .await
+            .ctx("locking the request")?
+            .ok_or_else(|| ServiceError::Corrupt {
+                what: format!("request {request_id} vanished"),
+            })?;
+        if !ENDABLE.contains(&request.state.as_str()) {
+            tx.rollback().await.ctx("ending a refused change")?;
+            return Ok(Outcome::refused(Reason::StateTransitionInvalid));
+        }
+        requests::transition(&mut tx, &request, to, None, Hold::Keep, None, now).await?;
+        let entry = Entry::new(
+            Some(&tenant),
+            if to == state::EXPIRED {
+                "request.expired"
+            } else {
+                "request.cancelled"
+            },
+            request_id,
+            json!({
+                "request": request_id,
+                "actor": actor,
+                "from": request.state,
+                "state": to,
+                "released_paise": request.reserved_paise,
+            }),
+        );
+        ledger::append(&mut tx, now, vec![entry]).await?;
+        tx.commit().await.ctx("committing the end of a request")?;
+        Ok(Outcome::ok(request_id.to_owned()))
+    }
+}

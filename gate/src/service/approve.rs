@@ -1,0 +1,255 @@
+//! `approve`: a human agrees to a step-up request.
+//!
+//! Guarantees: the approver is resolved inside the REQUEST's tenant
+//! (`TENANT_MISMATCH` for a human of another tenant); the requesting agent
+//! cannot approve (`APPROVAL_BY_REQUESTER`); only a human who may approve can
+//! (`APPROVER_NOT_PERMITTED`). The request is locked and re-read: a request
+//! that already has an approval is `APPROVAL_ALREADY_USED`, one that is not
+//! awaiting approval `APPROVAL_NOT_PENDING`. The approval row is written
+//! (`uq_live_approval` holds one per request) and consumed at once
+//! (`ck_approval_consumed_once`): approval RE-EVALUATES the request against
+//! the state at that moment (velocity and the denial rate aside: they limit
+//! new proposals) and reserves the budgets then, in the same transaction. A
+//! purchase that no longer hashes to what was proposed is refused
+//! `AUTHORITY_PURCHASE_CHANGED`; any other refusal moves the request to
+//! DENIED. Every approval attempt is appended to the ledger.
+
+use serde_json::json;
+
+use super::budget::{self, Reservation};
+use super::decide::{self, Moment};
+use super::error::{Ctx, ServiceError};
+use super::identity::{self, Who};
+use super::ledger::{self, Entry};
+use super::lock::lock;
+use super::requests::{self, Hold};
+use super::rows::{RequestRow, state};
+use super::world::{self, CurrentPolicy};
+use super::{Gate, Outcome};
+use crate::proposal::PurchaseProposal;
+use crate::provider::PaymentProvider;
+use crate::reason::{Decision, Reason};
+
+impl<P: PaymentProvider> Gate<P> {
+    /// `approver` approves the step-up request `request_id`. Allow: the request
+    /// is AUTHORIZED; deny: refused with the reason (the request may have moved
+    /// to DENIED on re-evaluation).
+    pub async fn approve(&self, request_id: &str, approver: &str) -> Result<Outcome, ServiceError> {
+        let now = self.now();
+        let mut tx = self.begin("approving").await?;
+        let refuse = |tenant: Option<&str>, reason: Reason| {
+            Entry::new(
+                tenant,
+                "approval.refused",
+                request_id,
+                json!({"request": request_id, "approver": approver, "decision": Decision::Deny(reason)}),
+            )
+        };
+        let Some(found) = requests::find(&mut tx, request_id).await? else {
+            ledger::append(&mut tx, now, vec![refuse(None, Reason::ApprovalNotPending)]).await?;
+            tx.commit().await.ctx("committing a refused approval")?;
+            return Ok(Outcome::refused(Reason::ApprovalNotPending));
+        };
+        let tenant = found.tenant_id.clone();
+        let who = identity::resolve(&mut tx, &tenant, approver).await?;
+        let refusal = match who {
+            Err(reason) => Some(reason),
+            Ok(Who::Agent) if approver == found.agent_id => Some(Reason::ApprovalByRequester),
+            Ok(w) if !w.may_approve() => Some(Reason::ApproverNotPermitted),
+            Ok(_) => None,
+        };
+        if let Some(reason) = refusal {
+            ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
+            tx.commit().await.ctx("committing a refused approval")?;
+            return Ok(Outcome::refused(reason));
+        }
+
+        let request: RequestRow = lock(&mut tx, &[&tenant, request_id])
+            .await
+            .ctx("locking the request")?
+            .ok_or_else(|| ServiceError::Corrupt {
+                what: format!("request {request_id} vanished"),
+            })?;
+        let already: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM approvals WHERE tenant_id = $1 AND request_id = $2)",
+        )
+        .bind(&tenant)
+        .bind(request_id)
+        .fetch_one(&mut *tx)
+        .await
+        .ctx("looking for an earlier approval")?;
+        let refusal = if already {
+            Some(Reason::ApprovalAlreadyUsed)
+        } else if request.state != state::PENDING_APPROVAL {
+            Some(Reason::ApprovalNotPending)
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
+            tx.commit().await.ctx("committing a refused approval")?;
+            return Ok(Outcome::refused(reason));
+        }
+
+        let approval_id: String = sqlx::query_scalar(
+            "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
+             VALUES ($1, $2, $3, $4) RETURNING id",
+        )
+        .bind(&tenant)
+        .bind(request_id)
+        .bind(approver)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await
+        .ctx("recording the approval")?;
+        sqlx::query(
+            "UPDATE approvals SET consumptions = consumptions + 1, consumed_at = $3 \
+             WHERE tenant_id = $1 AND id = $2",
+        )
+        .bind(&tenant)
+        .bind(&approval_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .ctx("consuming the approval")?;
+
+        let Reevaluated {
+            decision,
+            evaluation,
+            leaf,
+            version,
+            reserved,
+        } = reevaluate(&mut tx, &request, now).await?;
+        let entries = vec![
+            Entry::new(
+                Some(&tenant),
+                "approval",
+                request_id,
+                json!({"request": request_id, "approval": approval_id, "approver": approver}),
+            ),
+            Entry::new(
+                Some(&tenant),
+                "decision",
+                request_id,
+                json!({
+                    "request": request_id,
+                    "decision": decision,
+                    "evaluation": evaluation,
+                    "policy_version": version,
+                    "delegation": leaf,
+                    "state": if decision == Decision::Allow { state::AUTHORIZED } else { state::DENIED },
+                    "reserved_paise": reserved,
+                    "on": "approval",
+                }),
+            ),
+        ];
+        ledger::append(&mut tx, now, entries).await?;
+        tx.commit().await.ctx("committing an approval")?;
+        Ok(Outcome {
+            decision,
+            id: Some(request_id.to_owned()),
+            constraint: None,
+        })
+    }
+}
+
+/// What re-evaluating an approved request decided.
+struct Reevaluated {
+    decision: Decision,
+    evaluation: crate::policy::Evaluation,
+    leaf: Option<String>,
+    version: Option<i32>,
+    reserved: i64,
+}
+
+/// Re-decides an approved request and moves it to AUTHORIZED or DENIED.
+async fn reevaluate(
+    tx: &mut sqlx::PgConnection,
+    request: &RequestRow,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Reevaluated, ServiceError> {
+    let tenant = request.tenant_id.as_str();
+    let proposal = match (&request.sku, request.quantity, &request.purpose) {
+        (Some(sku), Some(q), Some(purpose)) => PurchaseProposal {
+            sku: sku.clone(),
+            quantity: u32::try_from(q).unwrap_or(0),
+            purpose: purpose.clone(),
+        },
+        _ => {
+            return Err(ServiceError::Corrupt {
+                what: format!("pending request {} has no proposal", request.id),
+            });
+        }
+    };
+    let policy = world::current_policy(tx, tenant).await?;
+    let cap = policy.as_ref().map_or(0, CurrentPolicy::daily_cap);
+    let day = now.date_naive();
+    let spent_today = budget::lock_day(tx, tenant, day, cap).await?;
+    let decided = decide::decide(
+        tx,
+        tenant,
+        &request.agent_id,
+        &proposal,
+        policy.as_ref(),
+        spent_today,
+        now,
+        Moment::Approval,
+    )
+    .await?;
+    let purchase = decided.evaluation.purchase.clone();
+    let mut decision = match decided.evaluation.decision {
+        // The amount still needs a human, and one just agreed.
+        Decision::StepUp(_) | Decision::Allow => Decision::Allow,
+        refusal => refusal,
+    };
+    if decision == Decision::Allow
+        && purchase.as_ref().map(|p| p.digest()) != request.purchase_digest
+    {
+        decision = Decision::Deny(Reason::AuthorityPurchaseChanged);
+    }
+    let mut reserved = 0;
+    if let (Decision::Allow, Some(p), Some(leaf)) = (decision, &purchase, &decided.leaf) {
+        let wanted = Reservation {
+            day,
+            delegation_id: leaf.clone(),
+            amount_paise: p.amount_paise,
+        };
+        match budget::reserve(tx, tenant, &wanted, cap).await? {
+            Ok(()) => {
+                requests::transition(
+                    tx,
+                    request,
+                    state::AUTHORIZED,
+                    None,
+                    Hold::Take(&wanted),
+                    decided.policy_version,
+                    now,
+                )
+                .await?;
+                reserved = p.amount_paise;
+            }
+            Err(reason) => decision = Decision::Deny(reason),
+        }
+    } else if decision == Decision::Allow {
+        decision = Decision::Deny(Reason::DelegationMissing);
+    }
+    if let Decision::Deny(reason) | Decision::StepUp(reason) = decision {
+        requests::transition(
+            tx,
+            request,
+            state::DENIED,
+            Some(reason),
+            Hold::Keep,
+            None,
+            now,
+        )
+        .await?;
+    }
+    Ok(Reevaluated {
+        decision,
+        evaluation: decided.evaluation,
+        leaf: decided.leaf,
+        version: decided.policy_version,
+        reserved,
+    })
+}

@@ -1,0 +1,231 @@
+//! `checkout`: a human issues the single-use checkout authority.
+//!
+//! Guarantees: issued only by a human of the request's tenant (an agent is
+//! `ACTOR_NOT_PERMITTED`), only for a request that is AUTHORIZED (else
+//! `REQUEST_NOT_AUTHORIZED`; `uq_authority_per_request` holds one authority
+//! per request even against another writer). Before issuing, the request is
+//! re-checked against the world as it is now: a policy version published
+//! since it was authorized is `AUTHORITY_POLICY_CHANGED`; a purchase that no
+//! longer hashes to what was authorized (the catalog price moved, the sku
+//! went away) is `AUTHORITY_PURCHASE_CHANGED`; the WHOLE delegation chain is
+//! re-derived (a revoked or expired hop anywhere above the leaf refuses). Such
+//! a request can never proceed, so it is CANCELLED and its budgets released
+//! in the same transaction. The authority binds the SHA-256 of the canonical
+//! purchase and the policy version, lives 15 minutes (`ck_authority_ttl`),
+//! and has an unguessable id (an HMAC under the gate's secret).
+
+use chrono::{DateTime, Duration, Utc};
+use hmac::{Hmac, Mac};
+use serde_json::json;
+use sha2::Sha256;
+use sqlx::PgConnection;
+
+use super::error::{Ctx, ServiceError};
+use super::identity;
+use super::ledger::{self, Entry};
+use super::lock::lock;
+use super::requests::{self, Hold};
+use super::rows::{RequestRow, state};
+use super::world;
+use super::{Gate, Outcome};
+use crate::catalog::derive;
+use crate::proposal::PurchaseProposal;
+use crate::provider::PaymentProvider;
+use crate::reason::{Decision, Reason};
+
+/// How long a checkout authority lives.
+pub const AUTHORITY_TTL_MINUTES: i64 = 15;
+
+impl<P: PaymentProvider> Gate<P> {
+    /// `actor` (a human) issues the checkout authority for `request_id`; the
+    /// outcome's id is the authority id.
+    pub async fn checkout(&self, request_id: &str, actor: &str) -> Result<Outcome, ServiceError> {
+        let now = self.now();
+        let mut tx = self.begin("issuing a checkout authority").await?;
+        let refuse = |tenant: Option<&str>, reason: Reason| {
+            Entry::new(
+                tenant,
+                "checkout.refused",
+                request_id,
+                json!({"request": request_id, "actor": actor, "decision": Decision::Deny(reason)}),
+            )
+        };
+        let Some(found) = requests::find(&mut tx, request_id).await? else {
+            ledger::append(
+                &mut tx,
+                now,
+                vec![refuse(None, Reason::RequestNotAuthorized)],
+            )
+            .await?;
+            tx.commit().await.ctx("committing a refused checkout")?;
+            return Ok(Outcome::refused(Reason::RequestNotAuthorized));
+        };
+        let tenant = found.tenant_id.clone();
+        // The authority is issued by a human who may approve: never by an
+        // agent, and never by a human who may not approve.
+        let refusal = match identity::resolve(&mut tx, &tenant, actor).await? {
+            Err(reason) => Some(reason),
+            Ok(who) if who.may_approve() => None,
+            Ok(_) => Some(Reason::ActorNotPermitted),
+        };
+        if let Some(reason) = refusal {
+            ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
+            tx.commit().await.ctx("committing a refused checkout")?;
+            return Ok(Outcome::refused(reason));
+        }
+        let request: RequestRow = lock(&mut tx, &[&tenant, request_id])
+            .await
+            .ctx("locking the request")?
+            .ok_or_else(|| ServiceError::Corrupt {
+                what: format!("request {request_id} vanished"),
+            })?;
+        let (Some(version), Some(digest), Some(merchant), Some(amount), Some(currency)) = (
+            request.policy_version,
+            request.purchase_digest.clone(),
+            request.merchant_id.clone(),
+            request.amount_paise,
+            request.currency.clone(),
+        ) else {
+            ledger::append(
+                &mut tx,
+                now,
+                vec![refuse(Some(&tenant), Reason::RequestNotAuthorized)],
+            )
+            .await?;
+            tx.commit().await.ctx("committing a refused checkout")?;
+            return Ok(Outcome::refused(Reason::RequestNotAuthorized));
+        };
+        if request.state != state::AUTHORIZED {
+            ledger::append(
+                &mut tx,
+                now,
+                vec![refuse(Some(&tenant), Reason::RequestNotAuthorized)],
+            )
+            .await?;
+            tx.commit().await.ctx("committing a refused checkout")?;
+            return Ok(Outcome::refused(Reason::RequestNotAuthorized));
+        }
+        if let Err(reason) = still_valid(&mut tx, &request, version, &digest, now).await? {
+            requests::transition(
+                &mut tx,
+                &request,
+                state::CANCELLED,
+                Some(reason),
+                Hold::Keep,
+                None,
+                now,
+            )
+            .await?;
+            let mut entry = refuse(Some(&tenant), reason);
+            entry.body["request_state"] = json!(state::CANCELLED);
+            entry.body["released_paise"] = json!(request.reserved_paise);
+            ledger::append(&mut tx, now, vec![entry]).await?;
+            tx.commit().await.ctx("committing a refused checkout")?;
+            return Ok(Outcome::refused(reason));
+        }
+
+        let authority_id = self.authority_id(&tenant, request_id, now);
+        let expires_at = now + Duration::minutes(AUTHORITY_TTL_MINUTES);
+        sqlx::query(
+            "INSERT INTO checkout_authorities (tenant_id, id, request_id, issued_by, merchant_id, \
+             amount_paise, currency, purchase_digest, policy_version, issued_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(&tenant)
+        .bind(&authority_id)
+        .bind(request_id)
+        .bind(actor)
+        .bind(&merchant)
+        .bind(amount)
+        .bind(&currency)
+        .bind(&digest)
+        .bind(version)
+        .bind(now)
+        .bind(expires_at)
+        .execute(&mut *tx)
+        .await
+        .ctx("issuing the checkout authority")?;
+        requests::transition(
+            &mut tx,
+            &request,
+            state::CHECKOUT_ISSUED,
+            None,
+            Hold::Keep,
+            None,
+            now,
+        )
+        .await?;
+        let entry = Entry::new(
+            Some(&tenant),
+            "authority.issued",
+            &authority_id,
+            json!({
+                "authority": authority_id,
+                "request": request_id,
+                "issued_by": actor,
+                "merchant": merchant,
+                "amount_paise": amount,
+                "currency": currency,
+                "purchase_digest": digest,
+                "policy_version": version,
+                "expires_at": expires_at,
+            }),
+        );
+        ledger::append(&mut tx, now, vec![entry]).await?;
+        tx.commit().await.ctx("committing a checkout authority")?;
+        Ok(Outcome::ok(authority_id))
+    }
+
+    /// An id nobody can guess without the gate's secret.
+    fn authority_id(&self, tenant: &str, request_id: &str, now: DateTime<Utc>) -> String {
+        let mac = Hmac::<Sha256>::new_from_slice(self.secret())
+            .map(|mut mac| {
+                mac.update(b"spendgate/authority-id/v1\0");
+                mac.update(tenant.as_bytes());
+                mac.update(b"\0");
+                mac.update(request_id.as_bytes());
+                mac.update(b"\0");
+                mac.update(&now.timestamp_micros().to_be_bytes());
+                hex::encode(mac.finalize().into_bytes())
+            })
+            // HMAC takes a key of any length; this branch cannot be reached.
+            .unwrap_or_else(|_| format!("{tenant}-{request_id}"));
+        format!("auth_{}", &mac[..mac.len().min(32)])
+    }
+}
+
+/// Re-checks an authorized request against the world now: the policy
+/// version, the purchase's hash and the whole delegation chain.
+pub(crate) async fn still_valid(
+    conn: &mut PgConnection,
+    request: &RequestRow,
+    version: i32,
+    digest: &str,
+    now: DateTime<Utc>,
+) -> Result<Result<(), Reason>, ServiceError> {
+    let tenant = request.tenant_id.as_str();
+    let current = world::current_policy(conn, tenant).await?;
+    if current.as_ref().map(|c| c.version) != Some(version) {
+        return Ok(Err(Reason::AuthorityPolicyChanged));
+    }
+    let (Some(sku), Some(quantity), Some(purpose), Some(leaf)) = (
+        &request.sku,
+        request.quantity,
+        &request.purpose,
+        &request.delegation_id,
+    ) else {
+        return Ok(Err(Reason::RequestNotAuthorized));
+    };
+    let proposal = PurchaseProposal {
+        sku: sku.clone(),
+        quantity: u32::try_from(quantity).unwrap_or(0),
+        purpose: purpose.clone(),
+    };
+    let catalog = world::catalog(conn, tenant).await?;
+    match derive(&proposal, &catalog) {
+        Ok(purchase) if purchase.digest() == digest => {}
+        _ => return Ok(Err(Reason::AuthorityPurchaseChanged)),
+    }
+    let chain = world::chain(conn, tenant, leaf).await?;
+    Ok(chain.authorize(&request.agent_id, sku, 0, now))
+}

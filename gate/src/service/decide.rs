@@ -1,0 +1,127 @@
+//! One decision, with the state read from the database under lock.
+//!
+//! Guarantees: the pure [`crate::policy::evaluate`] decides; this module only
+//! gathers its inputs. The caller holds the tenant's day lock; the agent's
+//! delegation hops are locked here (through [`super::lock`], oldest first)
+//! before their chains are read, so the budgets a decision relies on cannot
+//! move before the reservation is taken in the same transaction. When the
+//! agent holds several delegations, the first whose chain authorizes the
+//! purchase is used; if none does, the refusal is the oldest one's. A
+//! missing or unparsable policy refuses (`POLICY_INVALID`).
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+
+use super::error::{Ctx, ServiceError};
+use super::lock::lock;
+use super::rows::DelegationRow;
+use super::world::{self, CurrentPolicy};
+use crate::delegation::DelegationChain;
+use crate::policy::{Evaluation, Inputs, evaluate};
+use crate::proposal::PurchaseProposal;
+use crate::reason::{Decision, Layer, Reason};
+use crate::spend::SpendState;
+
+/// What was decided, and against what.
+#[derive(Debug, Clone)]
+pub(crate) struct Decided {
+    pub evaluation: Evaluation,
+    /// The hop whose chain the decision used.
+    pub leaf: Option<String>,
+    pub policy_version: Option<i32>,
+}
+
+/// Whether velocity and the denial rate count: they limit new proposals,
+/// not the approval of one already recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Moment {
+    Proposal,
+    Approval,
+}
+
+pub(crate) fn refused(reason: Reason) -> Evaluation {
+    Evaluation {
+        decision: Decision::Deny(reason),
+        purchase: None,
+        limit: None,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn decide(
+    conn: &mut PgConnection,
+    tenant: &str,
+    agent: &str,
+    proposal: &PurchaseProposal,
+    policy: Option<&CurrentPolicy>,
+    spent_today_paise: i64,
+    now: DateTime<Utc>,
+    moment: Moment,
+) -> Result<Decided, ServiceError> {
+    let Some(current) = policy else {
+        return Ok(Decided {
+            evaluation: refused(Reason::PolicyInvalid),
+            leaf: None,
+            policy_version: None,
+        });
+    };
+    let version = Some(current.version);
+    let policy = match &current.policy {
+        Ok(p) => p,
+        Err(reason) => {
+            return Ok(Decided {
+                evaluation: refused(*reason),
+                leaf: None,
+                policy_version: version,
+            });
+        }
+    };
+    let catalog = world::catalog(conn, tenant).await?;
+    let spend = match moment {
+        Moment::Proposal => {
+            world::spend_state(conn, tenant, agent, now, policy, spent_today_paise).await?
+        }
+        Moment::Approval => SpendState {
+            spent_today_paise,
+            ..SpendState::default()
+        },
+    };
+    let leaves = world::agent_leaves(conn, tenant, agent).await?;
+    for leaf in &leaves {
+        let _: Option<DelegationRow> = lock(conn, &[tenant, leaf])
+            .await
+            .ctx("locking a delegation")?;
+    }
+    let judge = |chain: &DelegationChain| {
+        evaluate(&Inputs {
+            actor: agent,
+            proposal,
+            catalog: &catalog,
+            policy,
+            chain,
+            spend: &spend,
+            now,
+        })
+    };
+    let mut first_refusal: Option<Decided> = None;
+    for leaf in &leaves {
+        let chain = world::chain(conn, tenant, leaf).await?;
+        let evaluation = judge(&chain);
+        let decided = Decided {
+            evaluation,
+            leaf: Some(leaf.clone()),
+            policy_version: version,
+        };
+        match decided.evaluation.decision {
+            Decision::Deny(r) if r.layer() == Layer::Delegation => {
+                first_refusal.get_or_insert(decided);
+            }
+            _ => return Ok(decided),
+        }
+    }
+    Ok(first_refusal.unwrap_or_else(|| Decided {
+        evaluation: judge(&DelegationChain::default()),
+        leaf: None,
+        policy_version: version,
+    }))
+}

@@ -1,0 +1,123 @@
+//! What can go wrong in the stateful gate that is not a refusal.
+//!
+//! Guarantees: a refusal is never an error (it is an outcome carrying a
+//! [`crate::Reason`]); an error here means the gate could not decide, and it
+//! says why in a typed variant: the database is down or unreachable, a
+//! statement failed, the provider failed or timed out (and the request is left
+//! PROVIDER_PENDING with its budget reserved), the ledger's head row is
+//! missing, stored data does not parse, or a seed was refused. Every
+//! operation runs in a transaction that an error rolls back, so an error
+//! leaves no half-written state.
+
+use crate::db::DbError;
+use crate::provider::ProviderError;
+use crate::reason::Reason;
+
+/// Postgres SQLSTATE classes and codes that mean "the server went away".
+const UNAVAILABLE_CODES: &[&str] = &["57P01", "57P02", "57P03"];
+
+/// An error of the stateful gate.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// Nothing answered, or the connection was lost mid-operation.
+    #[error(
+        "the database is down or unreachable while {action}: {cause} \
+         (nothing was written: the transaction was rolled back)"
+    )]
+    DatabaseUnavailable {
+        action: &'static str,
+        cause: sqlx::Error,
+    },
+    /// A statement failed for another reason.
+    #[error("database error while {action}: {cause} (the transaction was rolled back)")]
+    Database {
+        action: &'static str,
+        cause: sqlx::Error,
+    },
+    /// The provider failed or did not answer in time. The authority is
+    /// consumed, the request stays PROVIDER_PENDING and its budget reserved.
+    #[error(
+        "the payment provider failed for request {request_id} (authority {authority_id}): \
+         {cause}; the request stays PROVIDER_PENDING with its budget reserved"
+    )]
+    Provider {
+        request_id: String,
+        authority_id: String,
+        cause: ProviderError,
+    },
+    /// The ledger's head row is gone: the ledger cannot be appended to.
+    #[error(
+        "the ledger head row is missing: the ledger cannot be appended to (run `harness ledger verify`)"
+    )]
+    LedgerHeadMissing,
+    /// A stored row does not mean what the gate wrote.
+    #[error("stored data is invalid: {what}")]
+    Corrupt { what: String },
+    /// A seed asked for something the gate refuses.
+    #[error("the seed was refused: {what}: {reason}")]
+    SeedRefused { what: String, reason: Reason },
+    /// Connecting or migrating failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+impl ServiceError {
+    /// Classifies a sqlx error raised while doing `action`.
+    pub fn from_sqlx(action: &'static str, cause: sqlx::Error) -> Self {
+        if is_unavailable(&cause) {
+            ServiceError::DatabaseUnavailable { action, cause }
+        } else {
+            ServiceError::Database { action, cause }
+        }
+    }
+
+    /// The name of the constraint or trigger that refused, when a database guard did.
+    pub fn constraint(&self) -> Option<&str> {
+        match self {
+            ServiceError::Database { cause, .. } => cause.as_database_error()?.constraint(),
+            _ => None,
+        }
+    }
+}
+
+fn is_unavailable(cause: &sqlx::Error) -> bool {
+    match cause {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(e) => e.code().is_some_and(|code| {
+            code.starts_with("08") || UNAVAILABLE_CODES.contains(&code.as_ref())
+        }),
+        _ => false,
+    }
+}
+
+/// Attaches what the gate was doing to a sqlx error.
+pub(crate) trait Ctx<T> {
+    fn ctx(self, action: &'static str) -> Result<T, ServiceError>;
+}
+
+impl<T> Ctx<T> for Result<T, sqlx::Error> {
+    fn ctx(self, action: &'static str) -> Result<T, ServiceError> {
+        self.map_err(|cause| ServiceError::from_sqlx(action, cause))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_pool_is_unavailable_and_a_decode_error_is_not() {
+        assert!(matches!(
+            ServiceError::from_sqlx("x", sqlx::Error::PoolClosed),
+            ServiceError::DatabaseUnavailable { .. }
+        ));
+        assert!(matches!(
+            ServiceError::from_sqlx("x", sqlx::Error::RowNotFound),
+            ServiceError::Database { .. }
+        ));
+    }
+}

@@ -1,0 +1,269 @@
+//! `grant` and `revoke`: delegation hops, made by the tenant's operator.
+//!
+//! Guarantees: these are operator calls, never reachable through the
+//! agent-facing `propose`. A root hop's grantor must be a human of the tenant
+//! who may approve; a hop below must name a live delegation of the same
+//! tenant; anything else is `DELEGATION_GRANTOR_NOT_PERMITTED`. The grantee
+//! must be an agent of the tenant. A grant that widens its parent (budget,
+//! skus, expiry) is `DELEGATION_WIDENS`. The allocation is taken from the
+//! parent by the DATABASE (`delegation_attenuates`) in the insert itself, and
+//! oversubscription of the parent is refused by `ck_delegation_budget_partitioned`:
+//! the gate lets the database decide it, so the refusal
+//! (`DELEGATION_BUDGET_EXHAUSTED`) always carries that constraint's name.
+//! Revoking marks one hop revoked and touches no other row: the branch below
+//! it stops because authority is re-derived from the whole chain at every
+//! spend, not because descendants were edited.
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sqlx::{Connection, PgConnection};
+
+use super::error::{Ctx, ServiceError};
+use super::identity::{self, Who};
+use super::ledger::{self, Entry};
+use super::lock::lock;
+use super::rows::{DELEGATION_COLUMNS, DelegationRow};
+use super::seed::GrantSeed;
+use super::{Gate, Outcome};
+use crate::delegation::{GrantTerms, Grantor, check_grant};
+use crate::provider::PaymentProvider;
+use crate::reason::{Decision, Reason};
+
+/// Inserts a hop; a refusal by the database comes back as a reason and the
+/// name of the constraint or trigger that refused.
+pub(crate) async fn insert_delegation(
+    conn: &mut PgConnection,
+    tenant: &str,
+    grant: &GrantSeed,
+    root: bool,
+    now: DateTime<Utc>,
+) -> Result<Result<(), (Reason, String)>, ServiceError> {
+    let mut savepoint = conn.begin().await.ctx("opening a savepoint")?;
+    let (parent, grantor) = if root {
+        (None, Some(grant.from.as_str()))
+    } else {
+        (Some(grant.from.as_str()), None)
+    };
+    let inserted = sqlx::query(
+        "INSERT INTO delegations (tenant_id, id, parent_id, grantor_id, grantee_id, budget_paise, \
+         skus, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(tenant)
+    .bind(&grant.id)
+    .bind(parent)
+    .bind(grantor)
+    .bind(&grant.to)
+    .bind(grant.budget_paise)
+    .bind(&grant.skus)
+    .bind(grant.expires_at)
+    .bind(now)
+    .execute(&mut *savepoint)
+    .await;
+    match inserted {
+        Ok(_) => {
+            savepoint.commit().await.ctx("releasing a savepoint")?;
+            Ok(Ok(()))
+        }
+        Err(e) => {
+            let refusal = e.as_database_error().and_then(|db| {
+                let name = db.constraint()?.to_owned();
+                let reason = match name.as_str() {
+                    "ck_delegation_budget_partitioned" => Reason::DelegationBudgetExhausted,
+                    "delegation_attenuates" if db.message().contains("is revoked") => {
+                        Reason::DelegationRevoked
+                    }
+                    "delegation_attenuates" if db.message().contains("may approve") => {
+                        Reason::DelegationGrantorNotPermitted
+                    }
+                    "delegation_attenuates" | "ck_delegation_budget_positive" => {
+                        Reason::DelegationWidens
+                    }
+                    "fk_delegation_grantor_same_tenant" | "fk_delegation_parent_same_tenant" => {
+                        Reason::DelegationGrantorNotPermitted
+                    }
+                    _ => return None,
+                };
+                Some((reason, name))
+            });
+            match refusal {
+                Some(refusal) => {
+                    savepoint.rollback().await.ctx("rolling back a savepoint")?;
+                    Ok(Err(refusal))
+                }
+                None => Err(ServiceError::from_sqlx("writing a delegation", e)),
+            }
+        }
+    }
+}
+
+impl<P: PaymentProvider> Gate<P> {
+    /// The tenant's operator grants a hop. The outcome's id is the delegation
+    /// id; a refusal by the database names its constraint in `constraint`.
+    pub async fn grant(&self, tenant: &str, grant: &GrantSeed) -> Result<Outcome, ServiceError> {
+        let now = self.now();
+        let mut tx = self.begin("granting a delegation").await?;
+        let refusal = self.grant_refusal(&mut tx, tenant, grant, now).await?;
+        let (outcome, entry) = match refusal {
+            Some(reason) => (Outcome::refused(reason), None),
+            None => {
+                let root = is_person(&mut tx, tenant, &grant.from).await?;
+                match insert_delegation(&mut tx, tenant, grant, root, now).await? {
+                    Ok(()) => (
+                        Outcome::ok(grant.id.clone()),
+                        Some(Entry::new(
+                            Some(tenant),
+                            "delegation.granted",
+                            &grant.id,
+                            json!({"grant": grant, "root": root}),
+                        )),
+                    ),
+                    Err((reason, constraint)) => (
+                        Outcome {
+                            decision: Decision::Deny(reason),
+                            id: None,
+                            constraint: Some(constraint),
+                        },
+                        None,
+                    ),
+                }
+            }
+        };
+        let entry = entry.unwrap_or_else(|| {
+            let known = !matches!(outcome.decision, Decision::Deny(Reason::TenantUnknown));
+            Entry::new(
+                known.then_some(tenant),
+                "delegation.refused",
+                &grant.id,
+                json!({"grant": grant, "decision": outcome.decision, "constraint": outcome.constraint}),
+            )
+        });
+        ledger::append(&mut tx, now, vec![entry]).await?;
+        tx.commit().await.ctx("committing a grant")?;
+        Ok(outcome)
+    }
+
+    /// Why a grant is refused before the database sees it, if it is.
+    async fn grant_refusal(
+        &self,
+        tx: &mut PgConnection,
+        tenant: &str,
+        grant: &GrantSeed,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Reason>, ServiceError> {
+        if !identity::tenant_exists(tx, tenant).await? {
+            return Ok(Some(Reason::TenantUnknown));
+        }
+        match identity::resolve(tx, tenant, &grant.to).await? {
+            Ok(Who::Agent) => {}
+            Ok(Who::Person { .. }) => return Ok(Some(Reason::ActorNotPermitted)),
+            Err(reason) => return Ok(Some(reason)),
+        }
+        let may_approve: Option<bool> =
+            sqlx::query_scalar("SELECT may_approve FROM people WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(&grant.from)
+                .fetch_optional(&mut *tx)
+                .await
+                .ctx("looking up the grantor")?;
+        let parent: Option<DelegationRow> = if may_approve.is_some() {
+            None
+        } else {
+            let sql = format!(
+                "SELECT {DELEGATION_COLUMNS} FROM delegations WHERE tenant_id = $1 AND id = $2"
+            );
+            sqlx::query_as(&sql)
+                .bind(tenant)
+                .bind(&grant.from)
+                .fetch_optional(&mut *tx)
+                .await
+                .ctx("looking up the parent delegation")?
+        };
+        let parent_hop = parent.as_ref().map(DelegationRow::to_hop);
+        let grantor = match (may_approve, &parent_hop) {
+            (Some(may_approve), _) => Grantor::Human { may_approve },
+            (None, Some(hop)) => Grantor::Hop(hop),
+            (None, None) => Grantor::Unknown,
+        };
+        let terms = GrantTerms {
+            budget_paise: grant.budget_paise,
+            skus: grant.skus.clone(),
+            expires_at: grant.expires_at,
+        };
+        Ok(match check_grant(grantor, &terms, now) {
+            // The database takes the allocation and decides oversubscription.
+            Ok(()) | Err(Reason::DelegationBudgetExhausted) => None,
+            Err(reason) => Some(reason),
+        })
+    }
+
+    /// `actor` revokes the hop `delegation_id`. Only that row changes.
+    pub async fn revoke(
+        &self,
+        tenant: &str,
+        delegation_id: &str,
+        actor: &str,
+    ) -> Result<Outcome, ServiceError> {
+        let now = self.now();
+        let mut tx = self.begin("revoking a delegation").await?;
+        let refusal = match identity::resolve(&mut tx, tenant, actor).await? {
+            Err(reason) => Some(reason),
+            Ok(Who::Person {
+                may_approve,
+                is_operator,
+            }) if may_approve || is_operator => None,
+            Ok(_) => Some(Reason::ActorNotPermitted),
+        };
+        let hop: Option<DelegationRow> = match refusal {
+            Some(_) => None,
+            None => lock(&mut tx, &[tenant, delegation_id])
+                .await
+                .ctx("locking the delegation")?,
+        };
+        let refusal = refusal.or(hop.is_none().then_some(Reason::DelegationMissing));
+        let already = hop.as_ref().is_some_and(|h| h.revoked_at.is_some());
+        if refusal.is_none() && !already {
+            sqlx::query(
+                "UPDATE delegations SET revoked_at = $3, revoked_by = $4 WHERE tenant_id = $1 AND id = $2",
+            )
+            .bind(tenant)
+            .bind(delegation_id)
+            .bind(now)
+            .bind(actor)
+            .execute(&mut *tx)
+            .await
+            .ctx("revoking the delegation")?;
+        }
+        let outcome = match refusal {
+            Some(reason) => Outcome::refused(reason),
+            None => Outcome::ok(delegation_id.to_owned()),
+        };
+        let known = !matches!(refusal, Some(Reason::TenantUnknown));
+        let entry = Entry::new(
+            known.then_some(tenant),
+            if refusal.is_some() {
+                "revocation.refused"
+            } else {
+                "delegation.revoked"
+            },
+            delegation_id,
+            json!({
+                "delegation": delegation_id,
+                "actor": actor,
+                "decision": outcome.decision,
+                "already_revoked": already,
+            }),
+        );
+        ledger::append(&mut tx, now, vec![entry]).await?;
+        tx.commit().await.ctx("committing a revocation")?;
+        Ok(outcome)
+    }
+}
+
+async fn is_person(conn: &mut PgConnection, tenant: &str, id: &str) -> Result<bool, ServiceError> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM people WHERE tenant_id = $1 AND id = $2)")
+        .bind(tenant)
+        .bind(id)
+        .fetch_one(conn)
+        .await
+        .ctx("looking up the grantor")
+}

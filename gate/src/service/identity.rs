@@ -1,0 +1,91 @@
+//! Who is calling, relative to one tenant.
+//!
+//! Guarantees: an actor is resolved against the tenant named by the call (or
+//! by the row the call is about), never against whichever tenant happens to
+//! know the id. The refusals are, in order: `TENANT_UNKNOWN` (no such
+//! tenant), `TENANT_MISMATCH` (the id exists only in another tenant),
+//! `ACTOR_UNKNOWN` (the id exists nowhere). What the caller may then do with
+//! the identity is decided by each operation, not here.
+
+use sqlx::PgConnection;
+
+use super::error::{Ctx, ServiceError};
+use crate::reason::Reason;
+
+/// A known actor of the tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Who {
+    Agent,
+    Person {
+        may_approve: bool,
+        is_operator: bool,
+    },
+}
+
+impl Who {
+    pub fn may_approve(self) -> bool {
+        matches!(
+            self,
+            Who::Person {
+                may_approve: true,
+                ..
+            }
+        )
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct Lookup {
+    tenant_known: bool,
+    is_agent: bool,
+    may_approve: Option<bool>,
+    is_operator: Option<bool>,
+    elsewhere: bool,
+}
+
+/// Resolves `actor` inside `tenant`.
+pub(crate) async fn resolve(
+    conn: &mut PgConnection,
+    tenant: &str,
+    actor: &str,
+) -> Result<Result<Who, Reason>, ServiceError> {
+    let found: Lookup = sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1) AS tenant_known, \
+                EXISTS (SELECT 1 FROM agents WHERE tenant_id = $1 AND id = $2) AS is_agent, \
+                (SELECT may_approve FROM people WHERE tenant_id = $1 AND id = $2) AS may_approve, \
+                (SELECT is_operator FROM people WHERE tenant_id = $1 AND id = $2) AS is_operator, \
+                (EXISTS (SELECT 1 FROM agents WHERE id = $2 AND tenant_id <> $1) \
+                 OR EXISTS (SELECT 1 FROM people WHERE id = $2 AND tenant_id <> $1)) AS elsewhere",
+    )
+    .bind(tenant)
+    .bind(actor)
+    .fetch_one(&mut *conn)
+    .await
+    .ctx("resolving the caller")?;
+    Ok(if !found.tenant_known {
+        Err(Reason::TenantUnknown)
+    } else if found.is_agent {
+        Ok(Who::Agent)
+    } else if let Some(may_approve) = found.may_approve {
+        Ok(Who::Person {
+            may_approve,
+            is_operator: found.is_operator.unwrap_or(false),
+        })
+    } else if found.elsewhere {
+        Err(Reason::TenantMismatch)
+    } else {
+        Err(Reason::ActorUnknown)
+    })
+}
+
+/// True when `tenant` exists.
+pub(crate) async fn tenant_exists(
+    conn: &mut PgConnection,
+    tenant: &str,
+) -> Result<bool, ServiceError> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)")
+        .bind(tenant)
+        .fetch_one(conn)
+        .await
+        .ctx("looking up the tenant")
+}

@@ -1,0 +1,111 @@
+//! What the harness checks after a scenario, read back from the rows.
+//!
+//! Guarantees: every number here is read from the database at the moment of
+//! the call (nothing is cached in the gate): the tenant's provider orders,
+//! what was captured, the tenant's reservations for the gate clock's current
+//! UTC day, each delegation's spent paise, and whether the ledger's chain is
+//! intact (with the first break when it is not).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::Gate;
+use super::error::{Ctx, ServiceError};
+use super::ledger::{self, LedgerBreak, LedgerReport};
+use crate::provider::PaymentProvider;
+
+/// The spec's invariants for one tenant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Invariants {
+    pub provider_orders: i64,
+    pub captured_paise: i64,
+    pub spent_today_paise: i64,
+    pub delegation_spent_paise: BTreeMap<String, i64>,
+    pub ledger_intact: bool,
+    pub ledger_break: Option<LedgerBreak>,
+}
+
+impl<P: PaymentProvider> Gate<P> {
+    /// Every invariant of `tenant`, read now.
+    pub async fn invariants(&self, tenant: &str) -> Result<Invariants, ServiceError> {
+        let ledger = self.verify_ledger().await?;
+        let delegation_spent_paise: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT id, spent_paise FROM delegations WHERE tenant_id = $1 ORDER BY id",
+        )
+        .bind(tenant)
+        .fetch_all(self.pool())
+        .await
+        .ctx("reading delegation spend")?;
+        Ok(Invariants {
+            provider_orders: self.provider_order_count(tenant).await?,
+            captured_paise: self.captured_paise(tenant).await?,
+            spent_today_paise: self.spent_today_paise(tenant).await?,
+            delegation_spent_paise: delegation_spent_paise.into_iter().collect(),
+            ledger_intact: ledger.intact(),
+            ledger_break: ledger.first_break,
+        })
+    }
+
+    /// Provider orders the gate recorded for `tenant`.
+    pub async fn provider_order_count(&self, tenant: &str) -> Result<i64, ServiceError> {
+        sqlx::query_scalar("SELECT count(*) FROM provider_orders WHERE tenant_id = $1")
+            .bind(tenant)
+            .fetch_one(self.pool())
+            .await
+            .ctx("counting provider orders")
+    }
+
+    /// Paise captured by verified provider events for `tenant`.
+    pub async fn captured_paise(&self, tenant: &str) -> Result<i64, ServiceError> {
+        sqlx::query_scalar(
+            "SELECT COALESCE(sum(amount_paise), 0)::bigint FROM provider_orders \
+             WHERE tenant_id = $1 AND status = 'CAPTURED'",
+        )
+        .bind(tenant)
+        .fetch_one(self.pool())
+        .await
+        .ctx("summing captured paise")
+    }
+
+    /// The tenant's reservations for the gate clock's current UTC day.
+    pub async fn spent_today_paise(&self, tenant: &str) -> Result<i64, ServiceError> {
+        let reserved: Option<i64> = sqlx::query_scalar(
+            "SELECT reserved_paise FROM daily_spend WHERE tenant_id = $1 AND day = $2",
+        )
+        .bind(tenant)
+        .bind(self.now().date_naive())
+        .fetch_optional(self.pool())
+        .await
+        .ctx("reading today's reservations")?;
+        Ok(reserved.unwrap_or(0))
+    }
+
+    /// What one delegation hop's grantee has reserved or spent; `None` for no such hop.
+    pub async fn delegation_spent_paise(
+        &self,
+        tenant: &str,
+        delegation_id: &str,
+    ) -> Result<Option<i64>, ServiceError> {
+        sqlx::query_scalar("SELECT spent_paise FROM delegations WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
+            .bind(delegation_id)
+            .fetch_optional(self.pool())
+            .await
+            .ctx("reading a delegation's spend")
+    }
+
+    /// A request's state (`AUTHORIZED`, `CAPTURED`, ...); `None` for no such request.
+    pub async fn request_state(&self, request_id: &str) -> Result<Option<String>, ServiceError> {
+        sqlx::query_scalar("SELECT state FROM payment_requests WHERE id = $1")
+            .bind(request_id)
+            .fetch_optional(self.pool())
+            .await
+            .ctx("reading a request's state")
+    }
+
+    /// Walks the ledger; see [`ledger::verify`].
+    pub async fn verify_ledger(&self) -> Result<LedgerReport, ServiceError> {
+        ledger::verify(self.pool()).await
+    }
+}

@@ -1,0 +1,203 @@
+//! The stateful gate on Postgres: propose → (approve) → checkout → pay →
+//! signed provider event, delegation grants and revocations, and the ledger.
+//!
+//! Guarantees:
+//! - The pure engine ([`crate::policy::evaluate`]) decides; this module reads
+//!   its inputs from the database under lock and makes the decision stick:
+//!   budgets are reserved in the same transaction as the request row, and the
+//!   database's named guards (see `migrations/`) refuse overspend, double
+//!   consumption and illegal state changes even from a writer that skips
+//!   this code.
+//! - Each operation is one transaction (pay is two, around the provider
+//!   call): it commits whole or not at all, and appends what it did to the
+//!   hash-chained ledger as its last statement.
+//! - A refusal is an [`Outcome`] carrying a [`Reason`]; a [`ServiceError`]
+//!   means the gate could not decide (database down, provider timeout, ...).
+//! - Every time comes from the injected [`Clock`]; every row lock from
+//!   [`lock`]. The agent is told only the redacted [`AgentView`].
+
+mod admin;
+mod approve;
+mod budget;
+mod checkout;
+pub mod clock;
+mod decide;
+mod error;
+mod grants;
+mod identity;
+mod invariants;
+pub mod ledger;
+pub(crate) mod lock;
+mod pay;
+mod propose;
+mod requests;
+mod rows;
+mod seed;
+pub mod standard;
+pub mod tour;
+pub mod webhook;
+mod world;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgPool, Postgres, Transaction};
+
+pub use checkout::AUTHORITY_TTL_MINUTES;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::ServiceError;
+pub use invariants::Invariants;
+pub use ledger::{LedgerBreak, LedgerReport, verify as verify_ledger};
+pub use seed::{GrantSeed, PersonSeed, Seed, TenantSeed};
+pub use webhook::{ProviderEvent, sign_webhook};
+
+use crate::provider::PaymentProvider;
+use crate::reason::{Decision, Reason};
+use crate::redact::AgentView;
+use error::Ctx;
+
+/// How long `pay` waits for the provider by default.
+pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The gate: a pool, a provider, the webhook secret and a clock.
+#[derive(Debug)]
+pub struct Gate<P> {
+    pool: PgPool,
+    provider: P,
+    secret: Vec<u8>,
+    clock: Arc<dyn Clock>,
+    provider_timeout: Duration,
+}
+
+impl<P: PaymentProvider> Gate<P> {
+    /// A gate over `pool` (already migrated). `webhook_secret` verifies
+    /// provider events and keys checkout authority ids.
+    pub fn new(
+        pool: PgPool,
+        provider: P,
+        webhook_secret: impl Into<Vec<u8>>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Gate {
+            pool,
+            provider,
+            secret: webhook_secret.into(),
+            clock,
+            provider_timeout: DEFAULT_PROVIDER_TIMEOUT,
+        }
+    }
+
+    /// How long `pay` waits for the provider before calling it a timeout.
+    pub fn with_provider_timeout(mut self, timeout: Duration) -> Self {
+        self.provider_timeout = timeout;
+        self
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub fn provider(&self) -> &P {
+        &self.provider
+    }
+
+    /// The gate's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The gate's "now".
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    pub(crate) fn secret(&self) -> &[u8] {
+        &self.secret
+    }
+
+    pub(crate) fn provider_timeout(&self) -> Duration {
+        self.provider_timeout
+    }
+
+    pub(crate) async fn begin(
+        &self,
+        action: &'static str,
+    ) -> Result<Transaction<'static, Postgres>, ServiceError> {
+        self.pool.begin().await.ctx(action)
+    }
+}
+
+/// The outcome of an operation that is not the agent-facing propose.
+///
+/// `decision` is `Allow` for "ok" (approve: the request is AUTHORIZED) and
+/// `Deny(reason)` for a refusal. `id` is what the operation produced:
+/// approve → the request id, checkout → the authority id, pay → the
+/// provider's order id, webhook → the event id, grant/revoke → the
+/// delegation id, set_policy → the new version number, set_price → the sku.
+/// `constraint` names the database guard that refused, when one did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    #[serde(flatten)]
+    pub decision: Decision,
+    pub id: Option<String>,
+    pub constraint: Option<String>,
+}
+
+impl Outcome {
+    pub(crate) fn ok(id: String) -> Self {
+        Outcome {
+            decision: Decision::Allow,
+            id: Some(id),
+            constraint: None,
+        }
+    }
+
+    pub(crate) fn refused(reason: Reason) -> Self {
+        Outcome {
+            decision: Decision::Deny(reason),
+            id: None,
+            constraint: None,
+        }
+    }
+
+    pub(crate) fn with_id(mut self, id: String) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// True when the operation did what it was asked.
+    pub fn is_ok(&self) -> bool {
+        self.decision == Decision::Allow
+    }
+
+    /// The refusal's reason, if refused.
+    pub fn reason(&self) -> Option<Reason> {
+        self.decision.reason()
+    }
+}
+
+/// What the agent-facing propose returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProposeOutcome {
+    /// The recorded request (`None` when the caller was not a known agent of the tenant).
+    pub request_id: Option<String>,
+    /// The decision kind and reason code (no caps, no budgets).
+    pub decision: Decision,
+    /// The redacted view: all an agent is ever told.
+    pub view: AgentView,
+    /// True when an idempotent replay returned the first decision.
+    pub replayed: bool,
+}
+
+impl ProposeOutcome {
+    pub(crate) fn new(request_id: Option<String>, decision: Decision, replayed: bool) -> Self {
+        ProposeOutcome {
+            request_id,
+            decision,
+            view: AgentView::of(decision),
+            replayed,
+        }
+    }
+}

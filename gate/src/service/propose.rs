@@ -1,0 +1,242 @@
+//! `propose`: the agent-facing call.
+//!
+//! Guarantees, in the spec's order: the tool boundary (the raw bytes parse
+//! into `{sku, quantity, purpose}` or are refused), then identity and tenancy
+//! (`TENANT_UNKNOWN`, `ACTOR_UNKNOWN`, `TENANT_MISMATCH`, and
+//! `ACTOR_NOT_PERMITTED` for a human: humans do not use the agent-facing
+//! call), then the idempotency key (the same key with the same bytes returns
+//! the FIRST decision and writes nothing; the same key with other bytes is
+//! `IDEMPOTENCY_KEY_REUSED`), then the pure engine with the spend state read
+//! under the tenant's day lock. On allow, the daily and delegation budgets
+//! are reserved in the same transaction as the request row (a refusal by the
+//! database becomes the matching budget refusal). Every proposal from a known
+//! agent is recorded (it counts towards velocity; a refusal towards the
+//! denial rate); every proposal, known agent or not, and its full decision
+//! are appended to the ledger. The agent is told only the redacted view.
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::budget::{self, Reservation};
+use super::decide::{self, Moment, refused};
+use super::error::{Ctx, ServiceError};
+use super::identity::{self, Who};
+use super::ledger::{self, Entry};
+use super::requests::{self, Hold, NewRequest};
+use super::rows::{RequestRow, state};
+use super::world::{self, CurrentPolicy};
+use super::{Gate, ProposeOutcome};
+use crate::proposal::parse_proposal;
+use crate::provider::PaymentProvider;
+use crate::reason::{Decision, Reason};
+
+impl<P: PaymentProvider> Gate<P> {
+    /// The agent-facing call: `raw_body` exactly as the agent sent it.
+    pub async fn propose(
+        &self,
+        tenant: &str,
+        actor: &str,
+        raw_body: &[u8],
+        idempotency_key: Option<&str>,
+    ) -> Result<ProposeOutcome, ServiceError> {
+        let now = self.now();
+        let body_sha256 = hex::encode(Sha256::digest(raw_body));
+        let parsed = parse_proposal(raw_body);
+        let mut tx = self.begin("proposing").await?;
+
+        let refusal = match identity::resolve(&mut tx, tenant, actor).await? {
+            Ok(Who::Agent) => None,
+            Ok(Who::Person { .. }) => Some(Reason::ActorNotPermitted),
+            Err(reason) => Some(reason),
+        };
+        if let Some(refusal) = refusal {
+            let reason = parsed.as_ref().err().copied().unwrap_or(refusal);
+            let ledger_tenant = (refusal != Reason::TenantUnknown).then_some(tenant);
+            let entry = Entry::new(
+                ledger_tenant,
+                "proposal.refused",
+                actor,
+                json!({
+                    "tenant": tenant,
+                    "actor": actor,
+                    "idempotency_key": idempotency_key,
+                    "body_sha256": body_sha256,
+                    "body_bytes": raw_body.len(),
+                    "decision": Decision::Deny(reason),
+                }),
+            );
+            ledger::append(&mut tx, now, vec![entry]).await?;
+            tx.commit().await.ctx("committing a refused proposal")?;
+            return Ok(ProposeOutcome::new(None, Decision::Deny(reason), false));
+        }
+
+        let policy = world::current_policy(&mut tx, tenant).await?;
+        let cap = policy.as_ref().map_or(0, CurrentPolicy::daily_cap);
+        let day = now.date_naive();
+        let spent_today = budget::lock_day(&mut tx, tenant, day, cap).await?;
+
+        let mut stored_key = idempotency_key;
+        let mut forced = parsed.as_ref().err().copied();
+        if let Some(key) = idempotency_key {
+            if let Some(first) = requests::by_idempotency_key(&mut tx, tenant, actor, key).await? {
+                if first.body_sha256 == body_sha256 {
+                    tx.rollback().await.ctx("ending a replay")?;
+                    return replay(&first);
+                }
+                stored_key = None;
+                forced = forced.or(Some(Reason::IdempotencyKeyReused));
+            }
+        }
+
+        let proposal = parsed.ok();
+        let decided = match (forced, &proposal) {
+            (None, Some(p)) => {
+                decide::decide(
+                    &mut tx,
+                    tenant,
+                    actor,
+                    p,
+                    policy.as_ref(),
+                    spent_today,
+                    now,
+                    Moment::Proposal,
+                )
+                .await?
+            }
+            (reason, _) => decide::Decided {
+                evaluation: refused(reason.unwrap_or(Reason::ProposalMalformed)),
+                leaf: None,
+                policy_version: policy.as_ref().map(|p| p.version),
+            },
+        };
+
+        let mut decision = decided.evaluation.decision;
+        let mut reservation = None;
+        if let (Decision::Allow, Some(purchase), Some(leaf)) =
+            (decision, &decided.evaluation.purchase, &decided.leaf)
+        {
+            let wanted = Reservation {
+                day,
+                delegation_id: leaf.clone(),
+                amount_paise: purchase.amount_paise,
+            };
+            match budget::reserve(&mut tx, tenant, &wanted, cap).await? {
+                Ok(()) => reservation = Some(wanted),
+                Err(reason) => decision = Decision::Deny(reason),
+            }
+        }
+
+        let row = requests::insert(
+            &mut tx,
+            &NewRequest {
+                tenant,
+                agent: actor,
+                idempotency_key: stored_key,
+                body_sha256: &body_sha256,
+                proposal: proposal.as_ref(),
+                purchase: decided.evaluation.purchase.as_ref(),
+                decision,
+                policy_version: decided.policy_version,
+                now,
+            },
+        )
+        .await?;
+        let to = match (decision, &reservation) {
+            (Decision::Allow, Some(r)) => {
+                requests::transition(
+                    &mut tx,
+                    &row,
+                    state::AUTHORIZED,
+                    None,
+                    Hold::Take(r),
+                    None,
+                    now,
+                )
+                .await?;
+                state::AUTHORIZED
+            }
+            (Decision::StepUp(_), _) => {
+                requests::transition(
+                    &mut tx,
+                    &row,
+                    state::PENDING_APPROVAL,
+                    None,
+                    Hold::Keep,
+                    None,
+                    now,
+                )
+                .await?;
+                state::PENDING_APPROVAL
+            }
+            (d, _) => {
+                let reason = d.reason().unwrap_or(Reason::DelegationMissing);
+                decision = Decision::Deny(reason);
+                requests::transition(
+                    &mut tx,
+                    &row,
+                    state::DENIED,
+                    Some(reason),
+                    Hold::Keep,
+                    None,
+                    now,
+                )
+                .await?;
+                state::DENIED
+            }
+        };
+
+        let entries = vec![
+            Entry::new(
+                Some(tenant),
+                "proposal",
+                &row.id,
+                json!({
+                    "request": row.id,
+                    "actor": actor,
+                    "idempotency_key": stored_key,
+                    "body_sha256": body_sha256,
+                    "body_bytes": raw_body.len(),
+                    "proposal": proposal,
+                }),
+            ),
+            Entry::new(
+                Some(tenant),
+                "decision",
+                &row.id,
+                json!({
+                    "request": row.id,
+                    "decision": decision,
+                    "evaluation": decided.evaluation,
+                    "policy_version": decided.policy_version,
+                    "delegation": decided.leaf,
+                    "state": to,
+                    "reserved_paise": reservation.as_ref().map_or(0, |r| r.amount_paise),
+                }),
+            ),
+        ];
+        ledger::append(&mut tx, now, entries).await?;
+        tx.commit().await.ctx("committing a proposal")?;
+        Ok(ProposeOutcome::new(Some(row.id), decision, false))
+    }
+}
+
+/// The first decision recorded under an idempotency key.
+fn replay(first: &RequestRow) -> Result<ProposeOutcome, ServiceError> {
+    let decision = stored_decision(&first.decision, first.reason.as_deref()).ok_or_else(|| {
+        ServiceError::Corrupt {
+            what: format!("request {} records an unreadable decision", first.id),
+        }
+    })?;
+    Ok(ProposeOutcome::new(Some(first.id.clone()), decision, true))
+}
+
+/// A decision as a request row stores it.
+pub(crate) fn stored_decision(kind: &str, reason: Option<&str>) -> Option<Decision> {
+    let reason = reason.map(str::parse::<Reason>).transpose().ok()?;
+    match (kind, reason) {
+        ("allow", None) => Some(Decision::Allow),
+        ("step_up", Some(r)) => Some(Decision::StepUp(r)),
+        ("deny", Some(r)) => Some(Decision::Deny(r)),
+        _ => None,
+    }
+}

@@ -1,0 +1,171 @@
+//! Typed rows of the gate's tables, as the service reads them.
+//!
+//! Guarantees: each struct lists exactly the columns it is read from (its
+//! `SELECT` text lives beside it, so the struct and the query cannot drift
+//! apart), and the rows that are ever locked say how in [`Lockable`]; the
+//! only way to lock one is [`super::lock::lock`], which re-reads it.
+
+use chrono::{DateTime, NaiveDate, Utc};
+
+use super::lock::Lockable;
+use crate::delegation::DelegationHop;
+
+/// Request states, exactly as the `request_state_transition` trigger spells them.
+pub mod state {
+    pub const PENDING_APPROVAL: &str = "PENDING_APPROVAL";
+    pub const AUTHORIZED: &str = "AUTHORIZED";
+    pub const CHECKOUT_ISSUED: &str = "CHECKOUT_ISSUED";
+    pub const PROVIDER_PENDING: &str = "PROVIDER_PENDING";
+    pub const CAPTURED: &str = "CAPTURED";
+    pub const FAILED: &str = "FAILED";
+    pub const DENIED: &str = "DENIED";
+    pub const EXPIRED: &str = "EXPIRED";
+    pub const CANCELLED: &str = "CANCELLED";
+
+    /// States that hold a reservation of the request's amount.
+    pub const RESERVING: &[&str] = &[AUTHORIZED, CHECKOUT_ISSUED, PROVIDER_PENDING, CAPTURED];
+}
+
+/// A tenant row (locked to serialize policy publication).
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct TenantRow {
+    #[allow(dead_code)]
+    pub id: String,
+}
+
+impl Lockable for TenantRow {
+    const SELECT: &'static str = "SELECT id FROM tenants";
+    const KEY: &'static str = "id = $1";
+}
+
+/// One payment request.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct RequestRow {
+    pub tenant_id: String,
+    pub id: String,
+    pub agent_id: String,
+    pub body_sha256: String,
+    pub sku: Option<String>,
+    pub quantity: Option<i32>,
+    pub purpose: Option<String>,
+    pub merchant_id: Option<String>,
+    pub currency: Option<String>,
+    pub amount_paise: Option<i64>,
+    pub purchase_digest: Option<String>,
+    pub decision: String,
+    pub reason: Option<String>,
+    pub state: String,
+    pub policy_version: Option<i32>,
+    pub delegation_id: Option<String>,
+    pub reserved_day: Option<NaiveDate>,
+    pub reserved_paise: i64,
+}
+
+pub(crate) const REQUEST_COLUMNS: &str = "tenant_id, id, agent_id, body_sha256, sku, quantity, \
+    purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, state, \
+    policy_version, delegation_id, reserved_day, reserved_paise";
+
+impl Lockable for RequestRow {
+    const SELECT: &'static str = "SELECT tenant_id, id, agent_id, body_sha256, sku, quantity, \
+        purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, state, \
+        policy_version, delegation_id, reserved_day, reserved_paise FROM payment_requests";
+    const KEY: &'static str = "tenant_id = $1 AND id = $2";
+}
+
+/// One delegation hop.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct DelegationRow {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub grantee_id: String,
+    pub budget_paise: i64,
+    pub allocated_paise: i64,
+    pub spent_paise: i64,
+    pub skus: Option<Vec<String>>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+pub(crate) const DELEGATION_COLUMNS: &str = "id, parent_id, grantee_id, budget_paise, \
+    allocated_paise, spent_paise, skus, expires_at, revoked_at";
+
+impl Lockable for DelegationRow {
+    const SELECT: &'static str = "SELECT id, parent_id, grantee_id, budget_paise, \
+        allocated_paise, spent_paise, skus, expires_at, revoked_at FROM delegations";
+    const KEY: &'static str = "tenant_id = $1 AND id = $2";
+}
+
+impl DelegationRow {
+    /// The hop as the pure engine sees it.
+    pub fn to_hop(&self) -> DelegationHop {
+        DelegationHop {
+            id: self.id.clone(),
+            parent: self.parent_id.clone(),
+            grantee: self.grantee_id.clone(),
+            budget_paise: self.budget_paise,
+            allocated_paise: self.allocated_paise,
+            spent_paise: self.spent_paise,
+            skus: self.skus.clone(),
+            expires_at: self.expires_at,
+            revoked: self.revoked_at.is_some(),
+        }
+    }
+}
+
+/// One checkout authority.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct AuthorityRow {
+    pub tenant_id: String,
+    pub id: String,
+    pub request_id: String,
+    pub merchant_id: String,
+    pub amount_paise: i64,
+    pub currency: String,
+    pub purchase_digest: String,
+    pub policy_version: i32,
+    pub expires_at: DateTime<Utc>,
+    pub consumptions: i16,
+}
+
+pub(crate) const AUTHORITY_COLUMNS: &str = "tenant_id, id, request_id, merchant_id, amount_paise, \
+    currency, purchase_digest, policy_version, expires_at, consumptions";
+
+impl Lockable for AuthorityRow {
+    const SELECT: &'static str = "SELECT tenant_id, id, request_id, merchant_id, amount_paise, \
+        currency, purchase_digest, policy_version, expires_at, consumptions \
+        FROM checkout_authorities";
+    const KEY: &'static str = "tenant_id = $1 AND id = $2";
+}
+
+/// A tenant's reservations for one UTC day.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct DailyRow {
+    pub reserved_paise: i64,
+}
+
+impl Lockable for DailyRow {
+    const SELECT: &'static str = "SELECT reserved_paise FROM daily_spend";
+    const KEY: &'static str = "tenant_id = $1 AND day = $2::date";
+}
+
+/// The ledger's head: the number and hash of the latest entry.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct LedgerHeadRow {
+    pub seq: i64,
+    pub hash: String,
+}
+
+impl Lockable for LedgerHeadRow {
+    const SELECT: &'static str = "SELECT seq, hash FROM ledger_head";
+    const KEY: &'static str = "singleton";
+}
+
+/// A provider order, as the gate recorded it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct OrderRow {
+    pub tenant_id: String,
+    pub provider_order_id: String,
+    pub request_id: String,
+    pub amount_paise: i64,
+    pub currency: String,
+}

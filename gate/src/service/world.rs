@@ -1,0 +1,172 @@
+//! What the pure engine needs, read from the database.
+//!
+//! Guarantees: the policy is the tenant's latest published version, and a
+//! missing or unparsable policy is `POLICY_INVALID` (fail closed, never "no
+//! limit"); the catalog is the tenant's own rows only; a delegation chain is
+//! read root to leaf by following the leaf's parents inside the tenant; the
+//! spend state counts this agent's recorded proposals and refusals and the
+//! tenant's reservations for the current UTC day. These are plain reads: the
+//! rows a decision spends from are locked by the caller first.
+
+use chrono::{DateTime, Duration, Utc};
+use sqlx::PgConnection;
+
+use super::error::{Ctx, ServiceError};
+use super::rows::{DELEGATION_COLUMNS, DelegationRow};
+use crate::catalog::{Catalog, CatalogItem};
+use crate::delegation::DelegationChain;
+use crate::policy::Policy;
+use crate::reason::Reason;
+use crate::spend::SpendState;
+
+/// The deepest chain the gate will follow.
+const MAX_CHAIN_DEPTH: i32 = 64;
+
+/// The tenant's current policy: its version, and the policy or why it cannot be enforced.
+#[derive(Debug, Clone)]
+pub(crate) struct CurrentPolicy {
+    pub version: i32,
+    pub policy: Result<Policy, Reason>,
+}
+
+impl CurrentPolicy {
+    pub fn daily_cap(&self) -> i64 {
+        self.policy.as_ref().map_or(0, |p| p.daily_cap_paise.max(0))
+    }
+}
+
+pub(crate) async fn current_policy(
+    conn: &mut PgConnection,
+    tenant: &str,
+) -> Result<Option<CurrentPolicy>, ServiceError> {
+    let row: Option<(i32, serde_json::Value)> = sqlx::query_as(
+        "SELECT version, policy FROM policy_versions WHERE tenant_id = $1 \
+         ORDER BY version DESC LIMIT 1",
+    )
+    .bind(tenant)
+    .fetch_optional(conn)
+    .await
+    .ctx("reading the policy")?;
+    Ok(row.map(|(version, json)| CurrentPolicy {
+        version,
+        policy: serde_json::from_value::<Policy>(json).map_err(|_| Reason::PolicyInvalid),
+    }))
+}
+
+#[derive(sqlx::FromRow)]
+struct CatalogRow {
+    sku: String,
+    merchant_id: String,
+    price_paise: i64,
+    currency: String,
+    category: String,
+    max_quantity: i32,
+    available: bool,
+    description: String,
+}
+
+pub(crate) async fn catalog(
+    conn: &mut PgConnection,
+    tenant: &str,
+) -> Result<Catalog, ServiceError> {
+    let rows: Vec<CatalogRow> = sqlx::query_as(
+        "SELECT sku, merchant_id, price_paise, currency, category, max_quantity, available, \
+         description FROM catalog_items WHERE tenant_id = $1",
+    )
+    .bind(tenant)
+    .fetch_all(conn)
+    .await
+    .ctx("reading the catalog")?;
+    Ok(Catalog::new(rows.into_iter().map(|r| CatalogItem {
+        sku: r.sku,
+        merchant: r.merchant_id,
+        price_paise: r.price_paise,
+        currency: r.currency.trim_end().to_owned(),
+        category: r.category,
+        // A negative maximum cannot be stored (ck_catalog_max_quantity_positive).
+        max_quantity: u32::try_from(r.max_quantity).unwrap_or(0),
+        available: r.available,
+        description: r.description,
+    })))
+}
+
+/// The chain from the root down to `leaf`, root first.
+pub(crate) async fn chain(
+    conn: &mut PgConnection,
+    tenant: &str,
+    leaf: &str,
+) -> Result<DelegationChain, ServiceError> {
+    let sql = format!(
+        "WITH RECURSIVE up AS ( \
+             SELECT d.*, 0 AS depth FROM delegations d WHERE d.tenant_id = $1 AND d.id = $2 \
+             UNION ALL \
+             SELECT p.*, up.depth + 1 FROM delegations p \
+               JOIN up ON p.tenant_id = up.tenant_id AND p.id = up.parent_id \
+              WHERE up.depth < $3) \
+         SELECT {DELEGATION_COLUMNS} FROM up ORDER BY depth DESC"
+    );
+    let rows: Vec<DelegationRow> = sqlx::query_as(&sql)
+        .bind(tenant)
+        .bind(leaf)
+        .bind(MAX_CHAIN_DEPTH)
+        .fetch_all(conn)
+        .await
+        .ctx("reading a delegation chain")?;
+    Ok(DelegationChain::new(
+        rows.iter().map(DelegationRow::to_hop).collect(),
+    ))
+}
+
+/// The delegations held by `agent`, oldest first.
+pub(crate) async fn agent_leaves(
+    conn: &mut PgConnection,
+    tenant: &str,
+    agent: &str,
+) -> Result<Vec<String>, ServiceError> {
+    sqlx::query_scalar(
+        "SELECT id FROM delegations WHERE tenant_id = $1 AND grantee_id = $2 \
+         ORDER BY created_at, id",
+    )
+    .bind(tenant)
+    .bind(agent)
+    .fetch_all(conn)
+    .await
+    .ctx("reading the agent's delegations")
+}
+
+/// The spend state of `agent` at `now`: `spent_today_paise` is given (read
+/// under the caller's lock); proposals and refusals are this agent's recorded
+/// ones inside the policy's windows.
+pub(crate) async fn spend_state(
+    conn: &mut PgConnection,
+    tenant: &str,
+    agent: &str,
+    now: DateTime<Utc>,
+    policy: &Policy,
+    spent_today_paise: i64,
+) -> Result<SpendState, ServiceError> {
+    let window = policy
+        .velocity
+        .window_minutes
+        .max(policy.denial_rate.window_minutes);
+    let since = now - Duration::minutes(i64::from(window));
+    let rows: Vec<(DateTime<Utc>, String)> = sqlx::query_as(
+        "SELECT created_at, decision FROM payment_requests \
+         WHERE tenant_id = $1 AND agent_id = $2 AND created_at > $3",
+    )
+    .bind(tenant)
+    .bind(agent)
+    .bind(since)
+    .fetch_all(conn)
+    .await
+    .ctx("reading the agent's recent proposals")?;
+    Ok(SpendState {
+        spent_today_paise,
+        proposals: rows.iter().map(|(at, _)| *at).collect(),
+        denials: rows
+            .iter()
+            .filter(|(_, decision)| decision == "deny")
+            .map(|(at, _)| *at)
+            .collect(),
+    })
+}

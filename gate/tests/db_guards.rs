@@ -1,0 +1,798 @@
+//! Every named database guard, violated directly with SQL (bypassing the
+//! gate's Rust code), and refused by name. The mutation runner drops each
+//! guard from a fresh database and requires the test named after it to fail.
+//!
+//! The world is seeded (and requests moved into the state a test needs)
+//! through the gate; the violation itself is always a raw statement.
+
+mod support;
+
+use gate::service::webhook::EVENT_CAPTURED;
+use sqlx::{Executor, PgPool};
+use support::*;
+
+/// A request moved to AUTHORIZED by the gate (CLOUD-STARTER x1, 60000).
+async fn authorized(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let p = w
+        .gate
+        .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+        .await?;
+    Ok(request_id(&p))
+}
+
+/// A request moved to PENDING_APPROVAL by the gate (CLOUD-TEAM, 180000).
+async fn pending(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let p = w
+        .gate
+        .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
+        .await?;
+    Ok(request_id(&p))
+}
+
+async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
+    pool.execute(sql).await.map(|r| r.rows_affected())
+}
+
+fn child(id: &str, parent: &str, budget: i64) -> String {
+    format!(
+        "INSERT INTO delegations (tenant_id, id, parent_id, grantee_id, budget_paise, created_at) \
+         VALUES ('acme', '{id}', '{parent}', 'procurement-agent', {budget}, now())"
+    )
+}
+
+// ---- delegation partitioning -------------------------------------------------
+
+#[tokio::test]
+async fn ck_delegation_budget_partitioned_refuses_sibling_oversubscription() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    exec(w.pool(), &child("d-a", "d-buyer", 120000)).await?;
+    assert_refused_by(
+        exec(w.pool(), &child("d-b", "d-buyer", 80001)).await,
+        "ck_delegation_budget_partitioned",
+    );
+    exec(w.pool(), &child("d-c", "d-buyer", 80000)).await?;
+    let allocated: i64 =
+        sqlx::query_scalar("SELECT allocated_paise FROM delegations WHERE id = 'd-buyer'")
+            .fetch_one(w.pool())
+            .await?;
+    assert_eq!(
+        allocated, 200000,
+        "the siblings partition the parent exactly"
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn ck_delegation_budget_partitioned_refuses_spending_past_the_budget() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    exec(w.pool(), &child("d-a", "d-buyer", 150000)).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "UPDATE delegations SET spent_paise = 50001 WHERE id = 'd-buyer'",
+        )
+        .await,
+        "ck_delegation_budget_partitioned",
+    );
+    exec(
+        w.pool(),
+        "UPDATE delegations SET spent_paise = 50000 WHERE id = 'd-buyer'",
+    )
+    .await?;
+    w.drop().await
+}
+
+#[tokio::test]
+async fn delegation_attenuates_takes_the_allocation_from_the_parent() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    exec(w.pool(), &child("d-a", "d-buyer", 70000)).await?;
+    exec(
+        w.pool(),
+        "INSERT INTO delegations (tenant_id, id, parent_id, grantee_id, budget_paise, created_at) \
+         VALUES ('acme', 'd-a1', 'd-a', 'renewals-agent', 30000, now())",
+    )
+    .await?;
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT id, allocated_paise FROM delegations WHERE tenant_id = 'acme' ORDER BY id",
+    )
+    .fetch_all(w.pool())
+    .await?;
+    assert_eq!(
+        rows,
+        vec![
+            ("d-a".into(), 30000),
+            ("d-a1".into(), 0),
+            ("d-buyer".into(), 70000)
+        ]
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn delegation_attenuates_refuses_a_child_wider_than_its_parent() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    // budget
+    assert_refused_by(
+        exec(w.pool(), &child("d-wide", "d-buyer", 200001)).await,
+        "delegation_attenuates",
+    );
+    // sku scope and expiry, below a scoped, expiring parent
+    exec(
+        w.pool(),
+        "INSERT INTO delegations (tenant_id, id, parent_id, grantee_id, budget_paise, skus, expires_at, created_at) \
+         VALUES ('acme', 'd-s', 'd-buyer', 'procurement-agent', 100000, ARRAY['SNACK-BOX'], \
+                 '2026-09-30T00:00:00Z', now())",
+    )
+    .await?;
+    let below = |skus: &str, expires: &str| {
+        format!(
+            "INSERT INTO delegations (tenant_id, id, parent_id, grantee_id, budget_paise, skus, expires_at, created_at) \
+             VALUES ('acme', 'd-s1', 'd-s', 'renewals-agent', 1000, {skus}, {expires}, now())"
+        )
+    };
+    for (skus, expires) in [
+        ("NULL", "'2026-09-29T00:00:00Z'"),
+        ("ARRAY['SNACK-BOX','GPU-HOUR']", "'2026-09-29T00:00:00Z'"),
+        ("ARRAY['SNACK-BOX']", "NULL"),
+        ("ARRAY['SNACK-BOX']", "'2026-10-01T00:00:00Z'"),
+    ] {
+        assert_refused_by(
+            exec(w.pool(), &below(skus, expires)).await,
+            "delegation_attenuates",
+        );
+    }
+    exec(
+        w.pool(),
+        &below("ARRAY['SNACK-BOX']", "'2026-09-30T00:00:00Z'"),
+    )
+    .await?;
+    w.drop().await
+}
+
+#[tokio::test]
+async fn delegation_attenuates_refuses_a_root_from_a_human_who_may_not_approve() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "INSERT INTO delegations (tenant_id, id, grantor_id, grantee_id, budget_paise, created_at) \
+             VALUES ('acme', 'd-intern', 'intern', 'procurement-agent', 1000, now())",
+        )
+        .await,
+        "delegation_attenuates",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn delegation_attenuates_refuses_a_child_of_a_revoked_parent() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    exec(w.pool(), "UPDATE delegations SET revoked_at = now(), revoked_by = 'finance-lead' WHERE id = 'd-buyer'").await?;
+    assert_refused_by(
+        exec(w.pool(), &child("d-late", "d-buyer", 1000)).await,
+        "delegation_attenuates",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn delegation_attenuates_refuses_a_child_that_starts_with_spend() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "INSERT INTO delegations (tenant_id, id, parent_id, grantee_id, budget_paise, allocated_paise, created_at) \
+             VALUES ('acme', 'd-x', 'd-buyer', 'procurement-agent', 1000, 5, now())",
+        )
+        .await,
+        "delegation_attenuates",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn delegation_terms_immutable_refuses_widening_a_written_hop() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "UPDATE delegations SET budget_paise = 9000000 WHERE id = 'd-buyer'",
+        )
+        .await,
+        "delegation_terms_immutable",
+    );
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "UPDATE delegations SET skus = ARRAY['GPU-HOUR'] WHERE id = 'd-buyer'",
+        )
+        .await,
+        "delegation_terms_immutable",
+    );
+    exec(w.pool(), "UPDATE delegations SET revoked_at = now(), revoked_by = 'finance-lead' WHERE id = 'd-buyer'").await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "UPDATE delegations SET revoked_at = NULL, revoked_by = NULL WHERE id = 'd-buyer'",
+        )
+        .await,
+        "delegation_terms_immutable",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_delegation_parent_same_tenant_refuses_a_parent_in_another_tenant() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    // The trigger refuses this first; switch it off to reach the foreign key itself.
+    exec(
+        w.pool(),
+        "ALTER TABLE delegations DISABLE TRIGGER delegation_attenuates",
+    )
+    .await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "INSERT INTO delegations (tenant_id, id, parent_id, grantee_id, budget_paise, created_at) \
+             VALUES ('globex', 'd-x', 'd-buyer', 'globex-agent', 1000, now())",
+        )
+        .await,
+        "fk_delegation_parent_same_tenant",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_delegation_grantee_same_tenant_refuses_another_tenants_agent() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "INSERT INTO delegations (tenant_id, id, grantor_id, grantee_id, budget_paise, created_at) \
+             VALUES ('acme', 'd-x', 'finance-lead', 'globex-agent', 1000, now())",
+        )
+        .await,
+        "fk_delegation_grantee_same_tenant",
+    );
+    w.drop().await
+}
+
+// ---- requests and reservations ---------------------------------------------
+
+#[tokio::test]
+async fn request_state_transition_refuses_capturing_from_anywhere_else() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{request}'"),
+        )
+        .await,
+        "request_state_transition",
+    );
+    // Even from PROVIDER_PENDING, CAPTURED needs a verified capture event.
+    let (paid, _, _) = paid_order(&w).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{paid}'"),
+        )
+        .await,
+        "request_state_transition",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn request_state_transition_refuses_reviving_a_final_state() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let p = w
+        .gate
+        .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
+        .await?;
+    let request = request_id(&p);
+    assert_eq!(
+        w.gate.request_state(&request).await?.as_deref(),
+        Some("DENIED")
+    );
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!(
+                "UPDATE payment_requests SET state = 'PENDING_APPROVAL' WHERE id = '{request}'"
+            ),
+        )
+        .await,
+        "request_state_transition",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn request_state_transition_refuses_a_request_born_authorized() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "INSERT INTO payment_requests (tenant_id, agent_id, body_sha256, decision, state, created_at, updated_at) \
+             VALUES ('acme', 'buyer-agent', repeat('a', 64), 'allow', 'AUTHORIZED', now(), now())",
+        )
+        .await,
+        "request_state_transition",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn ck_request_reservation_matches_state_refuses_ending_a_request_without_releasing()
+-> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!("UPDATE payment_requests SET state = 'CANCELLED' WHERE id = '{request}'"),
+        )
+        .await,
+        "ck_request_reservation_matches_state",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn ck_daily_spend_within_cap_refuses_reserving_past_the_cap() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    authorized(&w).await?; // the day's row exists: 60000 of 500000
+    assert_refused_by(
+        exec(w.pool(), "UPDATE daily_spend SET reserved_paise = reserved_paise + 440001 WHERE tenant_id = 'acme'").await,
+        "ck_daily_spend_within_cap",
+    );
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "INSERT INTO daily_spend (tenant_id, day, reserved_paise, cap_paise) VALUES ('acme', '2026-09-04', 500001, 500000)",
+        )
+        .await,
+        "ck_daily_spend_within_cap",
+    );
+    exec(
+        w.pool(),
+        "UPDATE daily_spend SET reserved_paise = reserved_paise + 440000 WHERE tenant_id = 'acme'",
+    )
+    .await?;
+    w.drop().await
+}
+
+#[tokio::test]
+async fn uq_request_idempotency_refuses_a_key_used_twice() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    w.gate
+        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), Some("k-1"))
+        .await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "INSERT INTO payment_requests (tenant_id, agent_id, idempotency_key, body_sha256, decision, state, created_at, updated_at) \
+             VALUES ('acme', 'buyer-agent', 'k-1', repeat('b', 64), 'deny', 'PROPOSED', now(), now())",
+        )
+        .await,
+        "uq_request_idempotency",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_request_agent_same_tenant_refuses_another_tenants_agent() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "INSERT INTO payment_requests (tenant_id, agent_id, body_sha256, decision, state, created_at, updated_at) \
+             VALUES ('acme', 'globex-agent', repeat('a', 64), 'deny', 'PROPOSED', now(), now())",
+        )
+        .await,
+        "fk_request_agent_same_tenant",
+    );
+    w.drop().await
+}
+
+// ---- approvals -------------------------------------------------------------
+
+#[tokio::test]
+async fn uq_live_approval_refuses_a_second_live_approval() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = pending(&w).await?;
+    let approve = format!(
+        "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
+         VALUES ('acme', '{request}', 'finance-lead', now())"
+    );
+    exec(w.pool(), &approve).await?;
+    assert_refused_by(exec(w.pool(), &approve).await, "uq_live_approval");
+    w.drop().await
+}
+
+#[tokio::test]
+async fn ck_approval_consumed_once_refuses_a_second_consumption() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = pending(&w).await?;
+    assert!(w.gate.approve(&request, "finance-lead").await?.is_ok());
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!("UPDATE approvals SET consumptions = consumptions + 1, consumed_at = now() WHERE request_id = '{request}'"),
+        )
+        .await,
+        "ck_approval_consumed_once",
+    );
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!("UPDATE approvals SET consumed_at = NULL WHERE request_id = '{request}'"),
+        )
+        .await,
+        "ck_approval_consumed_once",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn approval_by_permitted_human_refuses_an_approver_who_may_not_approve() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = pending(&w).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!(
+                "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
+                 VALUES ('acme', '{request}', 'intern', now())"
+            ),
+        )
+        .await,
+        "approval_by_permitted_human",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_approval_approver_same_tenant_refuses_another_tenants_human() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = pending(&w).await?;
+    exec(
+        w.pool(),
+        "ALTER TABLE approvals DISABLE TRIGGER approval_by_permitted_human",
+    )
+    .await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!(
+                "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
+                 VALUES ('acme', '{request}', 'globex-finance', now())"
+            ),
+        )
+        .await,
+        "fk_approval_approver_same_tenant",
+    );
+    w.drop().await
+}
+
+// ---- checkout authorities and orders ---------------------------------------
+
+fn authority_insert(request: &str, id: &str, amount: i64, ttl: &str) -> String {
+    format!(
+        "INSERT INTO checkout_authorities (tenant_id, id, request_id, issued_by, merchant_id, amount_paise, \
+         currency, purchase_digest, policy_version, issued_at, expires_at) \
+         SELECT tenant_id, '{id}', id, 'finance-lead', merchant_id, {amount}, currency, purchase_digest, \
+                policy_version, now(), now() + interval '{ttl}' \
+           FROM payment_requests WHERE id = '{request}'"
+    )
+}
+
+#[tokio::test]
+async fn ck_authority_one_consumer_refuses_a_human_and_an_agent_at_once() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    let authority = w.gate.checkout(&request, "finance-lead").await?;
+    let authority = authority.id.expect("an authority id");
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!(
+                "UPDATE checkout_authorities SET consumptions = 1, consumed_at = now(), \
+                 consumed_by = 'finance-lead', consumed_by_agent = 'buyer-agent' WHERE id = '{authority}'"
+            ),
+        )
+        .await,
+        "ck_authority_one_consumer",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_authority_agent_consumer_same_tenant_refuses_another_tenants_agent() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    let authority = w.gate.checkout(&request, "finance-lead").await?;
+    let authority = authority.id.expect("an authority id");
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!(
+                "UPDATE checkout_authorities SET consumed_by_agent = 'globex-agent' WHERE id = '{authority}'"
+            ),
+        )
+        .await,
+        "fk_authority_agent_consumer_same_tenant",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn uq_authority_per_request_refuses_a_second_authority() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    assert!(w.gate.checkout(&request, "finance-lead").await?.is_ok());
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &authority_insert(&request, "auth_second", 60000, "10 minutes"),
+        )
+        .await,
+        "uq_authority_per_request",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn ck_authority_ttl_refuses_a_long_lived_authority() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &authority_insert(&request, "auth_long", 60000, "15 minutes 1 second"),
+        )
+        .await,
+        "ck_authority_ttl",
+    );
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &authority_insert(&request, "auth_dead", 60000, "0 seconds"),
+        )
+        .await,
+        "ck_authority_ttl",
+    );
+    exec(
+        w.pool(),
+        &authority_insert(&request, "auth_ok", 60000, "15 minutes"),
+    )
+    .await?;
+    w.drop().await
+}
+
+#[tokio::test]
+async fn ck_authority_consumed_once_refuses_a_second_consumption() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let (_, authority, _) = paid_order(&w).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!(
+                "UPDATE checkout_authorities SET consumptions = consumptions + 1, consumed_at = now() WHERE id = '{authority}'"
+            ),
+        )
+        .await,
+        "ck_authority_consumed_once",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_authority_matches_request_refuses_an_authority_for_another_amount() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &authority_insert(&request, "auth_cheap", 1, "10 minutes"),
+        )
+        .await,
+        "fk_authority_matches_request",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn uq_provider_order_per_authority_refuses_a_second_order() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let (_, authority, _) = paid_order(&w).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!(
+                "INSERT INTO provider_orders (tenant_id, provider_order_id, authority_id, request_id, merchant_id, \
+                 amount_paise, currency, created_at) \
+                 SELECT tenant_id, 'order_second', id, request_id, merchant_id, amount_paise, currency, now() \
+                   FROM checkout_authorities WHERE id = '{authority}'"
+            ),
+        )
+        .await,
+        "uq_provider_order_per_authority",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_provider_order_matches_authority_refuses_an_order_for_another_amount() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!(
+                "INSERT INTO provider_orders (tenant_id, provider_order_id, authority_id, request_id, merchant_id, \
+                 amount_paise, currency, created_at) \
+                 SELECT tenant_id, 'order_big', id, request_id, merchant_id, 2000000, currency, now() \
+                   FROM checkout_authorities WHERE id = '{authority}'"
+            ),
+        )
+        .await,
+        "fk_provider_order_matches_authority",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn uq_provider_event_id_refuses_an_event_processed_twice() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let (_, _, order) = paid_order(&w).await?;
+    let (b, sig) = event(&w, "evt_once", EVENT_CAPTURED, &order, 60000);
+    assert!(w.gate.webhook(&b, Some(&sig)).await?.is_ok());
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!(
+                "INSERT INTO provider_events (tenant_id, provider_event_id, provider_order_id, request_id, event, \
+                 amount_paise, currency, event_created_at, received_at, outcome, body_sha256) \
+                 SELECT tenant_id, 'evt_once', provider_order_id, request_id, 'payment.captured', amount_paise, \
+                        currency, now(), now(), 'applied', repeat('c', 64) \
+                   FROM provider_orders WHERE provider_order_id = '{order}'"
+            ),
+        )
+        .await,
+        "uq_provider_event_id",
+    );
+    w.drop().await
+}
+
+// ---- policy versions and the ledger -----------------------------------------
+
+#[tokio::test]
+async fn policy_versions_append_only_refuses_editing_a_published_version() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "UPDATE policy_versions SET policy = jsonb_set(policy, '{daily_cap_paise}', '99999999') WHERE tenant_id = 'acme'",
+        )
+        .await,
+        "policy_versions_append_only",
+    );
+    assert_refused_by(
+        exec(w.pool(), "DELETE FROM policy_versions").await,
+        "policy_versions_append_only",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn ledger_append_only_refuses_update() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    authorized(&w).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "UPDATE ledger_entries SET kind = 'nothing-happened' WHERE seq = 1",
+        )
+        .await,
+        "ledger_append_only",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn ledger_append_only_refuses_delete() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    authorized(&w).await?;
+    assert_refused_by(
+        exec(w.pool(), "DELETE FROM ledger_entries WHERE seq > 1").await,
+        "ledger_append_only",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn ledger_append_only_refuses_truncate() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    authorized(&w).await?;
+    assert_refused_by(
+        exec(w.pool(), "TRUNCATE ledger_entries").await,
+        "ledger_append_only",
+    );
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
+        .fetch_one(w.pool())
+        .await?;
+    assert!(left > 0);
+    w.drop().await
+}

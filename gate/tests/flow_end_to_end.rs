@@ -1,0 +1,84 @@
+//! The whole flow against Postgres: propose → (approve) → checkout → pay →
+//! signed capture → CAPTURED, and the invariants read back from the rows.
+
+mod support;
+
+use gate::service::webhook::{EVENT_CAPTURED, EVENT_FAILED};
+use gate::{Decision, Reason};
+use support::*;
+
+#[tokio::test]
+async fn a_purchase_goes_from_proposal_to_capture() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let (request, _authority, order) = paid_order(&w).await?;
+    assert_eq!(
+        w.gate.request_state(&request).await?.as_deref(),
+        Some("PROVIDER_PENDING")
+    );
+    let (body, sig) = event(&w, "evt_1", EVENT_CAPTURED, &order, 60000);
+    let hook = w.gate.webhook(&body, Some(&sig)).await?;
+    assert!(hook.is_ok(), "{hook:?}");
+    assert_eq!(
+        w.gate.request_state(&request).await?.as_deref(),
+        Some("CAPTURED")
+    );
+    let inv = w.gate.invariants("acme").await?;
+    assert_eq!(inv.provider_orders, 1);
+    assert_eq!(inv.captured_paise, 60000);
+    assert_eq!(inv.spent_today_paise, 60000);
+    assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&60000));
+    assert!(inv.ledger_intact, "{:?}", inv.ledger_break);
+    assert_eq!(w.gate.provider().orders().len(), 1);
+    w.drop().await
+}
+
+#[tokio::test]
+async fn a_step_up_purchase_is_approved_then_paid_and_captured() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let p = w
+        .gate
+        .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
+        .await?;
+    assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
+    assert_eq!(
+        w.gate.spent_today_paise("acme").await?,
+        0,
+        "nothing is reserved before approval"
+    );
+    let request = request_id(&p);
+    let a = w.gate.approve(&request, "finance-lead").await?;
+    assert_eq!(a.decision, Decision::Allow, "{a:?}");
+    assert_eq!(w.gate.spent_today_paise("acme").await?, 180000);
+    let c = w.gate.checkout(&request, "finance-lead").await?;
+    let paid = w.gate.pay(&id(&c), None).await?;
+    let (body, sig) = event(&w, "evt_team", EVENT_CAPTURED, &id(&paid), 180000);
+    assert!(w.gate.webhook(&body, Some(&sig)).await?.is_ok());
+    let inv = w.gate.invariants("acme").await?;
+    assert_eq!((inv.provider_orders, inv.captured_paise), (1, 180000));
+    assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&180000));
+    w.drop().await
+}
+
+#[tokio::test]
+async fn a_failed_payment_gives_both_budgets_back() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let (request, _, order) = paid_order(&w).await?;
+    let (body, sig) = event(&w, "evt_fail", EVENT_FAILED, &order, 60000);
+    assert!(w.gate.webhook(&body, Some(&sig)).await?.is_ok());
+    assert_eq!(
+        w.gate.request_state(&request).await?.as_deref(),
+        Some("FAILED")
+    );
+    let inv = w.gate.invariants("acme").await?;
+    assert_eq!((inv.spent_today_paise, inv.captured_paise), (0, 0));
+    assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&0));
+    assert_eq!(inv.provider_orders, 1);
+    assert!(inv.ledger_intact);
+    w.drop().await
+}

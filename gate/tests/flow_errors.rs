@@ -1,0 +1,315 @@
+//! Clear errors and no half-written state: a database that is down or goes
+//! away mid-operation, a migration that fails, a provider that times out or
+//! refuses, and a ledger that cannot be appended to.
+
+mod support;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gate::db::DbError;
+use gate::provider::{
+    InProcessProvider, OrderRequest, PaymentProvider, ProviderError, ProviderOrder,
+};
+use gate::service::standard::{standard_now, standard_seed};
+use gate::service::webhook::EVENT_CAPTURED;
+use gate::service::{Gate, ManualClock, ServiceError};
+use gate::{Decision, Reason};
+use sqlx::Executor;
+use sqlx::postgres::PgPoolOptions;
+use support::*;
+
+/// Nothing was written by a failed propose.
+async fn nothing_written(w: &World, ledger_before: i64) -> TestResult {
+    let requests: i64 = sqlx::query_scalar("SELECT count(*) FROM payment_requests")
+        .fetch_one(w.db.pool())
+        .await?;
+    let ledger: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
+        .fetch_one(w.db.pool())
+        .await?;
+    let reserved: Option<i64> =
+        sqlx::query_scalar("SELECT sum(reserved_paise)::bigint FROM daily_spend")
+            .fetch_one(w.db.pool())
+            .await?;
+    let spent: i64 = sqlx::query_scalar("SELECT spent_paise FROM delegations WHERE id = 'd-buyer'")
+        .fetch_one(w.db.pool())
+        .await?;
+    assert_eq!(
+        (requests, ledger, reserved.unwrap_or(0), spent),
+        (0, ledger_before, 0, 0)
+    );
+    Ok(())
+}
+
+async fn ledger_len(w: &World) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
+        .fetch_one(w.db.pool())
+        .await
+}
+
+#[tokio::test]
+async fn a_database_that_is_down_is_a_clear_error() -> TestResult {
+    let url = "postgresql://postgres@%2Ftmp%2Fspendgate-no-such-server:5432/postgres";
+    let connected = gate::db::connect(url).await;
+    assert!(
+        matches!(connected, Err(DbError::Unreachable { .. })),
+        "{connected:?}"
+    );
+    let pool = PgPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(2))
+        .connect_lazy(url)?;
+    let gate = Gate::new(
+        pool,
+        InProcessProvider::new(),
+        SECRET,
+        Arc::new(ManualClock::new(standard_now())),
+    );
+    let err = gate
+        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+        .await;
+    match err {
+        Err(e @ ServiceError::DatabaseUnavailable { .. }) => {
+            let message = e.to_string();
+            assert!(
+                message.contains("down or unreachable") && message.contains("proposing"),
+                "{message}"
+            );
+        }
+        other => panic!("expected DatabaseUnavailable, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let before = ledger_len(&w).await?;
+    // The server drops the gate's connection at the very last statement of propose.
+    w.db.pool()
+        .execute(
+            "CREATE FUNCTION die() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NEW; END $$; \
+             CREATE TRIGGER die BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION die();",
+        )
+        .await?;
+    let err = w
+        .gate
+        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+        .await;
+    assert!(
+        matches!(err, Err(ServiceError::DatabaseUnavailable { .. })),
+        "{err:?}"
+    );
+    w.db.pool()
+        .execute("DROP TRIGGER die ON ledger_entries")
+        .await?;
+    nothing_written(&w, before).await?;
+    // And the gate carries on once the database is back.
+    let p = w
+        .gate
+        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+        .await?;
+    assert_eq!(p.decision, Decision::Allow);
+    w.drop().await
+}
+
+#[tokio::test]
+async fn a_ledger_that_cannot_be_appended_to_writes_nothing() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let before = ledger_len(&w).await?;
+    w.db.pool().execute("DELETE FROM ledger_head").await?;
+    let err = w
+        .gate
+        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+        .await;
+    assert!(
+        matches!(err, Err(ServiceError::LedgerHeadMissing)),
+        "{err:?}"
+    );
+    nothing_written(&w, before).await?;
+    w.drop().await
+}
+
+#[tokio::test]
+async fn a_migration_that_fails_names_itself_and_leaves_nothing_behind() -> TestResult {
+    let Some(url) = gate::db::test_admin_url()? else {
+        return Ok(());
+    };
+    let db = gate::db::empty_database(&url).await?;
+    // Something already in the way of the delegation migration.
+    db.pool()
+        .execute("CREATE TABLE delegations (x int)")
+        .await?;
+    let err = gate::db::migrate(db.pool()).await;
+    match &err {
+        Err(DbError::Migration {
+            version,
+            description,
+            ..
+        }) => {
+            assert_eq!(*version, 20261129000010);
+            assert_eq!(description, "policy delegation");
+        }
+        other => panic!("expected a named migration failure, got {other:?}"),
+    }
+    let message = err.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("20261129000010"), "{message}");
+    let half: Option<String> = sqlx::query_scalar("SELECT to_regclass('policy_versions')::text")
+        .fetch_one(db.pool())
+        .await?;
+    assert_eq!(
+        half, None,
+        "the failed migration's first table was rolled back with it"
+    );
+    db.drop().await?;
+    Ok(())
+}
+
+/// A provider that never answers in time, or refuses.
+#[derive(Debug)]
+enum BadProvider {
+    Slow,
+    Refusing,
+}
+
+impl PaymentProvider for BadProvider {
+    fn create_order(
+        &self,
+        _: &OrderRequest,
+    ) -> impl Future<Output = Result<ProviderOrder, ProviderError>> + Send {
+        let slow = matches!(self, BadProvider::Slow);
+        async move {
+            if slow {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            }
+            Err(ProviderError::Rejected("merchant account suspended".into()))
+        }
+    }
+}
+
+async fn bad_world(
+    provider: BadProvider,
+) -> Result<
+    Option<(gate::db::FreshDatabase, Gate<BadProvider>)>,
+    Box<dyn std::error::Error + Send + Sync>,
+> {
+    let Some(db) = fresh().await? else {
+        return Ok(None);
+    };
+    let gate = Gate::new(
+        db.pool().clone(),
+        provider,
+        SECRET,
+        Arc::new(ManualClock::new(standard_now())),
+    )
+    .with_provider_timeout(Duration::from_millis(200));
+    gate.seed(&standard_seed()).await?;
+    Ok(Some((db, gate)))
+}
+
+#[tokio::test]
+async fn a_provider_timeout_leaves_the_request_pending_with_its_budget_reserved() -> TestResult {
+    let Some((db, gate)) = bad_world(BadProvider::Slow).await? else {
+        return Ok(());
+    };
+    let request = request_id(
+        &gate
+            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+            .await?,
+    );
+    let authority = id(&gate.checkout(&request, "finance-lead").await?);
+    let started = std::time::Instant::now();
+    let err = gate.pay(&authority, None).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the gate does not wait past its timeout"
+    );
+    match &err {
+        Err(ServiceError::Provider {
+            request_id,
+            cause: ProviderError::Timeout,
+            ..
+        }) => assert_eq!(request_id, &request),
+        other => panic!("expected a provider timeout, got {other:?}"),
+    }
+    let message = err.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        message.contains("PROVIDER_PENDING") && message.contains("did not answer in time"),
+        "{message}"
+    );
+    assert_eq!(
+        gate.request_state(&request).await?.as_deref(),
+        Some("PROVIDER_PENDING")
+    );
+    let inv = gate.invariants("acme").await?;
+    assert_eq!(
+        (
+            inv.spent_today_paise,
+            inv.captured_paise,
+            inv.provider_orders
+        ),
+        (60000, 0, 0)
+    );
+    assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&60000));
+    assert!(inv.ledger_intact);
+    let kinds: Vec<String> =
+        sqlx::query_scalar("SELECT kind FROM ledger_entries ORDER BY seq DESC LIMIT 2")
+            .fetch_all(db.pool())
+            .await?;
+    assert_eq!(kinds, vec!["provider.error", "authority.consumed"]);
+    // The authority was used: it cannot be replayed into a second order.
+    let again = gate.pay(&authority, None).await?;
+    assert_eq!(again.decision, Decision::Deny(Reason::AuthorityAlreadyUsed));
+    // Nothing can capture an order the gate never recorded.
+    let body = gate::service::ProviderEvent {
+        id: "evt_ghost".into(),
+        event: EVENT_CAPTURED.into(),
+        created_at: gate.now(),
+        order_id: format!("order_for_{authority}"),
+        amount_paise: 60000,
+        currency: "INR".into(),
+    }
+    .to_body();
+    let hook = gate
+        .webhook(&body, Some(&gate::service::sign_webhook(SECRET, &body)))
+        .await?;
+    assert_eq!(hook.decision, Decision::Deny(Reason::WebhookUnknownOrder));
+    assert_eq!(
+        gate.request_state(&request).await?.as_deref(),
+        Some("PROVIDER_PENDING")
+    );
+    drop(gate);
+    db.drop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_provider_refusal_is_a_clear_error_and_nothing_is_released_silently() -> TestResult {
+    let Some((db, gate)) = bad_world(BadProvider::Refusing).await? else {
+        return Ok(());
+    };
+    let request = request_id(
+        &gate
+            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+            .await?,
+    );
+    let authority = id(&gate.checkout(&request, "finance-lead").await?);
+    let err = gate.pay(&authority, None).await;
+    assert!(
+        matches!(&err, Err(ServiceError::Provider { cause: ProviderError::Rejected(m), .. }) if m.contains("suspended")),
+        "{err:?}"
+    );
+    assert_eq!(
+        gate.request_state(&request).await?.as_deref(),
+        Some("PROVIDER_PENDING")
+    );
+    assert_eq!(gate.spent_today_paise("acme").await?, 60000);
+    drop(gate);
+    db.drop().await?;
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! Shared helpers of the database-backed tests: a fresh migrated database, a
+//! gate over it seeded with the standard world on a manual clock, and small
+//! builders. Every test gets its own database (`gate::db::fresh_test_database`),
+//! so tests never see each other's rows.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gate::db::FreshDatabase;
+use gate::provider::InProcessProvider;
+use gate::service::standard::{standard_now, standard_seed};
+use gate::service::{Gate, ManualClock, Outcome, ProposeOutcome, ProviderEvent, sign_webhook};
+use gate::{Decision, Reason};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+pub type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+pub const SECRET: &[u8] = b"whsec_test_spendgate";
+
+/// A standard-world gate on its own database.
+pub struct World {
+    pub db: FreshDatabase,
+    pub gate: Arc<Gate<InProcessProvider>>,
+    pub clock: Arc<ManualClock>,
+}
+
+impl World {
+    pub fn pool(&self) -> &PgPool {
+        self.gate.pool()
+    }
+
+    pub async fn drop(self) -> TestResult {
+        let World { db, gate, .. } = self;
+        drop(gate);
+        db.drop().await?;
+        Ok(())
+    }
+}
+
+/// A fresh database, or `None` when the test is skipped (`SPENDGATE_SKIP_DB=1`).
+pub async fn fresh() -> Result<Option<FreshDatabase>, gate::db::DbError> {
+    gate::db::fresh_test_database().await
+}
+
+/// A pool of `size` connections to `db` (the default pool has 10).
+pub async fn pool_of(db: &FreshDatabase, size: u32) -> Result<PgPool, sqlx::Error> {
+    PgPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(Duration::from_secs(60))
+        .connect_with(db.connect_options().clone())
+        .await
+}
+
+/// The standard world, seeded, with a pool of `pool_size` connections.
+pub async fn world_with_pool(
+    pool_size: u32,
+) -> Result<Option<World>, Box<dyn std::error::Error + Send + Sync>> {
+    let Some(db) = fresh().await? else {
+        return Ok(None);
+    };
+    let pool = pool_of(&db, pool_size).await?;
+    let clock = Arc::new(ManualClock::new(standard_now()));
+    let gate = Gate::new(pool, InProcessProvider::new(), SECRET, clock.clone());
+    gate.seed(&standard_seed()).await?;
+    Ok(Some(World {
+        db,
+        gate: Arc::new(gate),
+        clock,
+    }))
+}
+
+/// The standard world, seeded.
+pub async fn world() -> Result<Option<World>, Box<dyn std::error::Error + Send + Sync>> {
+    world_with_pool(10).await
+}
+
+/// A proposal body as an agent would send it.
+pub fn body(sku: &str, quantity: u32) -> Vec<u8> {
+    serde_json::json!({"sku": sku, "quantity": quantity, "purpose": "team credits"})
+        .to_string()
+        .into_bytes()
+}
+
+pub fn deny(reason: Reason) -> Decision {
+    Decision::Deny(reason)
+}
+
+/// The request id of an outcome that must have one.
+pub fn request_id(outcome: &ProposeOutcome) -> String {
+    outcome
+        .request_id
+        .clone()
+        .unwrap_or_else(|| panic!("no request id in {outcome:?}"))
+}
+
+/// The id of an outcome that must have one.
+pub fn id(outcome: &Outcome) -> String {
+    outcome
+        .id
+        .clone()
+        .unwrap_or_else(|| panic!("no id in {outcome:?}"))
+}
+
+/// A signed provider event for `order` at the gate's clock.
+pub fn event(
+    world: &World,
+    event_id: &str,
+    name: &str,
+    order: &str,
+    amount: i64,
+) -> (Vec<u8>, String) {
+    let body = ProviderEvent {
+        id: event_id.into(),
+        event: name.into(),
+        created_at: world.gate.now(),
+        order_id: order.into(),
+        amount_paise: amount,
+        currency: "INR".into(),
+    }
+    .to_body();
+    let signature = sign_webhook(SECRET, &body);
+    (body, signature)
+}
+
+/// Proposes, checks out and pays CLOUD-STARTER x1 for buyer-agent; returns
+/// (request id, authority id, provider order id).
+pub async fn paid_order(
+    world: &World,
+) -> Result<(String, String, String), Box<dyn std::error::Error + Send + Sync>> {
+    let p = world
+        .gate
+        .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+        .await?;
+    assert_eq!(p.decision, Decision::Allow, "{p:?}");
+    let request = request_id(&p);
+    let c = world.gate.checkout(&request, "finance-lead").await?;
+    assert!(c.is_ok(), "{c:?}");
+    let authority = id(&c);
+    let paid = world.gate.pay(&authority, Some("finance-lead")).await?;
+    assert!(paid.is_ok(), "{paid:?}");
+    Ok((request, authority, id(&paid)))
+}
+
+/// Asserts that a statement was refused by the named constraint or trigger.
+pub fn assert_refused_by<T: std::fmt::Debug>(result: Result<T, sqlx::Error>, guard: &str) {
+    match result {
+        Ok(v) => panic!("expected {guard} to refuse, but the statement succeeded: {v:?}"),
+        Err(e) => {
+            let named = e
+                .as_database_error()
+                .and_then(|d| d.constraint())
+                .map(str::to_owned);
+            let message = e.to_string();
+            assert!(
+                named.as_deref() == Some(guard) || message.contains(guard),
+                "expected {guard} to refuse, got constraint {named:?}: {message}"
+            );
+        }
+    }
+}

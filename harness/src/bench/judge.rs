@@ -1,0 +1,207 @@
+//! Judging one scenario run against its expectations, as the spec defines
+//! *passed* and *blocked*.
+//!
+//! Guarantees: a scenario passes when every step's expectation (decision and
+//! reason, or counts) and every invariant hold. An attack is blocked when
+//! every invariant holds and no step expected to come out `deny` or `step_up`
+//! came out `allow` or `ok`. The reported reasons are those of the first step
+//! that missed its expectation, else of the last step with an expectation.
+//! An engine error is a failure with its message, and never blocks.
+
+use scenarios::{DecisionKind, Scenario, StepExpect};
+
+use super::observed::{ObservedState, StepOutcome};
+use super::results::{Label, ScenarioResult};
+
+/// What running a scenario produced, up to where it stopped.
+#[derive(Debug, Clone, Default)]
+pub struct Run {
+    pub outcomes: Vec<StepOutcome>,
+    pub state: Option<ObservedState>,
+    /// Set when the engine failed; the run stopped there.
+    pub error: Option<String>,
+    /// Database guards that refused a step, by name.
+    pub guards: std::collections::BTreeSet<String>,
+}
+
+/// Judges a run.
+pub fn judge(scenario: &Scenario, run: &Run, engine: &str, heldout: bool) -> ScenarioResult {
+    let mut failures = Vec::new();
+    let mut breached = false;
+    let mut first_miss: Option<(Option<String>, Option<String>)> = None;
+    let mut last_expected: Option<(Option<String>, Option<String>)> = None;
+    for (i, step) in scenario.steps.iter().enumerate() {
+        let label = step.name.clone().unwrap_or_else(|| format!("#{}", i + 1));
+        let Some(outcome) = run.outcomes.get(i) else {
+            if step.expect.is_some() {
+                failures.push(format!("step {label} ({}) did not run", step.verb.name()));
+                first_miss.get_or_insert((None, None));
+            }
+            continue;
+        };
+        let Some(expect) = &step.expect else { continue };
+        match (expect, outcome) {
+            (StepExpect::Decision(e), StepOutcome::Decided { kind, reason }) => {
+                let expected_reason = e.reason.map(|r| r.code().to_string()).or_else(|| {
+                    (!e.reason_any.is_empty()).then(|| {
+                        e.reason_any
+                            .iter()
+                            .map(|r| r.code())
+                            .collect::<Vec<_>>()
+                            .join("|")
+                    })
+                });
+                let actual_reason = reason.map(|r| r.code().to_string());
+                let pair = (expected_reason.clone(), actual_reason.clone());
+                last_expected = Some(pair.clone());
+                let refusal_expected =
+                    matches!(e.decision, DecisionKind::Deny | DecisionKind::StepUp);
+                if refusal_expected && matches!(kind, DecisionKind::Allow | DecisionKind::Ok) {
+                    breached = true;
+                }
+                let kind_ok = *kind == e.decision;
+                let reason_ok = e.accepts_reason(*reason);
+                if !kind_ok || !reason_ok {
+                    failures.push(format!(
+                        "step {label} ({}): expected {}{}, got {}{}",
+                        step.verb.name(),
+                        e.decision.as_str(),
+                        expected_reason.map(|r| format!(" {r}")).unwrap_or_default(),
+                        kind.as_str(),
+                        actual_reason.map(|r| format!(" {r}")).unwrap_or_default(),
+                    ));
+                    first_miss.get_or_insert(pair);
+                }
+            }
+            (StepExpect::Counts(c), StepOutcome::Counts(seen)) => {
+                for kind in [
+                    DecisionKind::Allow,
+                    DecisionKind::StepUp,
+                    DecisionKind::Deny,
+                    DecisionKind::Ok,
+                ] {
+                    let got = seen.get(&kind).copied().unwrap_or(0);
+                    if let Some(want) = c.get(kind) {
+                        if want != got {
+                            failures.push(format!(
+                                "step {label} (concurrent): expected {want} {}, got {got}",
+                                kind.as_str()
+                            ));
+                            first_miss.get_or_insert((None, None));
+                        }
+                        // More successes than expected means a refusal came out allowed.
+                        if matches!(kind, DecisionKind::Allow | DecisionKind::Ok) && got > want {
+                            breached = true;
+                        }
+                    }
+                }
+            }
+            (StepExpect::Decision(_), StepOutcome::Counts(_))
+            | (StepExpect::Counts(_), StepOutcome::Decided { .. }) => {
+                failures.push(format!(
+                    "step {label}: counts are expected of `concurrent` steps and a decision of the others"
+                ));
+                first_miss.get_or_insert((None, None));
+            }
+        }
+    }
+    let invariants_hold = check_invariants(scenario, run.state.as_ref(), &mut failures);
+    if let Some(err) = &run.error {
+        failures.push(format!("engine error: {err}"));
+    }
+    let passed = failures.is_empty();
+    let blocked = run.error.is_none() && invariants_hold && !breached;
+    let (expected_reason, actual_reason) = first_miss.or(last_expected).unwrap_or((None, None));
+    let reasons_seen: std::collections::BTreeSet<String> = run
+        .outcomes
+        .iter()
+        .filter_map(|o| o.reason())
+        .map(|r| r.code().to_string())
+        .collect();
+    ScenarioResult {
+        reasons_seen: reasons_seen.into_iter().collect(),
+        guards_seen: run.guards.iter().cloned().collect(),
+        id: scenario.id.clone(),
+        label: match scenario.label {
+            scenarios::Label::Attack => Label::Attack,
+            scenarios::Label::Legit => Label::Legit,
+        },
+        class: scenario.class.clone(),
+        passed,
+        blocked,
+        expected_reason,
+        actual_reason,
+        failures,
+        engine: engine.to_string(),
+        heldout,
+    }
+}
+
+fn check_invariants(
+    scenario: &Scenario,
+    state: Option<&ObservedState>,
+    failures: &mut Vec<String>,
+) -> bool {
+    let inv = &scenario.invariants;
+    if inv.is_empty() {
+        return true;
+    }
+    let Some(state) = state else {
+        failures.push("invariants could not be read: the run stopped early".into());
+        return false;
+    };
+    let before = failures.len();
+    let mut check = |name: &str, want: i64, got: i64| {
+        if want != got {
+            failures.push(format!("invariant {name}: expected {want}, got {got}"));
+        }
+    };
+    if let Some(n) = inv.provider_orders {
+        check("provider_orders", n as i64, state.provider_orders as i64);
+    }
+    if let Some(n) = inv.captured_paise {
+        check("captured_paise", n, state.captured_paise);
+    }
+    if let Some(n) = inv.spent_today_paise {
+        check("spent_today_paise", n, state.spent_today_paise);
+    }
+    if let Some(map) = &inv.delegation_spent_paise {
+        for (id, want) in map {
+            let got = state.delegation_spent_paise.get(id).copied().unwrap_or(0);
+            check(&format!("delegation_spent_paise.{id}"), *want, got);
+        }
+    }
+    if let Some(want) = inv.ledger_intact {
+        match state.ledger_intact {
+            Some(got) if got == want => {}
+            Some(got) => failures.push(format!(
+                "invariant ledger_intact: expected {want}, got {got}"
+            )),
+            None => failures.push("invariant ledger_intact: this engine keeps no ledger".into()),
+        }
+    }
+    failures.len() == before
+}
+
+/// Where the pure engine and the database-backed gate saw different
+/// outcomes for the same step, or different spend at the end.
+pub fn disagreements(pure: &Run, database: &Run) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, (p, d)) in pure.outcomes.iter().zip(&database.outcomes).enumerate() {
+        if p != d {
+            out.push(format!(
+                "engines disagree at step #{}: pure {p:?}, database {d:?}",
+                i + 1
+            ));
+        }
+    }
+    if let (Some(p), Some(d)) = (&pure.state, &database.state)
+        && p.spent_today_paise != d.spent_today_paise
+    {
+        out.push(format!(
+            "engines disagree on spent_today_paise: pure {}, database {}",
+            p.spent_today_paise, d.spent_today_paise
+        ));
+    }
+    out
+}

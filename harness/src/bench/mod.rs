@@ -1,0 +1,234 @@
+//! `harness bench`: runs a scenario corpus through the gate and writes
+//! `results.json` in the spec's shape.
+//!
+//! Guarantees: every scenario that loads is run and judged; one that errors
+//! is a failure with its message, never a crash of the run. A file the loader
+//! refuses is reported with its file, scenario id and key, and costs nothing
+//! else. Scenarios the pure engine can run faithfully run there too, and a
+//! disagreement between the pure and the database-backed engine is a failure.
+//! Exit 0 when the run completed; with `--strict`, 1 when any scenario failed
+//! or any file was refused.
+
+pub mod database;
+pub mod judge;
+pub mod observed;
+pub mod pure;
+pub mod results;
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use scenarios::{Corpus, Scenario};
+use serde::Serialize;
+
+use judge::Run;
+use results::{ResultsFile, ScenarioResult, Summary};
+
+/// Which engines run the scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Engines {
+    /// The database-backed gate for every scenario, and the pure engine as
+    /// well for those it can run (the default).
+    Both,
+    /// Only the pure engine, only for the scenarios it can run; needs no database.
+    Pure,
+    /// Only the database-backed gate.
+    Database,
+}
+
+/// Run a scenario corpus through the gate and write DIR/results.json.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// A corpus file or folder (a folder may hold its own worlds/).
+    #[arg(long, default_value = "scenarios")]
+    pub corpus: PathBuf,
+    /// Where to write results.json.
+    #[arg(long, default_value = "bench.out")]
+    pub out: PathBuf,
+    /// Exit 1 when any scenario fails or any file is refused.
+    #[arg(long)]
+    pub strict: bool,
+    /// Which engines to run.
+    #[arg(long, value_enum, default_value_t = Engines::Both)]
+    pub engines: Engines,
+    /// Run only the scenarios whose id contains this text.
+    #[arg(long)]
+    pub only: Option<String>,
+}
+
+/// `results.json`, plus the refusals of the loader (an addition to the spec's shape).
+#[derive(Debug, Serialize)]
+struct Written<'a> {
+    #[serde(flatten)]
+    results: &'a ResultsFile,
+    load_errors: Vec<String>,
+}
+
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    let corpus = Corpus::load(&args.corpus);
+    for err in &corpus.errors {
+        eprintln!("refused: {err}");
+    }
+    let selected: Vec<&Scenario> = corpus
+        .scenarios
+        .iter()
+        .filter(|s| args.only.as_deref().is_none_or(|o| s.id.contains(o)))
+        .collect();
+    let heldout = heldout_ids(&corpus.root);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")?;
+    let results = runtime.block_on(run_all(&corpus, &selected, &heldout, args.engines))?;
+    let file = ResultsFile {
+        summary: Summary::of(&results),
+        results,
+    };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("could not create {}", args.out.display()))?;
+    let path = args.out.join("results.json");
+    let written = Written {
+        results: &file,
+        load_errors: corpus.errors.iter().map(ToString::to_string).collect(),
+    };
+    std::fs::write(&path, serde_json::to_string_pretty(&written)? + "\n")
+        .with_context(|| format!("could not write {}", path.display()))?;
+    print_summary(&file.summary, &path, corpus.errors.len());
+    let failed = file.summary.failed > 0 || !corpus.errors.is_empty();
+    Ok(if args.strict && failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The ids listed in the corpus folder's `heldout.txt`, if it has one.
+pub fn heldout_ids(root: &Path) -> BTreeSet<String> {
+    std::fs::read_to_string(root.join("heldout.txt"))
+        .map(|t| scenarios::heldout::parse(&t).into_iter().collect())
+        .unwrap_or_default()
+}
+
+fn progress(total: usize) -> ProgressBar {
+    if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    }
+}
+
+async fn run_all(
+    corpus: &Corpus,
+    selected: &[&Scenario],
+    heldout: &BTreeSet<String>,
+    engines: Engines,
+) -> Result<Vec<ScenarioResult>> {
+    let bar = progress(selected.len());
+    let plain = bar.is_hidden();
+    let mut db = match engines {
+        Engines::Pure => None,
+        _ => Some(database::DatabaseEngine::start().await?),
+    };
+    let mut results = Vec::with_capacity(selected.len());
+    for (i, scenario) in selected.iter().enumerate() {
+        let is_heldout = heldout.contains(&scenario.id);
+        let result = match corpus.worlds.get(&scenario.world) {
+            None => judge::judge(
+                scenario,
+                &Run {
+                    error: Some(format!("world `{}` did not load", scenario.world)),
+                    ..Run::default()
+                },
+                "none",
+                is_heldout,
+            ),
+            Some(world) => run_one(scenario, world, db.as_mut(), is_heldout).await,
+        };
+        if plain {
+            eprintln!(
+                "[{}/{}] {} {}",
+                i + 1,
+                selected.len(),
+                if result.passed { "pass" } else { "FAIL" },
+                result.id
+            );
+        }
+        bar.inc(1);
+        results.push(result);
+    }
+    bar.finish_and_clear();
+    if let Some(db) = db {
+        db.stop().await;
+    }
+    Ok(results)
+}
+
+async fn run_one(
+    scenario: &Scenario,
+    world: &scenarios::World,
+    db: Option<&mut database::DatabaseEngine>,
+    heldout: bool,
+) -> ScenarioResult {
+    let pure_run = pure::eligible(scenario).then(|| pure::run(scenario, world));
+    let Some(db) = db else {
+        return match pure_run {
+            Some(run) => judge::judge(scenario, &run, "pure", heldout),
+            None => judge::judge(
+                scenario,
+                &Run {
+                    error: Some(
+                        "the pure engine cannot run this scenario; run with the database".into(),
+                    ),
+                    ..Run::default()
+                },
+                "pure",
+                heldout,
+            ),
+        };
+    };
+    let db_run = db.run(scenario, world).await;
+    let mut result = judge::judge(scenario, &db_run, "database", heldout);
+    if let Some(pure_run) = pure_run {
+        result.engine = "database+pure".into();
+        for disagreement in judge::disagreements(&pure_run, &db_run) {
+            result.failures.push(disagreement);
+            result.passed = false;
+        }
+    }
+    result
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map(|v| format!("{:.1}%", v * 100.0))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+fn print_summary(s: &Summary, path: &Path, refused: usize) {
+    println!(
+        "attacks: {} total, {} blocked, {} for the expected reason; legit: {} total, {} passed",
+        s.attacks.total,
+        s.attacks.blocked,
+        s.attacks.blocked_expected_reason,
+        s.legit.total,
+        s.legit.passed
+    );
+    println!(
+        "precision {}, recall {}; {} failed; {} refused file entries",
+        pct(s.precision),
+        pct(s.recall),
+        s.failed,
+        refused
+    );
+    println!("results: {}", path.display());
+}

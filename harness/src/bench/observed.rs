@@ -1,0 +1,52 @@
+//! What a run of one scenario observed: each step's outcome and the state
+//! the invariants are checked against. Both engines report in these terms.
+
+use std::collections::BTreeMap;
+
+use gate::{Decision, Reason};
+use scenarios::DecisionKind;
+
+/// One step's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepOutcome {
+    /// A decision (or an accepted non-decision step, `ok`) with its reason.
+    Decided {
+        kind: DecisionKind,
+        reason: Option<Reason>,
+    },
+    /// The counts of a `concurrent` step.
+    Counts(BTreeMap<DecisionKind, u32>),
+}
+
+impl StepOutcome {
+    /// The reason of a decided step.
+    pub fn reason(&self) -> Option<Reason> {
+        match self {
+            StepOutcome::Decided { reason, .. } => *reason,
+            StepOutcome::Counts(_) => None,
+        }
+    }
+
+    pub fn of(decision: Decision) -> Self {
+        let kind = match decision {
+            Decision::Allow => DecisionKind::Allow,
+            Decision::StepUp(_) => DecisionKind::StepUp,
+            Decision::Deny(_) => DecisionKind::Deny,
+        };
+        StepOutcome::Decided {
+            kind,
+            reason: decision.reason(),
+        }
+    }
+}
+
+/// The state after the last step.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObservedState {
+    pub provider_orders: u64,
+    pub captured_paise: i64,
+    pub spent_today_paise: i64,
+    pub delegation_spent_paise: BTreeMap<String, i64>,
+    /// `None` when the engine keeps no ledger (the pure engine).
+    pub ledger_intact: Option<bool>,
+}

@@ -1,0 +1,211 @@
+//! The benchmark's results file: one record per scenario and the summary the
+//! spec names, with the spec's field names.
+//!
+//! Guarantees: positive means blocked. A blocked attack is a true positive,
+//! an attack not blocked a false negative, a legit scenario that does not pass
+//! a false positive, one that passes a true negative. A ratio whose
+//! denominator is zero is `None` (JSON `null`, `n/a` in reports), never 100%.
+
+use serde::{Deserialize, Serialize};
+
+/// `attack` or `legit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Label {
+    Attack,
+    Legit,
+}
+
+/// One scenario's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScenarioResult {
+    pub id: String,
+    pub label: Label,
+    pub class: Option<String>,
+    pub passed: bool,
+    pub blocked: bool,
+    pub expected_reason: Option<String>,
+    pub actual_reason: Option<String>,
+    pub failures: Vec<String>,
+    /// Which engine ran it: `pure` or `database` (an addition to the spec's fields).
+    pub engine: String,
+    /// Whether the id is listed in `heldout.txt` (an addition).
+    pub heldout: bool,
+    /// Every reason code any step came out with, sorted (an addition).
+    #[serde(default)]
+    pub reasons_seen: Vec<String>,
+    /// Every database guard (constraint, index or trigger) named by a
+    /// refusal, sorted (an addition).
+    #[serde(default)]
+    pub guards_seen: Vec<String>,
+}
+
+impl ScenarioResult {
+    /// Blocked for the expected reason: blocked, and every expectation met.
+    pub fn blocked_expected_reason(&self) -> bool {
+        self.blocked && self.passed
+    }
+}
+
+/// Counts of attacks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttackCounts {
+    pub total: usize,
+    pub blocked: usize,
+    pub blocked_expected_reason: usize,
+}
+
+/// Counts of legitimate scenarios.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LegitCounts {
+    pub total: usize,
+    pub passed: usize,
+}
+
+/// The spec's summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub attacks: AttackCounts,
+    pub legit: LegitCounts,
+    pub precision: Option<f64>,
+    pub recall: Option<f64>,
+    /// Scenarios that did not pass, attack or legit (an addition).
+    pub failed: usize,
+}
+
+/// The confusion matrix, positive meaning blocked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confusion {
+    pub true_positive: usize,
+    pub false_negative: usize,
+    pub false_positive: usize,
+    pub true_negative: usize,
+}
+
+impl Confusion {
+    pub fn of<'a>(results: impl IntoIterator<Item = &'a ScenarioResult>) -> Self {
+        let mut c = Confusion::default();
+        for r in results {
+            match (r.label, r.blocked, r.passed) {
+                (Label::Attack, true, _) => c.true_positive += 1,
+                (Label::Attack, false, _) => c.false_negative += 1,
+                (Label::Legit, _, false) => c.false_positive += 1,
+                (Label::Legit, _, true) => c.true_negative += 1,
+            }
+        }
+        c
+    }
+
+    pub fn precision(&self) -> Option<f64> {
+        ratio(self.true_positive, self.true_positive + self.false_positive)
+    }
+
+    pub fn recall(&self) -> Option<f64> {
+        ratio(self.true_positive, self.true_positive + self.false_negative)
+    }
+}
+
+/// `num / den`, or `None` when `den` is zero.
+pub fn ratio(num: usize, den: usize) -> Option<f64> {
+    (den > 0).then(|| num as f64 / den as f64)
+}
+
+impl Summary {
+    pub fn of(results: &[ScenarioResult]) -> Self {
+        let attacks = results.iter().filter(|r| r.label == Label::Attack);
+        let legit = results.iter().filter(|r| r.label == Label::Legit);
+        let confusion = Confusion::of(results);
+        Summary {
+            attacks: AttackCounts {
+                total: attacks.clone().count(),
+                blocked: attacks.clone().filter(|r| r.blocked).count(),
+                blocked_expected_reason: attacks.filter(|r| r.blocked_expected_reason()).count(),
+            },
+            legit: LegitCounts {
+                total: legit.clone().count(),
+                passed: legit.filter(|r| r.passed).count(),
+            },
+            precision: confusion.precision(),
+            recall: confusion.recall(),
+            failed: results.iter().filter(|r| !r.passed).count(),
+        }
+    }
+}
+
+/// The file `harness bench` writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultsFile {
+    pub summary: Summary,
+    pub results: Vec<ScenarioResult>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(label: Label, passed: bool, blocked: bool) -> ScenarioResult {
+        ScenarioResult {
+            id: "x".into(),
+            label,
+            class: None,
+            passed,
+            blocked,
+            expected_reason: None,
+            actual_reason: None,
+            failures: vec![],
+            engine: "pure".into(),
+            heldout: false,
+            reasons_seen: vec![],
+            guards_seen: vec![],
+        }
+    }
+
+    #[test]
+    fn the_confusion_matrix_follows_the_spec() {
+        let results = [
+            r(Label::Attack, true, true),   // TP, expected reason
+            r(Label::Attack, false, true),  // TP, other reason
+            r(Label::Attack, false, false), // FN
+            r(Label::Legit, true, false),   // TN
+            r(Label::Legit, false, false),  // FP
+        ];
+        let c = Confusion::of(&results);
+        assert_eq!(
+            c,
+            Confusion {
+                true_positive: 2,
+                false_negative: 1,
+                false_positive: 1,
+                true_negative: 1
+            }
+        );
+        let s = Summary::of(&results);
+        assert_eq!(
+            s.attacks,
+            AttackCounts {
+                total: 3,
+                blocked: 2,
+                blocked_expected_reason: 1
+            }
+        );
+        assert_eq!(
+            s.legit,
+            LegitCounts {
+                total: 2,
+                passed: 1
+            }
+        );
+        assert_eq!(s.precision, Some(2.0 / 3.0));
+        assert_eq!(s.recall, Some(2.0 / 3.0));
+        assert_eq!(s.failed, 3);
+    }
+
+    #[test]
+    fn an_empty_denominator_is_none_never_one_hundred_percent() {
+        let s = Summary::of(&[r(Label::Legit, true, false)]);
+        assert_eq!(s.precision, None);
+        assert_eq!(s.recall, None);
+        let json = serde_json::to_value(&s).unwrap();
+        assert!(json["precision"].is_null());
+    }
+}

@@ -1,0 +1,345 @@
+//! `harness mutate`: delete every registered guard, one at a time, in a
+//! scratch copy of the workspace, and require a named test to fail.
+//!
+//! Guarantees: the exit status is 0 only when every selected mutant was
+//! caught; 1 when any was missed, unviable, timed out or could not be judged
+//! (each is named on stdout and in `mutations.out/outcomes.json`); 2 when the
+//! run could not start or finish (registry drift, a baseline failure, the
+//! workspace changed under it); 130 after SIGINT/SIGTERM, which stop the
+//! run, kill its child processes and remove the scratch copy (a second
+//! signal exits at once). The workspace itself is never written, except
+//! `mutations.out/` and the build cache under `target/`. `--check` runs no
+//! mutant: it checks the registry against the code (every locator matches
+//! exactly once, every refusal site is registered or exempt and, with
+//! `--check-tests`, every named test exists).
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use mutations::{
+    Cancel, Error, Event, Mode, Observer, Registry, RunOptions, Shard, completeness, plan, sanity,
+};
+use tokio::signal::unix::{SignalKind, signal};
+
+/// Delete each registered guard in turn (mutations/registry.yaml) and require a named test to fail.
+#[derive(Debug, Args)]
+pub struct MutateArgs {
+    /// How mutants are applied: one build with every guard behind a runtime
+    /// switch, or one rewrite and rebuild per mutant.
+    #[arg(long, value_enum, default_value_t = ModeArg::Schemata)]
+    mode: ModeArg,
+    /// Judge only this guard id (repeatable).
+    #[arg(long = "only", value_name = "ID")]
+    only: Vec<String>,
+    /// Judge shard K of N (0-based): the selected mutants whose position modulo N is K.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<Shard>,
+    /// Mutants judged at once (rewrite mode: one scratch copy and build cache each).
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
+    /// The workspace root (default: the nearest ancestor whose Cargo.toml has [workspace]).
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// The registry (default: ROOT/mutations/registry.yaml).
+    #[arg(long)]
+    registry: Option<PathBuf>,
+    /// Where outcomes.json goes (default: ROOT/mutations.out).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The persistent build cache (default: ROOT/target/mutants-scratch).
+    #[arg(long)]
+    target_dir: Option<PathBuf>,
+    /// Lower bound, in seconds, of each test run's time limit.
+    #[arg(long, default_value_t = 20)]
+    timeout_floor: u64,
+    /// A test run's limit is this many times its baseline time (or the floor).
+    #[arg(long, default_value_t = 5.0)]
+    timeout_multiplier: f64,
+    /// List the selected mutants and where they are; run nothing.
+    #[arg(long)]
+    list: bool,
+    /// Check the registry against the code (locators, exemptions, completeness); run no mutant.
+    #[arg(long)]
+    check: bool,
+    /// With --check: also build the tests in a scratch copy and check every named test exists.
+    #[arg(long, requires = "check")]
+    check_tests: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ModeArg {
+    Schemata,
+    Rewrite,
+}
+
+/// Runs `harness mutate`.
+pub fn run(args: MutateArgs) -> Result<ExitCode> {
+    let root = match &args.root {
+        Some(r) => r
+            .canonicalize()
+            .with_context(|| format!("--root {}", r.display()))?,
+        None => workspace_root()?,
+    };
+    let mut opts = RunOptions::new(&root);
+    opts.mode = match args.mode {
+        ModeArg::Schemata => Mode::Schemata,
+        ModeArg::Rewrite => Mode::Rewrite,
+    };
+    opts.only = args.only.clone();
+    opts.shard = args.shard;
+    opts.jobs = args.jobs.max(1);
+    opts.timeout_floor = Duration::from_secs(args.timeout_floor);
+    opts.timeout_multiplier = args.timeout_multiplier;
+    if let Some(r) = &args.registry {
+        opts.registry = absolute(r)?;
+    }
+    if let Some(o) = &args.out {
+        opts.out_dir = absolute(o)?;
+    }
+    if let Some(t) = &args.target_dir {
+        opts.target_dir = absolute(t)?;
+    }
+    if args.check {
+        return check(&opts, args.check_tests);
+    }
+    if args.list {
+        return list(&opts);
+    }
+
+    let cancel = Cancel::new();
+    stop_on_signals(cancel.clone())?;
+    let mut progress = Progress::new(std::io::stderr().is_terminal());
+    match mutations::run(&opts, &cancel, &mut progress) {
+        Ok(report) => {
+            progress.finish();
+            println!("{}", report.summary_text());
+            println!("outcomes: {}", opts.out_dir.join("outcomes.json").display());
+            Ok(ExitCode::from(report.exit_code()))
+        }
+        Err(Error::Interrupted) => {
+            progress.finish();
+            eprintln!(
+                "mutate: interrupted; the scratch copy was removed and the workspace is untouched"
+            );
+            Ok(ExitCode::from(130))
+        }
+        Err(e) => {
+            progress.finish();
+            Err(e).context("mutation run")
+        }
+    }
+}
+
+fn check(opts: &RunOptions, tests: bool) -> Result<ExitCode> {
+    let registry = Registry::load(&opts.registry)?;
+    let n = sanity::check_locators(&opts.root, &registry)?;
+    println!("{n} guards: every locator matches exactly once");
+    let c = completeness::check(&opts.root, &registry)?;
+    println!("{}", c.render());
+    if tests {
+        let cancel = Cancel::new();
+        stop_on_signals(cancel.clone())?;
+        match sanity::check_tests(opts, &registry, &cancel) {
+            Ok(()) => println!("every named test exists"),
+            Err(Error::Interrupted) => return Ok(ExitCode::from(130)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(if c.is_complete() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn list(opts: &RunOptions) -> Result<ExitCode> {
+    let registry = Registry::load(&opts.registry)?;
+    let guards = plan::select(&registry, &opts.only, opts.shard)?;
+    let p = plan::plan(&opts.root, &registry, &guards)?;
+    for m in &p.mutants {
+        println!(
+            "{:<32} {:<6} {:<7} {}",
+            m.guard.id,
+            format!("{:?}", m.guard.kind()).to_lowercase(),
+            m.guard.operator,
+            m.location()
+        );
+        for t in &m.guard.tests {
+            println!("    {t}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The nearest ancestor of the working directory whose Cargo.toml declares a workspace.
+fn workspace_root() -> Result<PathBuf> {
+    let cwd = std::env::current_dir().context("reading the working directory")?;
+    for dir in cwd.ancestors() {
+        let manifest = dir.join("Cargo.toml");
+        if std::fs::read_to_string(&manifest).is_ok_and(|t| t.contains("[workspace]")) {
+            return Ok(dir.to_path_buf());
+        }
+    }
+    bail!(
+        "no Cargo.toml with [workspace] above {}; pass --root",
+        cwd.display()
+    )
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    Ok(if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(p)
+    })
+}
+
+/// SIGINT or SIGTERM cancels the run; a second one exits at once.
+fn stop_on_signals(cancel: Cancel) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the signal listener")?;
+    let (mut interrupt, mut terminate) = {
+        let _entered = runtime.enter();
+        (
+            signal(SignalKind::interrupt()).context("listening for SIGINT")?,
+            signal(SignalKind::terminate()).context("listening for SIGTERM")?,
+        )
+    };
+    std::thread::Builder::new()
+        .name("mutate-signals".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let mut seen = 0;
+                loop {
+                    tokio::select! {
+                        _ = interrupt.recv() => {}
+                        _ = terminate.recv() => {}
+                    }
+                    seen += 1;
+                    if seen == 1 {
+                        eprintln!("mutate: stopping: killing the build or test, removing the scratch copy (signal again to quit at once)");
+                        cancel.cancel();
+                    } else {
+                        std::process::exit(130);
+                    }
+                }
+            })
+        })
+        .context("starting the signal thread")?;
+    Ok(())
+}
+
+/// A progress bar on a terminal, plain lines otherwise.
+struct Progress {
+    tty: bool,
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    fn new(tty: bool) -> Self {
+        Progress { tty, bar: None }
+    }
+
+    fn line(&self, text: String) {
+        match &self.bar {
+            Some(bar) => bar.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn event(&mut self, event: &Event) {
+        match event {
+            Event::Planned(n) => {
+                if self.tty {
+                    let bar = ProgressBar::new(*n as u64);
+                    bar.set_style(
+                        ProgressStyle::with_template(
+                            "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
+                        )
+                        .unwrap_or_else(|_| ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                    );
+                    bar.enable_steady_tick(Duration::from_millis(200));
+                    self.bar = Some(bar);
+                } else {
+                    eprintln!("mutate: {n} mutants");
+                }
+            }
+            Event::Phase(p) => match &self.bar {
+                Some(bar) => bar.set_message(p.clone()),
+                None => eprintln!("mutate: {p}"),
+            },
+            Event::ScratchReady(p) => self.line(format!("mutate: scratch copy at {}", p.display())),
+            Event::MutantStarted(id) => {
+                if let Some(bar) = &self.bar {
+                    bar.set_message(id.clone());
+                }
+            }
+            Event::MutantDone(o) => {
+                self.line(format!(
+                    "{:<8} {} ({}, {}) {:.1}s",
+                    o.verdict.as_str(),
+                    o.id,
+                    o.location,
+                    o.operator,
+                    o.total_secs
+                ));
+                if let Some(bar) = &self.bar {
+                    bar.inc(1);
+                }
+            }
+            Event::Warning(w) => self.line(format!("mutate: warning: {w}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: MutateArgs,
+    }
+
+    #[test]
+    fn arguments_parse() {
+        let cli = Cli::try_parse_from([
+            "mutate", "--mode", "rewrite", "--only", "a", "--only", "b", "--shard", "1/3",
+            "--jobs", "2",
+        ])
+        .unwrap();
+        assert_eq!(cli.args.mode, ModeArg::Rewrite);
+        assert_eq!(cli.args.only, ["a", "b"]);
+        assert_eq!(cli.args.shard, Some(Shard { index: 1, count: 3 }));
+        assert_eq!(cli.args.jobs, 2);
+        let cli = Cli::try_parse_from(["mutate"]).unwrap();
+        assert_eq!(cli.args.mode, ModeArg::Schemata);
+        assert_eq!(cli.args.timeout_floor, 20);
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        assert!(Cli::try_parse_from(["mutate", "--shard", "3/3"]).is_err());
+        assert!(Cli::try_parse_from(["mutate", "--mode", "fast"]).is_err());
+        assert!(Cli::try_parse_from(["mutate", "--check-tests"]).is_err());
+        assert!(Cli::try_parse_from(["mutate", "--check", "--check-tests"]).is_ok());
+    }
+}

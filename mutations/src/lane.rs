@@ -1,0 +1,136 @@
+//! A lane: one scratch workspace, the cargo that builds it into one target
+//! directory, and the test binaries of its last build.
+//!
+//! Guarantees: a lane only ever writes inside its scratch workspace, its logs
+//! directory and its target directory; the binaries it runs are the ones its
+//! latest successful build reported for exactly the requested targets.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cancel::Cancel;
+use crate::cargo::{Build, Cargo, TestBinary};
+use crate::error::{Error, Result};
+use crate::libtest;
+use crate::process::{self, Finished};
+use crate::registry::Registry;
+use crate::scratch::Scratch;
+use crate::testref::TestTarget;
+
+/// A build that failed: the command and the tail of its output.
+#[derive(Debug, Clone)]
+pub struct BuildFailure {
+    pub command: String,
+    pub tail: String,
+    pub timed_out: bool,
+}
+
+/// One scratch workspace and what was built from it.
+#[derive(Debug, Clone)]
+pub struct Lane {
+    pub workspace: PathBuf,
+    pub logs: PathBuf,
+    pub cargo: Cargo,
+    pub binaries: BTreeMap<(String, TestTarget), TestBinary>,
+}
+
+impl Lane {
+    /// A lane over `scratch` building into `target_dir`.
+    pub fn new(
+        scratch: &Scratch,
+        target_dir: PathBuf,
+        registry: &Registry,
+        cargo: Option<&OsString>,
+    ) -> Lane {
+        let mut c = Cargo::new(scratch.workspace(), &target_dir, &registry.switch_env);
+        c.scrub.extend(registry.scrub_env.iter().cloned());
+        if let Some(program) = cargo {
+            c.program = program.clone();
+        }
+        Lane {
+            workspace: scratch.workspace().to_path_buf(),
+            logs: scratch.logs(),
+            cargo: c,
+            binaries: BTreeMap::new(),
+        }
+    }
+
+    /// Builds the test targets of every package; the time taken, or why not.
+    pub fn build(
+        &mut self,
+        packages: &BTreeMap<String, BTreeSet<TestTarget>>,
+        limit: Option<Duration>,
+        cancel: &Cancel,
+    ) -> Result<std::result::Result<Duration, BuildFailure>> {
+        let mut total = Duration::ZERO;
+        for (package, targets) in packages {
+            match self.cargo.build_tests(package, targets, limit, cancel)? {
+                Build::Built { binaries, elapsed } => {
+                    total += elapsed;
+                    for (t, b) in binaries {
+                        self.binaries.insert((package.clone(), t), b);
+                    }
+                }
+                Build::Failed {
+                    command,
+                    tail,
+                    timed_out,
+                    ..
+                } => {
+                    return Ok(Err(BuildFailure {
+                        command,
+                        tail,
+                        timed_out,
+                    }));
+                }
+            }
+        }
+        Ok(Ok(total))
+    }
+
+    fn binary(&self, package: &str, target: &TestTarget) -> Result<&TestBinary> {
+        self.binaries
+            .get(&(package.to_string(), target.clone()))
+            .ok_or_else(|| Error::Cargo(format!("no test binary was built for {package}/{target}")))
+    }
+
+    /// Runs exactly `names` in one test binary, with `env` added.
+    pub fn run_tests(
+        &self,
+        package: &str,
+        target: &TestTarget,
+        names: &[String],
+        env: &[(String, OsString)],
+        limit: Option<Duration>,
+        cancel: &Cancel,
+    ) -> Result<Finished> {
+        let bin = self.binary(package, target)?;
+        let mut cmd = self.cargo.test_command(bin, &libtest::run_args(names));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        process::run(cmd, limit, cancel)
+    }
+
+    /// Every test name in one test binary.
+    pub fn list_tests(
+        &self,
+        package: &str,
+        target: &TestTarget,
+        cancel: &Cancel,
+    ) -> Result<Vec<String>> {
+        let bin = self.binary(package, target)?;
+        let cmd = self.cargo.test_command(bin, &libtest::list_args());
+        let f = process::run(cmd, Some(Duration::from_secs(120)), cancel)?;
+        if f.exit != process::Exit::Success {
+            return Err(Error::Cargo(format!(
+                "{} --list failed:\n{}",
+                bin.path.display(),
+                process::tail(&f.stderr, 20)
+            )));
+        }
+        Ok(libtest::parse_list(&f.stdout))
+    }
+}

@@ -1,0 +1,607 @@
+//! The mutation run: plan, copy, build, baseline, judge every mutant, prove
+//! the user's tree untouched.
+//!
+//! Guarantees:
+//! - The user's tree is only read. Every build and test happens in a scratch
+//!   copy that is removed before [`run`] returns, whatever it returns; the run
+//!   ends by comparing a content fingerprint and `git status --porcelain` of
+//!   the tree with the ones taken at the start ([`Error::TreeChanged`]).
+//! - Nothing is judged unless every selected locator matches exactly once
+//!   (registry drift stops the run first) and every named test exists and
+//!   passes on the unmutated build ([`Error::TestNotFound`],
+//!   [`Error::BaselineFailed`]).
+//! - A mutant is `caught` only if one of *its* named tests reported FAILED
+//!   (or the test binary died of a signal); `missed` only if every named test
+//!   reported ok; a named test that printed no result makes it `error`, never
+//!   `missed`. A build failure is `unviable`; a test run over
+//!   max(floor, multiplier × baseline) is `timeout`.
+//! - A schema mutant is judged only if the test-database facility logged that
+//!   it dropped the object (see [`crate::drop_guards`]).
+//! - Schemata mode builds once; if the instrumented tree does not build, the
+//!   run falls back to rewrite mode and says so in the report's `notes`.
+//! - `outcomes.json` is rewritten after every mutant.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::cancel::Cancel;
+use crate::drop_guards::{self, DROP_GUARDS_ENV, DROP_GUARDS_LOG_ENV, DropSpec, LogLine};
+use crate::error::{Error, Result};
+use crate::event::{Event, Observer};
+use crate::lane::Lane;
+use crate::libtest::{self, TestStatus};
+use crate::options::{Mode, RunOptions};
+use crate::outcome::{Baseline, BaselineGroup, MutantOutcome, Report, Verdict};
+use crate::plan::{self, Mutant, Plan};
+use crate::process::{self, Exit};
+use crate::registry::{Locator, Registry};
+use crate::scratch::{ALWAYS_EXCLUDED, Scratch};
+use crate::testref::TestTarget;
+use crate::tree::TreeSnapshot;
+
+/// Runs the mutation testing described by `opts`.
+pub fn run(opts: &RunOptions, cancel: &Cancel, observer: &mut dyn Observer) -> Result<Report> {
+    let start = Instant::now();
+    let registry = Registry::load(&opts.registry)?;
+    let guards = plan::select(&registry, &opts.only, opts.shard)?;
+    let exclude = exclusions(opts, &registry);
+    observer.event(&Event::Phase("fingerprinting the workspace".into()));
+    let before = TreeSnapshot::take(&opts.root, &exclude)?;
+    observer.event(&Event::Phase("locating guards".into()));
+    let plan = plan::plan(&opts.root, &registry, &guards)?;
+    observer.event(&Event::Planned(plan.mutants.len()));
+    let judged = judge(opts, &registry, &plan, &exclude, cancel, observer);
+    // The scratch copy is gone here: `judge` owned it.
+    let after = TreeSnapshot::take(&opts.root, &exclude)?;
+    let changes = before.changes_summary(&after, 12);
+    if !changes.is_empty() {
+        return Err(Error::TreeChanged { changes });
+    }
+    let mut report = judged?;
+    report.complete = true;
+    report.elapsed_secs = start.elapsed().as_secs_f64();
+    report.recount();
+    report.write_json(&opts.out_dir)?;
+    Ok(report)
+}
+
+/// Top-level entries neither copied nor fingerprinted.
+pub(crate) fn exclusions(opts: &RunOptions, registry: &Registry) -> Vec<String> {
+    let mut ex: Vec<String> = ALWAYS_EXCLUDED.iter().map(|s| s.to_string()).collect();
+    ex.extend(registry.scratch_exclude.iter().cloned());
+    for inside in [&opts.out_dir, &opts.target_dir] {
+        if let Ok(rel) = inside.strip_prefix(&opts.root)
+            && let Some(first) = rel.components().next()
+        {
+            ex.push(first.as_os_str().to_string_lossy().into_owned());
+        }
+    }
+    ex
+}
+
+fn target_dir(opts: &RunOptions, mode: Mode, lane: usize) -> PathBuf {
+    if lane == 0 {
+        opts.target_dir.join(mode.to_string())
+    } else {
+        opts.target_dir.join(format!("{mode}-w{lane}"))
+    }
+}
+
+type Key = (String, TestTarget);
+
+struct Shared<'a> {
+    opts: &'a RunOptions,
+    registry: &'a Registry,
+    plan: &'a Plan,
+    mode: Mode,
+    baseline: BTreeMap<Key, Duration>,
+}
+
+fn judge(
+    opts: &RunOptions,
+    registry: &Registry,
+    plan: &Plan,
+    exclude: &[String],
+    cancel: &Cancel,
+    observer: &mut dyn Observer,
+) -> Result<Report> {
+    let mut report = Report {
+        version: 1,
+        complete: false,
+        mode: opts.mode,
+        registry: opts.registry.clone(),
+        shard: opts.shard.map(|s| s.to_string()),
+        selected: plan.mutants.len(),
+        baseline: Baseline::default(),
+        mutants: Vec::new(),
+        summary: Default::default(),
+        elapsed_secs: 0.0,
+        notes: Vec::new(),
+    };
+    if plan.mutants.is_empty() {
+        return Ok(report);
+    }
+    observer.event(&Event::Phase("copying the workspace".into()));
+    let scratch = Scratch::copy(&opts.root, exclude, opts.scratch_parent.as_deref(), cancel)?;
+    observer.event(&Event::ScratchReady(scratch.path().to_path_buf()));
+    for (file, text) in plan.originals() {
+        let copied = std::fs::read_to_string(scratch.workspace().join(&file)).unwrap_or_default();
+        if copied != text {
+            return Err(Error::TreeChanged {
+                changes: vec![format!(
+                    "{} changed while it was being copied",
+                    file.display()
+                )],
+            });
+        }
+    }
+    let packages = plan.packages();
+    let mut mode = opts.mode;
+    let mut lane0 = Lane::new(
+        &scratch,
+        target_dir(opts, mode, 0),
+        registry,
+        opts.cargo.as_ref(),
+    );
+    if mode == Mode::Schemata {
+        for (file, text) in &plan.instrumented {
+            scratch.write(file, text)?;
+        }
+    }
+    observer.event(&Event::Phase(format!("building ({mode} mode)")));
+    let built = lane0.build(&packages, opts.build_timeout, cancel)?;
+    let built = match built {
+        Err(failure) if mode == Mode::Schemata => {
+            let note = format!(
+                "the instrumented workspace does not build, so this run fell back to rewrite mode:\n{}",
+                failure.tail
+            );
+            observer.event(&Event::Warning(note.clone()));
+            report.notes.push(note);
+            for (file, text) in plan.originals() {
+                scratch.write(&file, &text)?;
+            }
+            mode = Mode::Rewrite;
+            lane0 = Lane::new(
+                &scratch,
+                target_dir(opts, mode, 0),
+                registry,
+                opts.cargo.as_ref(),
+            );
+            observer.event(&Event::Phase("building (rewrite mode)".into()));
+            lane0.build(&packages, opts.build_timeout, cancel)?
+        }
+        other => other,
+    };
+    report.mode = mode;
+    report.baseline.build_secs = match built {
+        Ok(d) => d.as_secs_f64(),
+        Err(f) => {
+            return Err(Error::BaselineBuild {
+                command: f.command,
+                tail: f.tail,
+            });
+        }
+    };
+    observer.event(&Event::Phase("baseline: the named tests, unmutated".into()));
+    let mut baseline = BTreeMap::new();
+    for ((package, target), names) in plan.groups() {
+        let names: Vec<String> = names.into_iter().collect();
+        let f = lane0.run_tests(&package, &target, &names, &[], None, cancel)?;
+        let results = libtest::parse_results(&f.stdout);
+        let id_of = |name: &str| {
+            plan.mutants
+                .iter()
+                .find(|m| {
+                    m.guard
+                        .tests
+                        .iter()
+                        .any(|t| t.package == package && t.target == target && t.name == name)
+                })
+                .map_or_else(String::new, |m| m.guard.id.clone())
+        };
+        let full = |name: &str| format!("{package}/{target}::{name}");
+        for name in &names {
+            match results.get(name) {
+                Some(TestStatus::Ok) => {}
+                Some(TestStatus::Failed) => {
+                    return Err(Error::BaselineFailed {
+                        id: id_of(name),
+                        test: full(name),
+                        tail: output_tail(&f),
+                    });
+                }
+                Some(TestStatus::Ignored) => {
+                    return Err(Error::TestNotFound {
+                        id: id_of(name),
+                        test: format!("{} (it is #[ignore]d, so it never runs)", full(name)),
+                    });
+                }
+                None => {
+                    return Err(Error::TestNotFound {
+                        id: id_of(name),
+                        test: full(name),
+                    });
+                }
+            }
+        }
+        if f.exit != Exit::Success {
+            return Err(Error::BaselineFailed {
+                id: id_of(&names[0]),
+                test: format!("{package}/{target} (the test binary exited {:?})", f.exit),
+                tail: output_tail(&f),
+            });
+        }
+        report.baseline.groups.push(BaselineGroup {
+            package: package.clone(),
+            target: target.to_string(),
+            tests: names.clone(),
+            secs: f.elapsed.as_secs_f64(),
+        });
+        baseline.insert((package, target), f.elapsed);
+    }
+
+    // Lanes: schemata mode shares the one build; rewrite mode gives each job
+    // its own copy and target directory.
+    let jobs = opts.jobs.max(1).min(plan.mutants.len());
+    let mut extra_scratches = Vec::new();
+    let mut lanes = vec![(lane0.clone(), true)];
+    for i in 1..jobs {
+        match mode {
+            Mode::Schemata => lanes.push((lane0.clone(), true)),
+            Mode::Rewrite => {
+                let s = Scratch::copy(&opts.root, exclude, opts.scratch_parent.as_deref(), cancel)?;
+                lanes.push((
+                    Lane::new(&s, target_dir(opts, mode, i), registry, opts.cargo.as_ref()),
+                    false,
+                ));
+                extra_scratches.push(s);
+            }
+        }
+    }
+    // In rewrite mode schema guards go first, while every lane's binaries
+    // are still the unmutated build.
+    let mut order: Vec<usize> = (0..plan.mutants.len()).collect();
+    if mode == Mode::Rewrite {
+        order.sort_by_key(|&i| plan.mutants[i].source.is_some());
+    }
+    let queue = Mutex::new(order.into_iter().collect::<VecDeque<usize>>());
+    let shared = Shared {
+        opts,
+        registry,
+        plan,
+        mode,
+        baseline,
+    };
+    let inner = Cancel::new();
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let mut outcomes: Vec<Option<MutantOutcome>> = vec![None; plan.mutants.len()];
+    let results: Vec<Result<()>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = lanes
+            .into_iter()
+            .map(|(mut lane, built)| {
+                let tx = tx.clone();
+                let (shared, queue, inner, packages) = (&shared, &queue, &inner, &packages);
+                scope.spawn(move || {
+                    let r = worker(&mut lane, built, packages, shared, queue, &tx, inner);
+                    if r.is_err() {
+                        inner.cancel();
+                    }
+                    r
+                })
+            })
+            .collect();
+        drop(tx);
+        loop {
+            if cancel.is_cancelled() {
+                inner.cancel();
+            }
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(Msg::Phase(p)) => observer.event(&Event::Phase(p)),
+                Ok(Msg::Started(id)) => observer.event(&Event::MutantStarted(id)),
+                Ok(Msg::Done(i, outcome)) => {
+                    observer.event(&Event::MutantDone(outcome.clone()));
+                    outcomes[i] = Some(*outcome);
+                    report.mutants = outcomes.iter().flatten().cloned().collect();
+                    report.recount();
+                    if let Err(e) = report.write_json(&opts.out_dir) {
+                        observer.event(&Event::Warning(format!("cannot write outcomes: {e}")));
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Cargo("a worker thread panicked".into())))
+            })
+            .collect()
+    });
+    drop(extra_scratches);
+    if cancel.is_cancelled() {
+        return Err(Error::Interrupted);
+    }
+    let mut first_err = None;
+    for r in results {
+        match r {
+            Ok(()) => {}
+            Err(Error::Interrupted) => {
+                first_err.get_or_insert(Error::Interrupted);
+            }
+            Err(e) => {
+                if matches!(first_err, None | Some(Error::Interrupted)) {
+                    first_err = Some(e);
+                }
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    report.mutants = outcomes.into_iter().flatten().collect();
+    Ok(report)
+}
+
+enum Msg {
+    Phase(String),
+    Started(String),
+    Done(usize, Box<MutantOutcome>),
+}
+
+fn worker(
+    lane: &mut Lane,
+    mut built: bool,
+    packages: &BTreeMap<String, std::collections::BTreeSet<TestTarget>>,
+    shared: &Shared<'_>,
+    queue: &Mutex<VecDeque<usize>>,
+    tx: &mpsc::Sender<Msg>,
+    cancel: &Cancel,
+) -> Result<()> {
+    loop {
+        cancel.check()?;
+        let Some(i) = queue.lock().expect("queue lock").pop_front() else {
+            return Ok(());
+        };
+        if !built {
+            let _ = tx.send(Msg::Phase(format!(
+                "building the scratch copy at {}",
+                lane.workspace.display()
+            )));
+            if let Err(f) = lane.build(packages, shared.opts.build_timeout, cancel)? {
+                return Err(Error::BaselineBuild {
+                    command: f.command,
+                    tail: f.tail,
+                });
+            }
+            built = true;
+        }
+        let m = &shared.plan.mutants[i];
+        let _ = tx.send(Msg::Started(m.guard.id.clone()));
+        let outcome = judge_one(lane, m, shared, cancel)?;
+        let _ = tx.send(Msg::Done(i, Box::new(outcome)));
+    }
+}
+
+/// Puts a rewritten file back when dropped, even on an early return.
+struct Restore {
+    path: PathBuf,
+    text: String,
+    done: bool,
+}
+
+impl Restore {
+    fn finish(mut self) -> Result<()> {
+        self.done = true;
+        std::fs::write(&self.path, &self.text).map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::write(&self.path, &self.text);
+        }
+    }
+}
+
+fn judge_one(
+    lane: &mut Lane,
+    m: &Mutant,
+    shared: &Shared<'_>,
+    cancel: &Cancel,
+) -> Result<MutantOutcome> {
+    let start = Instant::now();
+    let opts = shared.opts;
+    let groups = m.groups();
+    let mut outcome = MutantOutcome {
+        id: m.guard.id.clone(),
+        kind: m.guard.kind(),
+        operator: m.guard.operator,
+        threat: m.guard.threat.clone(),
+        invariant: m.guard.invariant.clone(),
+        location: m.location(),
+        verdict: Verdict::Error,
+        caught_by: Vec::new(),
+        tests: m.guard.tests.iter().map(ToString::to_string).collect(),
+        build_secs: None,
+        test_secs: 0.0,
+        total_secs: 0.0,
+        timeout_secs: 0.0,
+        replaced: m.source.as_ref().map(|s| s.rewritten.replaced.clone()),
+        replacement: m.source.as_ref().map(|s| s.rewritten.replacement.clone()),
+        note: None,
+        output_tail: String::new(),
+    };
+    let mut env: Vec<(String, OsString)> = Vec::new();
+    let mut restore = None;
+    let mut drop_log: Option<(PathBuf, DropSpec)> = None;
+    match (&m.source, &m.guard.locator) {
+        (Some(_), _) if shared.mode == Mode::Schemata => {
+            env.push((
+                shared.registry.switch_env.clone(),
+                m.guard.id.clone().into(),
+            ));
+        }
+        (Some(site), _) => {
+            let path = lane.workspace.join(&site.file);
+            std::fs::write(&path, &site.rewritten.text).map_err(|e| Error::io(&path, e))?;
+            restore = Some(Restore {
+                path,
+                text: site.original.clone(),
+                done: false,
+            });
+            let mut pkgs: BTreeMap<String, std::collections::BTreeSet<TestTarget>> =
+                BTreeMap::new();
+            for (p, t) in groups.keys() {
+                pkgs.entry(p.clone()).or_default().insert(t.clone());
+            }
+            let built = lane.build(&pkgs, opts.build_timeout, cancel)?;
+            outcome.build_secs = Some(start.elapsed().as_secs_f64());
+            if let Err(f) = built {
+                if let Some(r) = restore.take() {
+                    r.finish()?;
+                }
+                outcome.verdict = if f.timed_out {
+                    Verdict::Timeout
+                } else {
+                    Verdict::Unviable
+                };
+                outcome.note = Some(format!("the mutant does not build (`{}`)", f.command));
+                outcome.output_tail = f.tail;
+                outcome.total_secs = start.elapsed().as_secs_f64();
+                return Ok(outcome);
+            }
+        }
+        (None, Locator::Schema(loc)) => {
+            let spec = DropSpec::from(loc);
+            let log = lane.logs.join(format!("drop-{}.log", m.guard.id));
+            std::fs::write(&log, "").map_err(|e| Error::io(&log, e))?;
+            env.push((
+                DROP_GUARDS_ENV.into(),
+                drop_guards::encode(std::slice::from_ref(&spec)).into(),
+            ));
+            env.push((DROP_GUARDS_LOG_ENV.into(), log.clone().into()));
+            drop_log = Some((log, spec));
+        }
+        (None, Locator::Source(_)) => unreachable!("the plan locates every source guard"),
+    }
+
+    let test_start = Instant::now();
+    let mut timed_out = false;
+    let mut crashed = None;
+    let mut not_run = Vec::new();
+    let mut odd_exit = None;
+    let mut tails = Vec::new();
+    for ((package, target), names) in &groups {
+        let names: Vec<String> = names.iter().cloned().collect();
+        let limit = opts.test_limit(shared.baseline[&(package.clone(), target.clone())]);
+        outcome.timeout_secs = outcome.timeout_secs.max(limit.as_secs_f64());
+        let f = lane.run_tests(package, target, &names, &env, Some(limit), cancel)?;
+        if f.exit == Exit::TimedOut {
+            timed_out = true;
+            tails.push(output_tail(&f));
+            break;
+        }
+        let results = libtest::parse_results(&f.stdout);
+        let failed_before = outcome.caught_by.len();
+        for n in &names {
+            let full = format!("{package}/{target}::{n}");
+            match results.get(n) {
+                Some(TestStatus::Failed) => outcome.caught_by.push(full),
+                Some(TestStatus::Ok) => {}
+                _ => not_run.push(full),
+            }
+        }
+        let failed_here = outcome.caught_by.len() > failed_before;
+        match f.exit {
+            Exit::Signal(s) if !failed_here => {
+                crashed = Some(format!(
+                    "{package}/{target}: the test binary died of signal {s}"
+                ));
+            }
+            Exit::Code(c) if !failed_here => {
+                odd_exit = Some(format!(
+                    "{package}/{target}: the test binary exited {c} although no named test failed"
+                ));
+            }
+            _ => {}
+        }
+        if failed_here || crashed.is_some() || odd_exit.is_some() || tails.is_empty() {
+            tails.insert(0, output_tail(&f));
+        }
+    }
+    outcome.test_secs = test_start.elapsed().as_secs_f64();
+    if let Some(r) = restore.take() {
+        r.finish()?;
+    }
+    outcome.output_tail = tails.join("\n");
+    (outcome.verdict, outcome.note) = if timed_out {
+        (
+            Verdict::Timeout,
+            Some(format!(
+                "a named test ran past {:.0} s",
+                outcome.timeout_secs
+            )),
+        )
+    } else if !outcome.caught_by.is_empty() {
+        (Verdict::Caught, None)
+    } else if let Some(c) = crashed {
+        (Verdict::Caught, Some(c))
+    } else if !not_run.is_empty() {
+        (
+            Verdict::Error,
+            Some(format!(
+                "named tests printed no result: {}",
+                not_run.join(", ")
+            )),
+        )
+    } else if let Some(o) = odd_exit {
+        (Verdict::Error, Some(o))
+    } else {
+        (Verdict::Missed, None)
+    };
+    if let Some((log, spec)) = drop_log {
+        let want = spec.to_string();
+        let lines = drop_guards::read_log(&log);
+        let failed = lines.iter().find_map(|l| match l {
+            LogLine::Failed(s, e) if *s == want => Some(e.clone()),
+            _ => None,
+        });
+        let dropped = lines
+            .iter()
+            .any(|l| matches!(l, LogLine::Dropped(s) if *s == want));
+        if let Some(e) = failed {
+            outcome.verdict = Verdict::Unviable;
+            outcome.note = Some(format!("the test database could not drop {want}: {e}"));
+        } else if !dropped && matches!(outcome.verdict, Verdict::Caught | Verdict::Missed) {
+            outcome.verdict = Verdict::Error;
+            outcome.note = Some(format!(
+                "no fresh test database dropped {want} (no `dropped` line in {DROP_GUARDS_LOG_ENV}): the named tests do not use the test-database facility, or it ignores {DROP_GUARDS_ENV}"
+            ));
+        }
+    }
+    outcome.total_secs = start.elapsed().as_secs_f64();
+    Ok(outcome)
+}
+
+fn output_tail(f: &process::Finished) -> String {
+    let mut t = process::tail(&f.stdout, 40);
+    let e = process::tail(&f.stderr, 20);
+    if !e.trim().is_empty() {
+        t.push_str("\n--- stderr ---\n");
+        t.push_str(&e);
+    }
+    t
+}
+
+/// Where a run writes its build cache for `mode` (lane 0).
+pub fn cache_dir(opts: &RunOptions, mode: Mode) -> PathBuf {
+    target_dir(opts, mode, 0)
+}

@@ -1,0 +1,406 @@
+//! The mutation runner, run for real on the fixture workspace
+//! `tests/fixtures/mini`: real scratch copies, real `cargo` builds, real test
+//! binaries. The fixture is dependency-free and builds into a persistent
+//! directory under this workspace's `target/tmp`, so reruns stay cheap.
+//!
+//! Runs share two cores, so the tests that invoke cargo take a lock and run
+//! one at a time.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use mutations::{
+    Cancel, Error, Event, Mode, Registry, Report, RunOptions, Verdict, completeness, sanity,
+};
+
+static CARGO: Mutex<()> = Mutex::new(());
+
+fn cargo_lock() -> MutexGuard<'static, ()> {
+    CARGO.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mini")
+}
+
+fn options(root: &Path, mode: Mode, out: &Path) -> RunOptions {
+    let mut o = RunOptions::new(root);
+    o.mode = mode;
+    o.out_dir = out.to_path_buf();
+    o.target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mutants-mini");
+    o.timeout_floor = Duration::from_secs(3);
+    o
+}
+
+/// Every file of a tree, byte for byte.
+fn contents(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.insert(
+                    p.strip_prefix(root).unwrap().to_path_buf(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// A copy of the fixture in a temporary directory, for tests that change it.
+fn fixture_copy() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for (rel, bytes) in contents(&fixture()) {
+        let p = d.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+    d
+}
+
+fn log(e: &Event) {
+    match e {
+        Event::MutantDone(o) => eprintln!(
+            "  {:<20} {:<8} build {:>5} test {:>5.2}s total {:>5.2}s",
+            o.id,
+            o.verdict.as_str(),
+            o.build_secs.map_or("-".into(), |b| format!("{b:.2}s")),
+            o.test_secs,
+            o.total_secs
+        ),
+        Event::Phase(p) => eprintln!("  [{p}]"),
+        Event::Warning(w) => eprintln!("  warning: {w}"),
+        _ => {}
+    }
+}
+
+fn verdicts(r: &Report) -> BTreeMap<String, Verdict> {
+    r.mutants
+        .iter()
+        .map(|m| (m.id.clone(), m.verdict))
+        .collect()
+}
+
+const EXPECTED: &[(&str, Verdict)] = &[
+    ("quantity-nonzero", Verdict::Caught),
+    ("merchant-allowlist", Verdict::Caught),
+    ("amount-cap", Verdict::Caught),
+    ("purpose-length", Verdict::Missed),
+    ("instalment-step", Verdict::Timeout),
+    ("event-signature", Verdict::Caught),
+    ("orders-qty-positive", Verdict::Caught),
+];
+
+#[test]
+fn schemata_and_rewrite_modes_reach_the_same_right_verdicts() {
+    let _g = cargo_lock();
+    let root = fixture();
+    let before = contents(&root);
+    let mut by_mode = Vec::new();
+    for mode in [Mode::Schemata, Mode::Rewrite] {
+        let out = tempfile::tempdir().unwrap();
+        let opts = options(&root, mode, out.path());
+        eprintln!("{mode} mode:");
+        let start = std::time::Instant::now();
+        let report = mutations::run(&opts, &Cancel::new(), &mut log).unwrap();
+        eprintln!(
+            "{mode} mode: {} mutants in {:.1}s (baseline build {:.1}s)",
+            report.mutants.len(),
+            start.elapsed().as_secs_f64(),
+            report.baseline.build_secs
+        );
+        assert_eq!(report.mode, mode, "no fallback: {:?}", report.notes);
+        let want: BTreeMap<String, Verdict> = EXPECTED
+            .iter()
+            .map(|(id, v)| (id.to_string(), *v))
+            .collect();
+        assert_eq!(verdicts(&report), want, "{mode} mode");
+
+        // The weak test lets one guard through: the run fails, naming it.
+        assert!(!report.all_caught());
+        assert_eq!(report.exit_code(), 1);
+        let summary = report.summary_text();
+        assert!(
+            summary.contains("MISSED purpose-length (src/guards.rs:"),
+            "{summary}"
+        );
+        assert!(summary.contains("TIMEOUT instalment-step"), "{summary}");
+        let purpose = report
+            .mutants
+            .iter()
+            .find(|m| m.id == "purpose-length")
+            .unwrap();
+        assert_eq!(purpose.replaced.as_deref(), Some(" || purpose.len() > 64"));
+        let cap = report
+            .mutants
+            .iter()
+            .find(|m| m.id == "amount-cap")
+            .unwrap();
+        assert_eq!(cap.caught_by, ["mini/lib::guards::tests::cap_is_inclusive"]);
+        assert!(
+            cap.output_tail.contains("cap_is_inclusive"),
+            "{}",
+            cap.output_tail
+        );
+
+        // outcomes.json says the same.
+        let json: Report = serde_json::from_str(
+            &std::fs::read_to_string(out.path().join("outcomes.json")).unwrap(),
+        )
+        .unwrap();
+        assert!(json.complete);
+        assert_eq!(verdicts(&json), verdicts(&report));
+        assert_eq!(json.summary.missed, 1);
+
+        // The fixture was never written.
+        assert_eq!(contents(&root), before, "{mode} mode changed the fixture");
+        by_mode.push(verdicts(&report));
+    }
+    assert_eq!(
+        by_mode[0], by_mode[1],
+        "schemata and rewrite modes disagree"
+    );
+}
+
+#[test]
+fn a_locator_that_no_longer_matches_is_registry_drift() {
+    let ws = fixture_copy();
+    let guards = ws.path().join("src/guards.rs");
+    let src = std::fs::read_to_string(&guards).unwrap();
+    let moved = src.replace(
+        "return Err(Reason::QuantityInvalid);",
+        "return Err(Reason::StepInvalid);",
+    );
+    std::fs::write(&guards, &moved).unwrap();
+    let before = contents(ws.path());
+    let out = tempfile::tempdir().unwrap();
+    let err = mutations::run(
+        &options(ws.path(), Mode::Schemata, out.path()),
+        &Cancel::new(),
+        &mut log,
+    )
+    .unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Drift { .. }), "{msg}");
+    assert!(
+        msg.contains("registry drift: entry `quantity-nonzero`"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("src/guards.rs") && msg.contains("guards::check_quantity"),
+        "{msg}"
+    );
+    assert!(msg.contains("0 matches"), "{msg}");
+    assert_eq!(contents(ws.path()), before);
+
+    // A locator that matches twice is drift too.
+    let twice = src.replace(
+        "    Ok(quantity)\n",
+        "    if quantity > 1000 {\n        return Err(Reason::QuantityInvalid);\n    }\n    Ok(quantity)\n",
+    );
+    std::fs::write(&guards, twice).unwrap();
+    let registry = Registry::load(&ws.path().join("mutations/registry.yaml")).unwrap();
+    let err = sanity::check_locators(ws.path(), &registry)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("entry `quantity-nonzero`") && err.contains("2 matches (lines 7, 10)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_fixture_registry_is_sane_and_complete() {
+    let root = fixture();
+    let registry = Registry::load(&root.join("mutations/registry.yaml")).unwrap();
+    assert_eq!(sanity::check_locators(&root, &registry).unwrap(), 7);
+    let c = completeness::check(&root, &registry).unwrap();
+    assert!(c.is_complete(), "{}", c.render());
+    assert_eq!(
+        (c.registered.len(), c.exempt.len()),
+        (6, 2),
+        "{}",
+        c.render()
+    );
+
+    // Without its exemption, the docs example is reported.
+    let text = std::fs::read_to_string(root.join("mutations/registry.yaml"))
+        .unwrap()
+        .replace(
+            "  - file: src/guards.rs\n    function: example_refusal\n    produces: QuantityInvalid\n    reason: names a reason for the docs; refuses nothing\n",
+            "",
+        );
+    let r = Registry::parse(&text, Path::new("registry.yaml")).unwrap();
+    let c = completeness::check(&root, &r).unwrap();
+    assert_eq!(c.unregistered.len(), 1, "{}", c.render());
+    assert!(
+        c.render()
+            .contains("fn `guards::example_refusal`: produces Reason::QuantityInvalid"),
+        "{}",
+        c.render()
+    );
+
+    // A schema object no migration names is drift.
+    let text = std::fs::read_to_string(root.join("mutations/registry.yaml"))
+        .unwrap()
+        .replace(
+            "object: ck_orders_qty_positive",
+            "object: ck_orders_qty_gone",
+        );
+    let r = Registry::parse(&text, Path::new("registry.yaml")).unwrap();
+    let e = sanity::check_locators(&root, &r).unwrap_err().to_string();
+    assert!(
+        e.contains("entry `orders-qty-positive`") && e.contains("ck_orders_qty_gone"),
+        "{e}"
+    );
+}
+
+/// The fixture's registry with `from` replaced by `to`, written outside the tree.
+fn registry_variant(dir: &Path, from: &str, to: &str) -> PathBuf {
+    let text = std::fs::read_to_string(fixture().join("mutations/registry.yaml")).unwrap();
+    assert!(text.contains(from));
+    let p = dir.join("registry.yaml");
+    std::fs::write(&p, text.replace(from, to)).unwrap();
+    p
+}
+
+#[test]
+fn a_named_test_that_matches_nothing_stops_the_run() {
+    let _g = cargo_lock();
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options(&fixture(), Mode::Schemata, out.path());
+    opts.registry = registry_variant(
+        out.path(),
+        "tests::zero_quantity_refused",
+        "tests::zero_quantity_refusd",
+    );
+    let registry = Registry::load(&opts.registry).unwrap();
+    let err = sanity::check_tests(&opts, &registry, &Cancel::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("entry `quantity-nonzero`: test `mini/lib::guards::tests::zero_quantity_refusd` matches no test"),
+        "{err}"
+    );
+    opts.only = vec!["quantity-nonzero".into()];
+    let err = mutations::run(&opts, &Cancel::new(), &mut log).unwrap_err();
+    assert!(
+        matches!(err, Error::TestNotFound { ref id, .. } if id == "quantity-nonzero"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_baseline_failure_names_the_test() {
+    let _g = cargo_lock();
+    let ws = fixture_copy();
+    let guards = ws.path().join("src/guards.rs");
+    let src = std::fs::read_to_string(&guards).unwrap();
+    std::fs::write(
+        &guards,
+        src.replace("assert_eq!(fee(500), 5);", "assert_eq!(fee(500), 6);"),
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options(ws.path(), Mode::Rewrite, out.path());
+    opts.registry = registry_variant(
+        out.path(),
+        "exempt:",
+        "  - id: fee-assignment\n    kind: source\n    invariant: i.\n    threat: t\n    tests: [mini/lib::guards::tests::fee_is_one_percent]\n    operator: delete\n    locator: {file: src/guards.rs, function: fee, contains: \"fee = amount\"}\nexempt:",
+    );
+    opts.only = vec!["fee-assignment".into()];
+    let err = mutations::run(&opts, &Cancel::new(), &mut log)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("baseline: test `mini/lib::guards::tests::fee_is_one_percent` (registry entry `fee-assignment`) does not pass unmutated"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_instrumentation_that_does_not_build_falls_back_to_rewrite_and_is_unviable() {
+    let _g = cargo_lock();
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options(&fixture(), Mode::Schemata, out.path());
+    opts.registry = registry_variant(
+        out.path(),
+        "exempt:",
+        "  - id: fee-assignment\n    kind: source\n    invariant: i.\n    threat: t\n    tests: [mini/lib::guards::tests::fee_is_one_percent]\n    operator: delete\n    locator: {file: src/guards.rs, function: fee, contains: \"fee = amount\"}\nexempt:",
+    );
+    opts.only = vec!["fee-assignment".into(), "quantity-nonzero".into()];
+    let report = mutations::run(&opts, &Cancel::new(), &mut log).unwrap();
+    assert_eq!(report.mode, Mode::Rewrite);
+    assert!(
+        report.notes[0].contains("fell back to rewrite mode"),
+        "{:?}",
+        report.notes
+    );
+    assert_eq!(report.verdict("fee-assignment"), Some(Verdict::Unviable));
+    assert_eq!(report.verdict("quantity-nonzero"), Some(Verdict::Caught));
+}
+
+#[test]
+fn only_shard_and_jobs_select_and_share_the_work() {
+    let _g = cargo_lock();
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options(&fixture(), Mode::Schemata, out.path());
+    opts.shard = Some("0/2".parse().unwrap());
+    opts.jobs = 2;
+    opts.only = vec![
+        "quantity-nonzero".into(),
+        "amount-cap".into(),
+        "purpose-length".into(),
+        "orders-qty-positive".into(),
+    ];
+    let report = mutations::run(&opts, &Cancel::new(), &mut log).unwrap();
+    // Positions 0 and 2 of the --only selection, in registry order.
+    let want: BTreeMap<String, Verdict> = [
+        ("quantity-nonzero".to_string(), Verdict::Caught),
+        ("purpose-length".to_string(), Verdict::Missed),
+    ]
+    .into();
+    assert_eq!(verdicts(&report), want);
+    assert_eq!(report.shard.as_deref(), Some("0/2"));
+    let err = {
+        opts.only = vec!["no-such-guard".into()];
+        mutations::run(&opts, &Cancel::new(), &mut log)
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(err.contains("--only no-such-guard"), "{err}");
+}
+
+#[test]
+fn an_interrupt_removes_the_scratch_copy_and_leaves_the_tree_alone() {
+    let _g = cargo_lock();
+    let root = fixture();
+    let before = contents(&root);
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options(&root, Mode::Rewrite, out.path());
+    opts.only = vec!["instalment-step".into(), "quantity-nonzero".into()];
+    let cancel = Cancel::new();
+    let mut scratch = None;
+    let c = cancel.clone();
+    let mut observe = |e: &Event| {
+        log(e);
+        match e {
+            Event::ScratchReady(p) => scratch = Some(p.clone()),
+            // Interrupt in the middle of the first mutant (a rebuild is running).
+            Event::MutantStarted(_) => c.cancel(),
+            _ => {}
+        }
+    };
+    let err = mutations::run(&opts, &cancel, &mut observe).unwrap_err();
+    assert!(matches!(err, Error::Interrupted), "{err}");
+    let scratch = scratch.expect("the scratch copy was made");
+    assert!(!scratch.exists(), "{} is still there", scratch.display());
+    assert_eq!(contents(&root), before);
+}
