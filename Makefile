@@ -11,22 +11,31 @@ WITH_DB = $(HARNESS) db run --
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help verify fmt-check clippy test triage reports bench mutation db-up db-down
+.PHONY: help verify fmt-check clippy test triage reports bench mutation mutation-verify mutation-report db-up db-down
 
 help:
-	@echo 'make verify     formatting, clippy (-D warnings), then every test against Postgres'
+	@echo 'make verify     formatting, clippy (-D warnings), every test against Postgres, then'
+	@echo '                every registered guard deleted (schemata mode) plus a cross-mode sample'
 	@echo 'make test       every test against Postgres (cargo test --workspace)'
 	@echo 'make triage     the guided tour: an unguarded purchase tool, then the gate'
-	@echo 'make reports    regenerate reports/ (attack matrix, benchmark, mutations)'
-	@echo 'make bench      run the scenario corpus against the gate'
-	@echo 'make mutation   delete each registered guard in turn; a named test must fail'
+	@echo 'make reports    regenerate reports/ (benchmark, attack matrix, generated corpus, mutations)'
+	@echo 'make bench      the corpus through the gate, then speed figures (reports/performance.md)'
+	@echo 'make mutation   delete each registered guard in turn, rebuilding each (rewrite mode)'
+	@echo 'make mutation-report  regenerate reports/mutations.{md,json} (both modes, every guard)'
 	@echo 'make db-up      start a throwaway Postgres: export "$$(make -s db-up)"'
 	@echo 'make db-down    stop it and remove its folder'
 	@echo
 	@echo 'Postgres: DATABASE_URL if set, else a throwaway cluster from the machine'"'"'s'
 	@echo 'binaries (apt-get install postgresql), or: docker compose up -d (see docker-compose.yml).'
 
-verify: fmt-check clippy test
+verify: fmt-check clippy test mutation-verify
+
+# The whole registry in schemata mode (one build, a runtime switch per guard),
+# then MUTATION_SAMPLE of its source guards again in rewrite mode, drawn by a
+# seed the output prints (replay: make mutation-verify ARGS='--seed S').
+MUTATION_SAMPLE ?= 5
+mutation-verify:
+	$(WITH_DB) $(HARNESS) mutate --cross-check $(MUTATION_SAMPLE) $(ARGS)
 
 fmt-check:
 	$(CARGO) fmt --all --check
@@ -40,14 +49,26 @@ test:
 triage:
 	$(HARNESS) triage $(ARGS)
 
+# benchmark, attack matrix and the 10,000 generated scenarios (reports/generated.*),
+# then the mutation report.
 reports:
 	$(WITH_DB) $(HARNESS) report $(ARGS)
+	$(MAKE) mutation-report
 
+# The corpus through `harness bench`, then `harness perf` built in release
+# mode, under its own throwaway Postgres unless DATABASE_URL is set: it writes
+# reports/performance.{md,json} (a measurement, so the figures vary from run
+# to run). Arguments for perf: make bench PERF_ARGS='--quick'.
 bench:
 	$(WITH_DB) $(HARNESS) bench $(ARGS)
+	$(CARGO) run --release -q -p harness -- db run -- $(CARGO) run --release -q -p harness -- perf $(PERF_ARGS)
 
 mutation:
-	$(WITH_DB) $(HARNESS) mutate $(ARGS)
+	$(WITH_DB) $(HARNESS) mutate --mode rewrite $(ARGS)
+
+# reports/mutations.{md,json}: every guard in both modes, times measured here.
+mutation-report:
+	$(WITH_DB) $(HARNESS) mutate --cross-check all --report-dir reports $(ARGS)
 
 db-up:
 	@$(HARNESS) db up

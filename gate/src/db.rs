@@ -39,6 +39,17 @@
 //! not set it fails with [`DbError::NotConfigured`] (a clear message, never a
 //! silent pass) unless `SPENDGATE_SKIP_DB=1`, in which case it says the test was
 //! skipped and returns `Ok(None)`.
+//!
+//! The mutation runner's schema-guard contract (`mutations/src/drop_guards.rs`):
+//! when `SPENDGATE_DROP_GUARDS=KIND:TABLE:NAME[,...]` is set (KIND is
+//! `constraint`, `trigger` or `index`), [`fresh_database`] drops each named
+//! object from the NEW database (never the template) before handing it out,
+//! with `ALTER TABLE t DROP CONSTRAINT n`, `DROP TRIGGER n ON t` or `DROP INDEX
+//! n` (no `IF EXISTS`: a name the migrations do not create is an error), and
+//! appends `dropped KIND:TABLE:NAME` (or `failed KIND:TABLE:NAME: <error>`,
+//! then returns [`DbError::DropGuard`]) to the file `SPENDGATE_DROP_GUARDS_LOG`
+//! names. Unset or empty: nothing happens. Only the runner sets these, on the
+//! test processes that judge one schema guard; [`empty_database`] ignores them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -55,6 +66,10 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 pub const DATABASE_URL_ENV: &str = "DATABASE_URL";
 /// Set to `1` to skip database tests when `DATABASE_URL` is not set.
 pub const SKIP_ENV: &str = "SPENDGATE_SKIP_DB";
+/// The mutation runner's list of schema objects a fresh database goes without.
+pub const DROP_GUARDS_ENV: &str = "SPENDGATE_DROP_GUARDS";
+/// The file [`fresh_database`] reports each drop to (see the module docs).
+pub const DROP_GUARDS_LOG_ENV: &str = "SPENDGATE_DROP_GUARDS_LOG";
 
 /// How long to wait for a connection before calling the server unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -101,6 +116,10 @@ pub enum DbError {
     /// A statement of this module failed; `action` says which.
     #[error("{action} failed: {cause}")]
     Query { action: String, cause: sqlx::Error },
+    /// The mutation runner's `SPENDGATE_DROP_GUARDS` could not be honoured: it
+    /// does not parse, or an object it names could not be dropped.
+    #[error("SPENDGATE_DROP_GUARDS: {spec}: {message}")]
+    DropGuard { spec: String, message: String },
 }
 
 /// Replaces the password of a Postgres URL (userinfo or `password=` parameter) with `***`.
@@ -222,7 +241,126 @@ pub async fn fresh_database(admin_url: &str) -> Result<FreshDatabase, DbError> {
     }
     .await;
     admin.close().await;
-    open(admin_url, &admin_options, created?).await
+    let db = open(admin_url, &admin_options, created?).await?;
+    let wanted = std::env::var(DROP_GUARDS_ENV).unwrap_or_default();
+    if wanted.trim().is_empty() {
+        return Ok(db);
+    }
+    let log = std::env::var_os(DROP_GUARDS_LOG_ENV).map(std::path::PathBuf::from);
+    match drop_guards(db.pool(), &wanted, log.as_deref()).await {
+        Ok(()) => Ok(db),
+        Err(e) => {
+            // Best effort: the drop failure is the error worth reporting.
+            let _ = db.drop().await;
+            Err(e)
+        }
+    }
+}
+
+/// A schema object the mutation runner asks a fresh database to go without.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct DropGuard {
+    /// `constraint`, `trigger` or `index`.
+    kind: &'static str,
+    table: String,
+    name: String,
+}
+
+impl DropGuard {
+    /// `KIND:TABLE:NAME`, as the runner wrote it.
+    fn spec(&self) -> String {
+        format!("{}:{}:{}", self.kind, self.table, self.name)
+    }
+
+    /// The one statement that drops the object.
+    fn sql(&self) -> String {
+        match self.kind {
+            "constraint" => format!("ALTER TABLE {} DROP CONSTRAINT {}", self.table, self.name),
+            "trigger" => format!("DROP TRIGGER {} ON {}", self.name, self.table),
+            _ => format!("DROP INDEX {}", self.name),
+        }
+    }
+}
+
+/// A plain (optionally schema-qualified) SQL identifier, safe to splice into DDL.
+fn is_sql_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.split('.').all(|part| {
+            let mut chars = part.chars();
+            matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+}
+
+/// Parses `KIND:TABLE:NAME[,KIND:TABLE:NAME...]`; `Err((item, why))` names the bad item.
+fn parse_drop_guards(value: &str) -> Result<Vec<DropGuard>, (String, String)> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let bad = |why: &str| (item.to_owned(), why.to_owned());
+            let mut parts = item.splitn(3, ':');
+            let (Some(kind), Some(table), Some(name)) = (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(bad("not KIND:TABLE:NAME"));
+            };
+            let kind = match kind {
+                "constraint" => "constraint",
+                "trigger" => "trigger",
+                "index" => "index",
+                _ => return Err(bad("KIND is not constraint, trigger or index")),
+            };
+            if !is_sql_name(table) || !is_sql_name(name) {
+                return Err(bad("TABLE and NAME must be plain SQL identifiers"));
+            }
+            Ok(DropGuard {
+                kind,
+                table: table.to_owned(),
+                name: name.to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// Appends one line to the runner's log (best effort: a log that cannot be
+/// written leaves no `dropped` line, which the runner reports as an error).
+fn log_line(log: Option<&std::path::Path>, line: &str) {
+    use std::io::Write;
+    if let Some(path) = log {
+        let written = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+        if let Err(e) = written {
+            eprintln!("warning: cannot append to {}: {e}", path.display());
+        }
+    }
+}
+
+/// Drops every object `wanted` names from the database of `pool`, logging each.
+async fn drop_guards(
+    pool: &PgPool,
+    wanted: &str,
+    log: Option<&std::path::Path>,
+) -> Result<(), DbError> {
+    let guards = parse_drop_guards(wanted).map_err(|(spec, message)| {
+        log_line(log, &format!("failed {spec}: {message}"));
+        DbError::DropGuard { spec, message }
+    })?;
+    for guard in guards {
+        let spec = guard.spec();
+        match pool.execute(guard.sql().as_str()).await {
+            Ok(_) => log_line(log, &format!("dropped {spec}")),
+            Err(cause) => {
+                let message = cause.to_string().replace('\n', " ");
+                log_line(log, &format!("failed {spec}: {message}"));
+                return Err(DbError::DropGuard { spec, message });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A new database with no migrations applied (cloned from `template0`), for testing migrations.
@@ -519,6 +657,89 @@ mod tests {
             redact_url("postgres:///db?host=/tmp&password=hunter2&user=u"),
             "postgres:///db?host=/tmp&password=***&user=u"
         );
+    }
+
+    #[test]
+    fn drop_guard_lists_parse_into_ddl_and_refuse_anything_else() {
+        let parsed = parse_drop_guards(
+            " constraint:ledger:ck_amount_positive,trigger:ledger_entries:ledger_append_only,,\
+             index:approvals:uq_live_approval ",
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let sql: Vec<String> = parsed.iter().map(DropGuard::sql).collect();
+        assert_eq!(
+            sql,
+            [
+                "ALTER TABLE ledger DROP CONSTRAINT ck_amount_positive",
+                "DROP TRIGGER ledger_append_only ON ledger_entries",
+                "DROP INDEX uq_live_approval",
+            ]
+        );
+        assert_eq!(
+            parsed[1].spec(),
+            "trigger:ledger_entries:ledger_append_only"
+        );
+        assert_eq!(parse_drop_guards(""), Ok(Vec::new()));
+        assert_eq!(
+            parse_drop_guards("public.approvals:x").map_err(|(_, why)| why),
+            Err("not KIND:TABLE:NAME".to_owned())
+        );
+        for bad in [
+            "view:a:b",
+            "constraint:a;drop table x:b",
+            "index:t:\"x\"",
+            "trigger::x",
+        ] {
+            let err = parse_drop_guards(bad).map(|_| ()).unwrap_err();
+            assert_eq!(err.0, bad, "{bad}");
+        }
+        assert!(parse_drop_guards("constraint:public.t:ck_x").is_ok());
+    }
+
+    /// The drop hook against a real database: each object goes, each drop is
+    /// logged, and a name the migrations do not create is a logged error.
+    #[tokio::test]
+    async fn the_drop_hook_drops_logs_and_fails_loudly() -> Result<(), Box<dyn std::error::Error>> {
+        let Some(db) = fresh_test_database().await? else {
+            return Ok(());
+        };
+        let log = std::env::temp_dir().join(format!(
+            "spendgate-drop-hook-{}-{}.log",
+            std::process::id(),
+            db.name()
+        ));
+        let wanted =
+            "constraint:tenants:ck_tenants_id_not_blank,trigger:ledger_entries:ledger_append_only";
+        drop_guards(db.pool(), wanted, Some(&log)).await?;
+        sqlx::query("INSERT INTO tenants (id) VALUES ('  ')")
+            .execute(db.pool())
+            .await?;
+        sqlx::query("DELETE FROM ledger_entries")
+            .execute(db.pool())
+            .await?;
+        let missing = drop_guards(db.pool(), "index:approvals:uq_no_such_index", Some(&log)).await;
+        assert!(
+            matches!(&missing, Err(DbError::DropGuard { spec, .. }) if spec == "index:approvals:uq_no_such_index"),
+            "{missing:?}"
+        );
+        let text = std::fs::read_to_string(&log)?;
+        std::fs::remove_file(&log)?;
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(
+            lines[0],
+            "dropped constraint:tenants:ck_tenants_id_not_blank"
+        );
+        assert_eq!(
+            lines[1],
+            "dropped trigger:ledger_entries:ledger_append_only"
+        );
+        assert!(
+            lines[2].starts_with("failed index:approvals:uq_no_such_index: "),
+            "{text}"
+        );
+        db.drop().await?;
+        Ok(())
     }
 
     #[test]

@@ -77,10 +77,10 @@ impl DelegationChain {
         amount_paise: i64,
         now: DateTime<Utc>,
     ) -> Result<(), Reason> {
-        let Some(leaf) = self.leaf() else {
+        if self.hops.is_empty() {
             return Err(Reason::DelegationMissing);
-        };
-        if leaf.grantee != actor {
+        }
+        if self.leaf().is_some_and(|leaf| leaf.grantee != actor) {
             return Err(Reason::DelegationMissing);
         }
         self.check_links()?;
@@ -96,7 +96,10 @@ impl DelegationChain {
         if self.hops.iter().any(|h| h.remaining_paise() < 0) {
             return Err(Reason::DelegationBudgetExhausted);
         }
-        if amount_paise > leaf.remaining_paise() {
+        if self
+            .leaf()
+            .is_some_and(|leaf| amount_paise > leaf.remaining_paise())
+        {
             return Err(Reason::DelegationBudgetExhausted);
         }
         Ok(())
@@ -144,10 +147,13 @@ pub fn check_grant(
         return Err(Reason::DelegationWidens);
     }
     let parent = match grantor {
-        Grantor::Human { may_approve: true } => return Ok(()),
-        Grantor::Human { may_approve: false } | Grantor::Unknown => {
-            return Err(Reason::DelegationGrantorNotPermitted);
+        Grantor::Human { may_approve } => {
+            if !may_approve {
+                return Err(Reason::DelegationGrantorNotPermitted);
+            }
+            return Ok(());
         }
+        Grantor::Unknown => return Err(Reason::DelegationGrantorNotPermitted),
         Grantor::Hop(parent) => parent,
     };
     // Only a live delegation may grant: a revoked or expired one is "anything

@@ -220,9 +220,11 @@ pub fn evaluate(inputs: &Inputs<'_>) -> Evaluation {
             ..Evaluation::deny(Reason::AmountExceedsTransactionCap, Some(purchase))
         };
     }
-    let Some(after_today) = spend.spent_today_paise.checked_add(amount) else {
+    if spend.spent_today_paise.checked_add(amount).is_none() {
         return Evaluation::deny(Reason::DailyBudgetExhausted, Some(purchase));
-    };
+    }
+    // Cannot wrap: the sum was checked just above.
+    let after_today = spend.spent_today_paise.wrapping_add(amount);
     if spend.spent_today_paise < 0 || after_today > policy.daily_cap_paise {
         let limit = LimitHit {
             limit: policy.daily_cap_paise,
@@ -257,24 +259,7 @@ pub(crate) mod tests {
     use chrono::Duration;
 
     pub(crate) fn standard_policy() -> Policy {
-        Policy {
-            currency: "INR".into(),
-            per_transaction_cap_paise: 300000,
-            daily_cap_paise: 500000,
-            approval_threshold_paise: 100000,
-            allowed_merchants: vec!["cloudco".into(), "snackshop".into()],
-            allowed_categories: vec!["cloud-credits".into(), "food".into()],
-            valid_from: "2026-01-01T00:00:00Z".into(),
-            valid_until: "2026-12-31T23:59:59Z".into(),
-            velocity: Velocity {
-                max_proposals: 20,
-                window_minutes: 60,
-            },
-            denial_rate: DenialRate {
-                max_denials: 5,
-                window_minutes: 60,
-            },
-        }
+        crate::service::standard::standard_policy()
     }
 
     pub(crate) fn d_buyer() -> DelegationChain {

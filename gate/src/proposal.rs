@@ -41,10 +41,10 @@ const FIELDS: [&str; 3] = ["sku", "quantity", "purpose"];
 pub fn read_body<R: Read>(reader: R) -> Result<Vec<u8>, Reason> {
     let mut buf = Vec::with_capacity(1024);
     let limit = (MAX_BODY_BYTES + 1) as u64;
-    reader
-        .take(limit)
-        .read_to_end(&mut buf)
-        .map_err(|_| Reason::ProposalMalformed)?;
+    let read = reader.take(limit).read_to_end(&mut buf);
+    if read.is_err() {
+        return Err(Reason::ProposalMalformed);
+    }
     if buf.len() > MAX_BODY_BYTES {
         return Err(Reason::ProposalTooLarge);
     }

@@ -728,6 +728,248 @@ async fn uq_provider_event_id_refuses_an_event_processed_twice() -> TestResult {
     w.drop().await
 }
 
+// ---- tenancy keys: no row reaches into another tenant -----------------------
+//
+// Each statement below names a principal, merchant, policy version or row that
+// exists only in the other tenant, so the composite (tenant_id, ...) foreign key
+// is what refuses it.
+
+/// Proposes, checks out and pays CLOUD-STARTER x1 in `tenant`; returns
+/// (request id, provider order id).
+async fn paid_in(
+    w: &World,
+    tenant: &str,
+    agent: &str,
+    human: &str,
+) -> Result<(String, String), Box<dyn std::error::Error + Send + Sync>> {
+    let p = w
+        .gate
+        .propose(tenant, agent, &body("CLOUD-STARTER", 1), None)
+        .await?;
+    let request = request_id(&p);
+    let authority = id(&w.gate.checkout(&request, human).await?);
+    let order = id(&w.gate.pay(&authority, Some(human)).await?);
+    Ok((request, order))
+}
+
+/// A bare PROPOSED request of acme's buyer-agent with `column = value` added.
+fn bare_request(column: &str, value: &str) -> String {
+    format!(
+        "INSERT INTO payment_requests (tenant_id, agent_id, body_sha256, decision, state, \
+         created_at, updated_at, {column}) \
+         VALUES ('acme', 'buyer-agent', repeat('a', 64), 'deny', 'PROPOSED', now(), now(), {value})"
+    )
+}
+
+#[tokio::test]
+async fn fk_delegation_grantor_same_tenant_refuses_another_tenants_human() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    // The trigger refuses this first; switch it off to reach the foreign key itself.
+    exec(
+        w.pool(),
+        "ALTER TABLE delegations DISABLE TRIGGER delegation_attenuates",
+    )
+    .await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "INSERT INTO delegations (tenant_id, id, grantor_id, grantee_id, budget_paise, created_at) \
+             VALUES ('acme', 'd-x', 'globex-finance', 'buyer-agent', 1000, now())",
+        )
+        .await,
+        "fk_delegation_grantor_same_tenant",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_delegation_revoker_same_tenant_refuses_another_tenants_human() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "UPDATE delegations SET revoked_at = now(), revoked_by = 'globex-finance' \
+             WHERE tenant_id = 'acme' AND id = 'd-buyer'",
+        )
+        .await,
+        "fk_delegation_revoker_same_tenant",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_request_merchant_same_tenant_refuses_another_tenants_merchant() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    exec(
+        w.pool(),
+        "INSERT INTO merchants (tenant_id, id, display_name) VALUES ('globex', 'globex-only', 'G')",
+    )
+    .await?;
+    assert_refused_by(
+        exec(w.pool(), &bare_request("merchant_id", "'globex-only'")).await,
+        "fk_request_merchant_same_tenant",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_request_delegation_same_tenant_refuses_another_tenants_hop() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    assert_refused_by(
+        exec(w.pool(), &bare_request("delegation_id", "'d-globex'")).await,
+        "fk_request_delegation_same_tenant",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_request_policy_same_tenant_refuses_another_tenants_version() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    exec(
+        w.pool(),
+        "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
+         SELECT 'globex', 2, policy, now() FROM policy_versions \
+          WHERE tenant_id = 'globex' AND version = 1",
+    )
+    .await?;
+    assert_refused_by(
+        exec(w.pool(), &bare_request("policy_version", "2")).await,
+        "fk_request_policy_same_tenant",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_approval_request_same_tenant_refuses_another_tenants_request() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = pending(&w).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!(
+                "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
+                 VALUES ('globex', '{request}', 'globex-finance', now())"
+            ),
+        )
+        .await,
+        "fk_approval_request_same_tenant",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_authority_issuer_same_tenant_refuses_another_tenants_human() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &authority_insert(&request, "auth_foreign", 60000, "10 minutes")
+                .replace("'finance-lead'", "'globex-finance'"),
+        )
+        .await,
+        "fk_authority_issuer_same_tenant",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_authority_consumer_same_tenant_refuses_another_tenants_human() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &format!(
+                "UPDATE checkout_authorities SET consumed_by = 'globex-finance' WHERE id = '{authority}'"
+            ),
+        )
+        .await,
+        "fk_authority_consumer_same_tenant",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_authority_policy_same_tenant_refuses_another_tenants_version() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    exec(
+        w.pool(),
+        "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
+         SELECT 'globex', 2, policy, now() FROM policy_versions \
+          WHERE tenant_id = 'globex' AND version = 1",
+    )
+    .await?;
+    assert_refused_by(
+        exec(
+            w.pool(),
+            &authority_insert(&request, "auth_foreign", 60000, "10 minutes")
+                .replace("policy_version, now()", "2, now()"),
+        )
+        .await,
+        "fk_authority_policy_same_tenant",
+    );
+    w.drop().await
+}
+
+/// A captured event row for `request` and `order`, recorded under `tenant`.
+fn event_row(tenant: &str, request: &str, order: &str) -> String {
+    format!(
+        "INSERT INTO provider_events (tenant_id, provider_event_id, provider_order_id, request_id, event, \
+         amount_paise, currency, event_created_at, received_at, outcome, body_sha256) \
+         VALUES ('{tenant}', 'evt_foreign', '{order}', '{request}', 'payment.captured', 60000, 'INR', \
+                 now(), now(), 'applied', repeat('c', 64))"
+    )
+}
+
+#[tokio::test]
+async fn fk_provider_event_order_same_tenant_refuses_another_tenants_order() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let (request, _) = paid_in(&w, "acme", "buyer-agent", "finance-lead").await?;
+    let (_, globex_order) = paid_in(&w, "globex", "globex-agent", "globex-finance").await?;
+    assert_refused_by(
+        exec(w.pool(), &event_row("acme", &request, &globex_order)).await,
+        "fk_provider_event_order_same_tenant",
+    );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn fk_provider_event_request_same_tenant_refuses_another_tenants_request() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let (_, order) = paid_in(&w, "acme", "buyer-agent", "finance-lead").await?;
+    let (globex_request, _) = paid_in(&w, "globex", "globex-agent", "globex-finance").await?;
+    assert_refused_by(
+        exec(w.pool(), &event_row("acme", &globex_request, &order)).await,
+        "fk_provider_event_request_same_tenant",
+    );
+    w.drop().await
+}
+
 // ---- policy versions and the ledger -----------------------------------------
 
 #[tokio::test]

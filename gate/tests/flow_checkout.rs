@@ -220,6 +220,59 @@ async fn only_the_requesting_agent_or_an_approving_human_pays() -> TestResult {
 }
 
 #[tokio::test]
+async fn an_authority_whose_request_was_cancelled_pays_nothing() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let request = authorized(&w).await?;
+    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
+    assert!(w.gate.cancel(&request, "finance-lead").await?.is_ok());
+    assert!(released(&w).await?);
+    let p = w.gate.pay(&authority, Some("finance-lead")).await?;
+    assert_eq!(p.decision, Decision::Deny(Reason::RequestNotAuthorized));
+    assert!(w.gate.provider().orders().is_empty());
+    assert_eq!(
+        w.gate.request_state(&request).await?.as_deref(),
+        Some("CANCELLED")
+    );
+    assert!(released(&w).await?, "the cancelled request holds nothing");
+    w.drop().await
+}
+
+#[tokio::test]
+async fn a_price_or_policy_change_names_a_real_sku_and_tenant() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let entries = || sqlx::query_scalar::<_, i64>("SELECT count(*) FROM ledger_entries");
+    let before = entries().fetch_one(w.pool()).await?;
+    for (tenant, sku) in [
+        ("acme", "NOPE"),
+        ("acme", "cloud-starter"),
+        ("nobody", "CLOUD-STARTER"),
+    ] {
+        let o = w.gate.set_price(tenant, sku, 1).await?;
+        assert_eq!(
+            o.decision,
+            Decision::Deny(Reason::SkuUnknown),
+            "{tenant}/{sku}"
+        );
+    }
+    let patch = PolicyPatch {
+        daily_cap_paise: Some(1),
+        ..Default::default()
+    };
+    let o = w.gate.set_policy("nobody", &patch).await?;
+    assert_eq!(o.decision, Decision::Deny(Reason::TenantUnknown));
+    assert_eq!(
+        entries().fetch_one(w.pool()).await?,
+        before,
+        "a refused change records no change"
+    );
+    w.drop().await
+}
+
+#[tokio::test]
 async fn the_authority_lives_fifteen_minutes_and_an_expired_one_releases_the_budgets() -> TestResult
 {
     let Some(w) = world().await? else {

@@ -114,6 +114,23 @@ async fn an_event_id_is_processed_once() -> TestResult {
 }
 
 #[tokio::test]
+async fn a_redelivered_event_is_a_duplicate_whatever_its_age() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let (_, _, order) = paid_order(&w).await?;
+    let (body, sig) = signed(&capture(&w, "evt_late", &order));
+    assert!(w.gate.webhook(&body, Some(&sig)).await?.is_ok());
+    // Providers retry for days: the same event, now more than a day old, is
+    // recognised as the one already applied, not judged afresh as stale.
+    w.clock.advance(Duration::hours(25));
+    let again = w.gate.webhook(&body, Some(&sig)).await?;
+    assert_eq!(again.decision, Decision::Deny(Reason::WebhookDuplicate));
+    assert_eq!(w.gate.captured_paise("acme").await?, 60000);
+    w.drop().await
+}
+
+#[tokio::test]
 async fn amount_and_currency_must_match_the_server_derived_order() -> TestResult {
     let Some(w) = world().await? else {
         return Ok(());

@@ -24,7 +24,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
 
-mod cluster;
+pub mod cluster;
 
 /// `harness db ...`
 #[derive(Debug, Args)]

@@ -8,9 +8,15 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod db;
+mod generate;
 mod ledger;
 mod mutate;
+mod mutate_cross;
+mod mutate_db;
+mod mutate_tour;
 mod naive_tool;
+mod perf;
+mod report;
 mod triage;
 mod world;
 
@@ -27,6 +33,10 @@ struct Cli {
 enum Command {
     /// Run a scenario corpus through the gate and write DIR/results.json.
     Bench(bench::BenchArgs),
+    /// Write a seeded, generated corpus whose expectations come from the spec's oracle.
+    Generate(generate::GenerateArgs),
+    /// Regenerate the committed reports (benchmark, attack matrix), or check them.
+    Report(report::ReportArgs),
     /// Start, stop or use a throwaway Postgres cluster (or the one DATABASE_URL names).
     Db(db::DbArgs),
     /// Walk the gate's hash-chained ledger and name the first broken entry.
@@ -34,13 +44,15 @@ enum Command {
     /// The guided tour: what an unguarded purchase tool does, and what the gate does instead.
     Triage(triage::TriageArgs),
     Mutate(mutate::MutateArgs),
+    /// Measure the gate's speed and write reports/performance.md and .json.
+    Perf(perf::PerfArgs),
 }
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SPENDGATE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,sqlx=error")),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -48,9 +60,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::Db(args) => db::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Generate(args) => generate::run(args),
         Command::Ledger(args) => ledger::run(args),
         Command::Triage(args) => triage::run(args),
         Command::Mutate(args) => mutate::run(args),
+        Command::Perf(args) => perf::run(args),
     };
     match result {
         Ok(code) => code,

@@ -11,7 +11,13 @@
 //! `mutations.out/` and the build cache under `target/`. `--check` runs no
 //! mutant: it checks the registry against the code (every locator matches
 //! exactly once, every refusal site is registered or exempt and, with
-//! `--check-tests`, every named test exists).
+//! `--check-tests`, every named test exists). `--cross-check N|all` then runs
+//! a seeded sample of the same guards in rewrite mode and fails on any
+//! verdict that differs, and `--report-dir` writes the committed report
+//! ([`crate::mutate_cross`]); `--tour` deletes three guards live for the
+//! triage tour ([`crate::mutate_tour`]). Test databases left by test
+//! processes the runner had to kill are dropped before it exits
+//! ([`crate::mutate_db`]).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -25,6 +31,10 @@ use mutations::{
     Cancel, Error, Event, Mode, Observer, Registry, RunOptions, Shard, completeness, plan, sanity,
 };
 use tokio::signal::unix::{SignalKind, signal};
+
+use crate::mutate_cross::{self, CrossArgs, Sample};
+use crate::mutate_db;
+use crate::mutate_tour;
 
 /// Delete each registered guard in turn (mutations/registry.yaml) and require a named test to fail.
 #[derive(Debug, Args)]
@@ -69,6 +79,19 @@ pub struct MutateArgs {
     /// With --check: also build the tests in a scratch copy and check every named test exists.
     #[arg(long, requires = "check")]
     check_tests: bool,
+    /// After the (schemata) run, run N of its source guards (at least 5, drawn with --seed),
+    /// or `all` of them, in rewrite mode too, and fail if any verdict differs.
+    #[arg(long, value_name = "N|all")]
+    cross_check: Option<Sample>,
+    /// The seed that draws the --cross-check sample (default: from the clock; always printed).
+    #[arg(long, requires = "cross_check")]
+    seed: Option<u64>,
+    /// Write mutations.json and mutations.md (the committed report) into this directory.
+    #[arg(long, value_name = "DIR")]
+    report_dir: Option<PathBuf>,
+    /// The triage step: delete three guards live (source, schema, delegation) and show what failed.
+    #[arg(long, conflicts_with_all = ["check", "list", "cross_check", "report_dir", "only"])]
+    tour: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -110,29 +133,65 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
     if args.list {
         return list(&opts);
     }
+    if args.tour {
+        mutate_tour::mutation_tour()?;
+        return Ok(ExitCode::SUCCESS);
+    }
 
     let cancel = Cancel::new();
     stop_on_signals(cancel.clone())?;
+    if args.cross_check.is_some() || args.report_dir.is_some() {
+        let report_dir = match &args.report_dir {
+            Some(d) => Some(absolute(d)?),
+            None => None,
+        };
+        let cross = CrossArgs {
+            sample: args.cross_check,
+            seed: args.seed,
+            report_dir: report_dir.as_deref(),
+            command: command_line(&args),
+        };
+        return mutate_cross::run(&opts, &cross, &cancel);
+    }
     let mut progress = Progress::new(std::io::stderr().is_terminal());
-    match mutations::run(&opts, &cancel, &mut progress) {
+    let outcome = mutations::run(&opts, &cancel, &mut progress);
+    progress.finish();
+    mutate_db::sweep_killed_test_databases(mutate_db::database_url(&opts.test_env).as_deref());
+    match outcome {
         Ok(report) => {
-            progress.finish();
             println!("{}", report.summary_text());
             println!("outcomes: {}", opts.out_dir.join("outcomes.json").display());
             Ok(ExitCode::from(report.exit_code()))
         }
         Err(Error::Interrupted) => {
-            progress.finish();
             eprintln!(
                 "mutate: interrupted; the scratch copy was removed and the workspace is untouched"
             );
             Ok(ExitCode::from(130))
         }
-        Err(e) => {
-            progress.finish();
-            Err(e).context("mutation run")
-        }
+        Err(e) => Err(e).context("mutation run"),
     }
+}
+
+/// The run's defining arguments, as the report's `generated_by`.
+fn command_line(args: &MutateArgs) -> String {
+    let mut c = String::from("harness mutate");
+    for id in &args.only {
+        c.push_str(&format!(" --only {id}"));
+    }
+    if let Some(s) = args.shard {
+        c.push_str(&format!(" --shard {s}"));
+    }
+    if let Some(n) = args.cross_check {
+        c.push_str(&format!(" --cross-check {n}"));
+    }
+    if let Some(s) = args.seed {
+        c.push_str(&format!(" --seed {s}"));
+    }
+    if let Some(d) = &args.report_dir {
+        c.push_str(&format!(" --report-dir {}", d.display()));
+    }
+    c
 }
 
 fn check(opts: &RunOptions, tests: bool) -> Result<ExitCode> {
@@ -237,13 +296,13 @@ fn stop_on_signals(cancel: Cancel) -> Result<()> {
 }
 
 /// A progress bar on a terminal, plain lines otherwise.
-struct Progress {
+pub(crate) struct Progress {
     tty: bool,
     bar: Option<ProgressBar>,
 }
 
 impl Progress {
-    fn new(tty: bool) -> Self {
+    pub(crate) fn new(tty: bool) -> Self {
         Progress { tty, bar: None }
     }
 
@@ -254,7 +313,7 @@ impl Progress {
         }
     }
 
-    fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
@@ -341,5 +400,30 @@ mod tests {
         assert!(Cli::try_parse_from(["mutate", "--mode", "fast"]).is_err());
         assert!(Cli::try_parse_from(["mutate", "--check-tests"]).is_err());
         assert!(Cli::try_parse_from(["mutate", "--check", "--check-tests"]).is_ok());
+        assert!(Cli::try_parse_from(["mutate", "--seed", "3"]).is_err());
+        assert!(Cli::try_parse_from(["mutate", "--cross-check", "4"]).is_err());
+        assert!(Cli::try_parse_from(["mutate", "--tour", "--only", "x"]).is_err());
+    }
+
+    #[test]
+    fn cross_check_and_report_arguments_parse() {
+        let cli = Cli::try_parse_from([
+            "mutate",
+            "--cross-check",
+            "6",
+            "--seed",
+            "42",
+            "--report-dir",
+            "reports",
+        ])
+        .unwrap();
+        assert_eq!(cli.args.cross_check, Some(Sample::Count(6)));
+        assert_eq!(cli.args.seed, Some(42));
+        assert_eq!(
+            command_line(&cli.args),
+            "harness mutate --cross-check 6 --seed 42 --report-dir reports"
+        );
+        let cli = Cli::try_parse_from(["mutate", "--cross-check", "all"]).unwrap();
+        assert_eq!(cli.args.cross_check, Some(Sample::All));
     }
 }

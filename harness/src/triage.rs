@@ -4,6 +4,7 @@
 //! nothing shown is a canned string. The first step needs no database and no
 //! credentials.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -15,30 +16,151 @@ use serde_json::{Value, json};
 use tabled::builder::Builder;
 use tabled::settings::Style;
 
+use crate::bench::database::DatabaseEngine;
+use crate::bench::results::{Confusion, Summary};
+use crate::bench::{heldout_ids, run_with};
+use crate::db::cluster;
 use crate::naive_tool::{injected_model_output, naive_purchase};
+use crate::report::markdown::{frac, pct};
 use crate::world::StandardWorld;
 
 /// Walk through what the gate stops and how it is proven.
 #[derive(Debug, Args)]
 pub struct TriageArgs {
-    /// Run only the steps that need no database.
+    /// Run only the steps that need no database (the first step). Without it,
+    /// the database steps use DATABASE_URL, or start a throwaway Postgres.
     #[arg(long)]
     pub no_db: bool,
 }
 
 pub fn run(args: TriageArgs) -> Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("could not start the async runtime")?;
+    let runtime = crate::bench::runtime()?;
     runtime.block_on(async {
         println!("spendgate triage: a guided tour (no credentials needed)\n");
-        baseline_step().await?;
-        if args.no_db {
-            println!("\n(--no-db: the database steps were skipped)");
+        baseline_step().await
+    })?;
+    if args.no_db {
+        println!("\n(--no-db: the database steps were skipped)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let db = runtime.block_on(TourDatabase::open())?;
+    let result = runtime
+        .block_on(database_steps(&db.url))
+        .and_then(|()| mutation_step(&db.url));
+    db.close();
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Step 4: three guards deleted live by the mutation runner.
+fn mutation_step(url: &str) -> Result<()> {
+    println!("\nStep 4 · delete a guard, and a named test must fail");
+    println!(
+        "  (the mutation runner copies the workspace and builds it: a minute or more the first time)"
+    );
+    let text = crate::mutate_tour::mutation_tour_with(Some(url))?;
+    for line in text.lines() {
+        println!("  {line}");
+    }
+    println!(
+        "  every registered guard: reports/mutations.md (make mutation-report regenerates it)"
+    );
+    Ok(())
+}
+
+/// The server the database steps use: `DATABASE_URL`, or a throwaway
+/// cluster started for the tour and removed after it.
+struct TourDatabase {
+    url: String,
+    throwaway: Option<PathBuf>,
+}
+
+impl TourDatabase {
+    async fn open() -> Result<Self> {
+        if let Ok(url) = std::env::var(gate::db::DATABASE_URL_ENV) {
+            return Ok(TourDatabase {
+                url,
+                throwaway: None,
+            });
         }
-        Ok(ExitCode::SUCCESS)
-    })
+        let dir = std::env::temp_dir().join(format!("spendgate-triage-{}", std::process::id()));
+        println!(
+            "\n(starting a throwaway Postgres in {} for the database steps)",
+            dir.display()
+        );
+        let running = cluster::start(&dir, None).await.context(
+            "the database steps need Postgres: set DATABASE_URL or install the postgresql package",
+        )?;
+        Ok(TourDatabase {
+            url: running.url,
+            throwaway: Some(dir),
+        })
+    }
+
+    fn close(self) {
+        if let Some(dir) = self.throwaway
+            && let Err(e) = cluster::stop(&dir)
+        {
+            eprintln!(
+                "warning: could not remove the throwaway Postgres in {}: {e:#}",
+                dir.display()
+            );
+        }
+    }
+}
+
+async fn database_steps(url: &str) -> Result<()> {
+    println!("\nStep 2 · a delegation chain, held by the database");
+    let db = gate::db::fresh_database(url).await?;
+    let report = gate::service::tour::delegation_tour(db.pool()).await;
+    db.drop().await?;
+    for line in report?.to_string().lines() {
+        println!("  {line}");
+    }
+
+    println!("\nStep 3 · the adversarial corpus through the gate");
+    let corpus = scenarios::Corpus::load(scenarios::project_dir());
+    if !corpus.errors.is_empty() {
+        bail!(
+            "the committed corpus has {} refused entries",
+            corpus.errors.len()
+        );
+    }
+    let selected: Vec<&scenarios::Scenario> = corpus.scenarios.iter().collect();
+    let heldout = heldout_ids(&corpus.root);
+    let engine = DatabaseEngine::start(url).await?;
+    println!(
+        "  running {} scenarios, each in a fresh database ...",
+        selected.len()
+    );
+    let results = run_with(&corpus, &selected, &heldout, Some(engine), 8, false).await?;
+    let s = Summary::of(&results);
+    let c = Confusion::of(&results);
+    println!(
+        "  {} scenarios: {} attacks, {} legitimate ({} held out of tuning)",
+        results.len(),
+        s.attacks.total,
+        s.legit.total,
+        results.iter().filter(|r| r.heldout).count()
+    );
+    println!(
+        "  attacks blocked {}, for the expected reason {}; legitimate passed {}",
+        frac(s.attacks.blocked, s.attacks.total),
+        frac(s.attacks.blocked_expected_reason, s.attacks.total),
+        frac(s.legit.passed, s.legit.total)
+    );
+    println!(
+        "  precision {}, recall {}",
+        pct(c.precision()),
+        pct(c.recall())
+    );
+    for r in results.iter().filter(|r| !r.passed) {
+        println!("  FAILED {}: {}", r.id, r.failures.join("; "));
+    }
+    println!(
+        "  full report: reports/benchmark.md, reports/attack-matrix.md (make reports regenerates them)"
+    );
+    Ok(())
 }
 
 /// What one side of the comparison did with one model output.

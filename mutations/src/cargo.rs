@@ -55,6 +55,8 @@ pub struct Cargo {
     pub target_dir: PathBuf,
     /// Variables every build and test run must not inherit.
     pub scrub: Vec<String>,
+    /// Variables set on every test run (not on builds), e.g. `DATABASE_URL`.
+    pub test_env: Vec<(OsString, OsString)>,
 }
 
 impl Cargo {
@@ -69,6 +71,7 @@ impl Cargo {
                 DROP_GUARDS_ENV.to_string(),
                 DROP_GUARDS_LOG_ENV.to_string(),
             ],
+            test_env: Vec::new(),
         }
     }
 
@@ -203,6 +206,9 @@ impl Cargo {
             .env("RUST_BACKTRACE", "0");
         for var in &self.scrub {
             cmd.env_remove(var);
+        }
+        for (k, v) in &self.test_env {
+            cmd.env(k, v);
         }
         cmd
     }

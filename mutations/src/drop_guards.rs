@@ -16,7 +16,9 @@
 //! 1. run [`DropSpec::sql`]: `ALTER TABLE TABLE DROP CONSTRAINT NAME`,
 //!    `DROP TRIGGER NAME ON TABLE` or `DROP INDEX NAME` (no `IF EXISTS`);
 //! 2. on success append the line `dropped KIND:TABLE:NAME\n` to the log file;
-//!    on failure append `failed KIND:TABLE:NAME: ERROR\n` and panic.
+//!    on failure append `failed KIND:TABLE:NAME: ERROR\n` and fail (the
+//!    fixture panics; spendgate's `gate::db::fresh_database` returns an error,
+//!    never panicking in library code).
 //!
 //! When `SPENDGATE_DROP_GUARDS` is unset or empty the facility does nothing.
 //! The runner removes both variables from every other process it starts.

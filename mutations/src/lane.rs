@@ -57,6 +57,12 @@ impl Lane {
         }
     }
 
+    /// The same lane, with `env` set on every test run.
+    pub fn with_test_env(mut self, env: &[(OsString, OsString)]) -> Lane {
+        self.cargo.test_env = env.to_vec();
+        self
+    }
+
     /// Builds the test targets of every package; the time taken, or why not.
     pub fn build(
         &mut self,

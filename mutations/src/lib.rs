@@ -24,7 +24,8 @@
 //! and their contracts with the code under test ([`switch`],
 //! [`drop_guards`]); the run ([`options`], [`plan`], [`scratch`], [`tree`],
 //! [`process`], [`cargo`], [`lane`], [`runner`], [`outcome`], [`event`],
-//! [`cancel`]); and the registry checks ([`completeness`], [`sanity`]).
+//! [`cancel`]); the registry checks ([`completeness`], [`sanity`]); and the
+//! committed report ([`report`]).
 #![forbid(unsafe_code)]
 
 pub mod cancel;
@@ -41,6 +42,7 @@ pub mod outcome;
 pub mod plan;
 pub mod process;
 pub mod registry;
+pub mod report;
 pub mod rewrite;
 pub mod runner;
 pub mod sanity;

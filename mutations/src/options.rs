@@ -111,6 +111,10 @@ pub struct RunOptions {
     pub build_timeout: Option<Duration>,
     /// The cargo to run.
     pub cargo: Option<OsString>,
+    /// Variables set on every test process (never on builds), after the
+    /// runner's own scrubbing: e.g. the `DATABASE_URL` of a cluster the
+    /// caller started without putting it in its own environment.
+    pub test_env: Vec<(OsString, OsString)>,
 }
 
 impl RunOptions {
@@ -133,6 +137,7 @@ impl RunOptions {
             timeout_multiplier: 5.0,
             build_timeout: None,
             cargo: None,
+            test_env: Vec::new(),
         }
     }
 

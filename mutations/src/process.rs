@@ -4,7 +4,10 @@
 //! Ctrl-C reaches only the runner, which decides), its stdout and stderr are
 //! captured completely, and when the limit passes or the flag is set the
 //! whole group (cargo, rustc, test binaries and anything they started) is
-//! killed and reaped before this returns. Nothing is left running.
+//! killed and reaped before this returns. Nothing is left running. The pid of
+//! every child killed that way is remembered ([`take_killed_pids`]), so the
+//! caller can clean up what a killed test left behind (a test database named
+//! after its process id, say).
 
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -38,6 +41,18 @@ pub struct Finished {
 }
 
 const POLL: Duration = Duration::from_millis(20);
+
+/// Children killed by [`run`] (timeout or cancel) and not yet taken.
+static KILLED: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// The pids of the children [`run`] killed since the last call (each is also
+/// its process group id), oldest first.
+pub fn take_killed_pids() -> Vec<u32> {
+    match KILLED.lock() {
+        Ok(mut v) => std::mem::take(&mut *v),
+        Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+    }
+}
 
 /// Runs `cmd` to completion, or until `limit` or `cancel`.
 pub fn run(mut cmd: Command, limit: Option<Duration>, cancel: &Cancel) -> Result<Finished> {
@@ -107,6 +122,10 @@ fn reader<R: Read + Send + 'static>(pipe: Option<R>) -> thread::JoinHandle<Strin
 
 /// Kills the child's whole process group, then reaps the child.
 fn kill_group(child: &mut Child) {
+    match KILLED.lock() {
+        Ok(mut v) => v.push(child.id()),
+        Err(poisoned) => poisoned.into_inner().push(child.id()),
+    }
     let pgid = format!("-{}", child.id());
     let _ = Command::new("kill")
         .args(["-KILL", "--", &pgid])

@@ -146,7 +146,8 @@ fn judge(
         target_dir(opts, mode, 0),
         registry,
         opts.cargo.as_ref(),
-    );
+    )
+    .with_test_env(&opts.test_env);
     if mode == Mode::Schemata {
         for (file, text) in &plan.instrumented {
             scratch.write(file, text)?;
@@ -171,7 +172,8 @@ fn judge(
                 target_dir(opts, mode, 0),
                 registry,
                 opts.cargo.as_ref(),
-            );
+            )
+            .with_test_env(&opts.test_env);
             observer.event(&Event::Phase("building (rewrite mode)".into()));
             lane0.build(&packages, opts.build_timeout, cancel)?
         }
@@ -256,7 +258,8 @@ fn judge(
             Mode::Rewrite => {
                 let s = Scratch::copy(&opts.root, exclude, opts.scratch_parent.as_deref(), cancel)?;
                 lanes.push((
-                    Lane::new(&s, target_dir(opts, mode, i), registry, opts.cargo.as_ref()),
+                    Lane::new(&s, target_dir(opts, mode, i), registry, opts.cargo.as_ref())
+                        .with_test_env(&opts.test_env),
                     false,
                 ));
                 extra_scratches.push(s);

@@ -65,8 +65,8 @@ impl<P: PaymentProvider> Gate<P> {
         // agent, and never by a human who may not approve.
         let refusal = match identity::resolve(&mut tx, &tenant, actor).await? {
             Err(reason) => Some(reason),
-            Ok(who) if who.may_approve() => None,
-            Ok(_) => Some(Reason::ActorNotPermitted),
+            Ok(who) if !who.may_approve() => Some(Reason::ActorNotPermitted),
+            Ok(_) => None,
         };
         if let Some(reason) = refusal {
             ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
@@ -222,10 +222,12 @@ pub(crate) async fn still_valid(
         purpose: purpose.clone(),
     };
     let catalog = world::catalog(conn, tenant).await?;
-    match derive(&proposal, &catalog) {
-        Ok(purchase) if purchase.digest() == digest => {}
-        _ => return Ok(Err(Reason::AuthorityPurchaseChanged)),
+    if !derive(&proposal, &catalog).is_ok_and(|purchase| purchase.digest() == digest) {
+        return Ok(Err(Reason::AuthorityPurchaseChanged));
     }
     let chain = world::chain(conn, tenant, leaf).await?;
-    Ok(chain.authorize(&request.agent_id, sku, 0, now))
+    if let Err(reason) = chain.authorize(&request.agent_id, sku, 0, now) {
+        return Ok(Err(reason));
+    }
+    Ok(Ok(()))
 }

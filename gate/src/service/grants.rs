@@ -207,11 +207,8 @@ impl<P: PaymentProvider> Gate<P> {
         let mut tx = self.begin("revoking a delegation").await?;
         let refusal = match identity::resolve(&mut tx, tenant, actor).await? {
             Err(reason) => Some(reason),
-            Ok(Who::Person {
-                may_approve,
-                is_operator,
-            }) if may_approve || is_operator => None,
-            Ok(_) => Some(Reason::ActorNotPermitted),
+            Ok(who) if !may_revoke(who) => Some(Reason::ActorNotPermitted),
+            Ok(_) => None,
         };
         let hop: Option<DelegationRow> = match refusal {
             Some(_) => None,
@@ -219,7 +216,10 @@ impl<P: PaymentProvider> Gate<P> {
                 .await
                 .ctx("locking the delegation")?,
         };
-        let refusal = refusal.or(hop.is_none().then_some(Reason::DelegationMissing));
+        let mut refusal = refusal;
+        if refusal.is_none() && hop.is_none() {
+            refusal = Some(Reason::DelegationMissing);
+        }
         let already = hop.as_ref().is_some_and(|h| h.revoked_at.is_some());
         if refusal.is_none() && !already {
             sqlx::query(
@@ -257,6 +257,20 @@ impl<P: PaymentProvider> Gate<P> {
         tx.commit().await.ctx("committing a revocation")?;
         Ok(outcome)
     }
+}
+
+/// A human of the tenant who may approve or operate may revoke; an agent may not.
+fn may_revoke(who: Who) -> bool {
+    matches!(
+        who,
+        Who::Person {
+            may_approve: true,
+            ..
+        } | Who::Person {
+            is_operator: true,
+            ..
+        }
+    )
 }
 
 async fn is_person(conn: &mut PgConnection, tenant: &str, id: &str) -> Result<bool, ServiceError> {

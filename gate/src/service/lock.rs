@@ -25,7 +25,8 @@ pub(crate) async fn lock<T: Lockable>(
     conn: &mut PgConnection,
     key: &[&str],
 ) -> Result<Option<T>, sqlx::Error> {
-    let sql = format!("{} WHERE {} FOR UPDATE", T::SELECT, T::KEY);
+    let mut sql = format!("{} WHERE {}", T::SELECT, T::KEY);
+    sql.push_str(" FOR UPDATE");
     let mut query = sqlx::query_as::<_, T>(&sql);
     for part in key {
         query = query.bind(*part);

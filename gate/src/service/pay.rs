@@ -131,8 +131,8 @@ impl<P: PaymentProvider> Gate<P> {
                     consumer_is_agent = true;
                     None
                 }
-                Ok(who) if who.may_approve() => None,
-                Ok(_) => Some(Reason::ActorNotPermitted),
+                Ok(who) if !who.may_approve() => Some(Reason::ActorNotPermitted),
+                Ok(_) => None,
             };
             if let Some(reason) = refusal {
                 ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;

@@ -45,9 +45,10 @@ impl<P: PaymentProvider> Gate<P> {
         let mut tx = self.begin("proposing").await?;
 
         let refusal = match identity::resolve(&mut tx, tenant, actor).await? {
-            Ok(Who::Agent) => None,
-            Ok(Who::Person { .. }) => Some(Reason::ActorNotPermitted),
             Err(reason) => Some(reason),
+            // Humans do not use the agent-facing call.
+            Ok(who) if who != Who::Agent => Some(Reason::ActorNotPermitted),
+            Ok(_) => None,
         };
         if let Some(refusal) = refusal {
             let reason = parsed.as_ref().err().copied().unwrap_or(refusal);

@@ -161,22 +161,37 @@ pub(crate) fn parse_event(body: &[u8]) -> Option<ProviderEvent> {
 }
 
 /// What a verified event for a known order means, before deduplication.
-fn verdict(
-    event: &ProviderEvent,
-    order: &OrderRow,
-    request: &RequestRow,
-    now: DateTime<Utc>,
-) -> Option<Reason> {
-    if event.amount_paise != order.amount_paise {
-        Some(Reason::WebhookAmountMismatch)
-    } else if event.currency != order.currency {
-        Some(Reason::WebhookCurrencyMismatch)
-    } else if event.created_at < now - Duration::hours(MAX_EVENT_AGE_HOURS) {
+/// Whether an event with this id was already applied.
+async fn event_seen(tx: &mut sqlx::PgConnection, id: &str) -> Result<bool, ServiceError> {
+    let seen: Option<String> = sqlx::query_scalar(
+        "SELECT provider_event_id FROM provider_events WHERE provider_event_id = $1",
+    )
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await
+    .ctx("looking up the event id")?;
+    Ok(seen.is_some())
+}
+
+/// Refusals that need only the event and the gate's clock.
+fn timing(event: &ProviderEvent, now: DateTime<Utc>) -> Option<Reason> {
+    if event.created_at < now - Duration::hours(MAX_EVENT_AGE_HOURS) {
         Some(Reason::WebhookStale)
     } else if event.created_at > now + Duration::minutes(MAX_EVENT_LEAD_MINUTES) {
         Some(Reason::WebhookPostDated)
-    } else if event.event != EVENT_CAPTURED && event.event != EVENT_FAILED {
+    } else {
+        None
+    }
+}
+
+/// Refusals that compare the event with the server-derived order.
+fn verdict(event: &ProviderEvent, order: &OrderRow, request: &RequestRow) -> Option<Reason> {
+    if event.event != EVENT_CAPTURED && event.event != EVENT_FAILED {
         Some(Reason::WebhookEventIgnored)
+    } else if event.amount_paise != order.amount_paise {
+        Some(Reason::WebhookAmountMismatch)
+    } else if event.currency != order.currency {
+        Some(Reason::WebhookCurrencyMismatch)
     } else if request.state != state::PROVIDER_PENDING {
         Some(Reason::StateTransitionInvalid)
     } else {
@@ -221,6 +236,21 @@ impl<P: PaymentProvider> Gate<P> {
                 return Ok(Outcome::refused(reason));
             }
         };
+        // Only an applied event is remembered, so a refused delivery can be
+        // retried under the same id (providers retry with it).
+        let seen = event_seen(&mut tx, &event.id).await?;
+        let early = if seen {
+            Some(Reason::WebhookDuplicate)
+        } else {
+            timing(&event, now)
+        };
+        if let Some(reason) = early {
+            ledger::append(&mut tx, now, vec![refuse(None, reason, Some(&event))]).await?;
+            tx.commit()
+                .await
+                .ctx("committing a refused provider event")?;
+            return Ok(Outcome::refused(reason).with_id(event.id));
+        }
         let order: Option<OrderRow> = sqlx::query_as(
             "SELECT tenant_id, provider_order_id, request_id, amount_paise, currency \
              FROM provider_orders WHERE provider_order_id = $1",
@@ -244,31 +274,38 @@ impl<P: PaymentProvider> Gate<P> {
             .ok_or_else(|| ServiceError::Corrupt {
                 what: format!("the request of order {} vanished", order.provider_order_id),
             })?;
-        let refusal = verdict(&event, &order, &request, now);
-        let recorded: Option<String> = sqlx::query_scalar(
-            "INSERT INTO provider_events (tenant_id, provider_event_id, provider_order_id, \
-             request_id, event, amount_paise, currency, event_created_at, received_at, outcome, \
-             body_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-             ON CONFLICT (provider_event_id) DO NOTHING RETURNING provider_event_id",
-        )
-        .bind(&tenant)
-        .bind(&event.id)
-        .bind(&order.provider_order_id)
-        .bind(&order.request_id)
-        .bind(&event.event)
-        .bind(event.amount_paise)
-        .bind(&event.currency)
-        .bind(event.created_at)
-        .bind(now)
-        .bind(refusal.map_or("applied", Reason::code))
-        .bind(&body_sha256)
-        .fetch_optional(&mut *tx)
-        .await
-        .ctx("recording the provider event")?;
-        let refusal = if recorded.is_none() {
-            Some(Reason::WebhookDuplicate)
-        } else {
-            refusal
+        // Looked up again under the lock: a delivery that raced past the first
+        // look-up sees the winner's row now.
+        let seen_now = event_seen(&mut tx, &event.id).await?;
+        let refusal = match seen_now
+            .then_some(Reason::WebhookDuplicate)
+            .or_else(|| verdict(&event, &order, &request))
+        {
+            Some(reason) => Some(reason),
+            None => {
+                // uq_provider_event_id: of two deliveries racing past the
+                // lookup above, the database lets exactly one through.
+                let recorded: Option<String> = sqlx::query_scalar(
+                    "INSERT INTO provider_events (tenant_id, provider_event_id, provider_order_id, \
+                     request_id, event, amount_paise, currency, event_created_at, received_at, outcome, \
+                     body_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'applied', $10) \
+                     ON CONFLICT (provider_event_id) DO NOTHING RETURNING provider_event_id",
+                )
+                .bind(&tenant)
+                .bind(&event.id)
+                .bind(&order.provider_order_id)
+                .bind(&order.request_id)
+                .bind(&event.event)
+                .bind(event.amount_paise)
+                .bind(&event.currency)
+                .bind(event.created_at)
+                .bind(now)
+                .bind(&body_sha256)
+                .fetch_optional(&mut *tx)
+                .await
+                .ctx("recording the provider event")?;
+                recorded.is_none().then_some(Reason::WebhookDuplicate)
+            }
         };
         if let Some(reason) = refusal {
             let entry = refuse(Some(&tenant), reason, Some(&event));

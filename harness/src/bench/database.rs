@@ -31,26 +31,30 @@ const WEBHOOK_SECRET: &[u8] = b"spendgate-bench-webhook-secret";
 const FORGED_SECRET: &[u8] = b"not-the-webhook-secret";
 
 /// A connection to the server that hands out one database per scenario.
+#[derive(Debug, Clone)]
 pub struct DatabaseEngine {
     admin_url: String,
 }
 
 impl DatabaseEngine {
-    /// Uses `DATABASE_URL`.
-    pub async fn start() -> Result<Self> {
-        let admin_url = std::env::var(gate::db::DATABASE_URL_ENV).context(
-            "DATABASE_URL is not set: run under `harness db run -- …` (as `make bench` does), or use --engines pure",
-        )?;
+    /// Uses the server `admin_url` names.
+    pub async fn start(admin_url: &str) -> Result<Self> {
+        let admin_url = admin_url.to_string();
         // Fail now, clearly, if the server is down or the migrations do not apply.
         let probe = fresh_database(&admin_url).await?;
         probe.drop().await?;
         Ok(DatabaseEngine { admin_url })
     }
 
-    pub async fn stop(self) {}
+    /// `DATABASE_URL`, or an error that says how to get one.
+    pub fn url_from_env() -> Result<String> {
+        std::env::var(gate::db::DATABASE_URL_ENV).context(
+            "DATABASE_URL is not set: run under `harness db run -- …` (as `make bench` does), or use --engines pure",
+        )
+    }
 
     /// Runs one scenario in its own database.
-    pub async fn run(&mut self, scenario: &Scenario, world: &World) -> Run {
+    pub async fn run(&self, scenario: &Scenario, world: &World) -> Run {
         let db = match fresh_database(&self.admin_url).await {
             Ok(db) => db,
             Err(e) => {

@@ -19,12 +19,15 @@ use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use scenarios::{Corpus, Scenario};
 use serde::Serialize;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
 use judge::Run;
 use results::{ResultsFile, ScenarioResult, Summary};
@@ -59,6 +62,9 @@ pub struct BenchArgs {
     /// Run only the scenarios whose id contains this text.
     #[arg(long)]
     pub only: Option<String>,
+    /// How many scenarios run at once (each in its own database).
+    #[arg(long, default_value_t = 8)]
+    pub jobs: usize,
 }
 
 /// `results.json`, plus the refusals of the loader (an addition to the spec's shape).
@@ -74,18 +80,28 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     for err in &corpus.errors {
         eprintln!("refused: {err}");
     }
-    let selected: Vec<&Scenario> = corpus
+    let mut selected: Vec<&Scenario> = corpus
         .scenarios
         .iter()
         .filter(|s| args.only.as_deref().is_none_or(|o| s.id.contains(o)))
         .collect();
+    if args.engines == Engines::Pure {
+        let before = selected.len();
+        selected.retain(|s| pure::eligible(s));
+        eprintln!(
+            "--engines pure: {} of {before} scenarios need the database-backed gate and were skipped",
+            before - selected.len()
+        );
+    }
     let heldout = heldout_ids(&corpus.root);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("could not start the async runtime")?;
-    let results = runtime.block_on(run_all(&corpus, &selected, &heldout, args.engines))?;
+    let runtime = runtime()?;
+    let results = runtime.block_on(run_all(
+        &corpus,
+        &selected,
+        &heldout,
+        args.engines,
+        args.jobs,
+    ))?;
     let file = ResultsFile {
         summary: Summary::of(&results),
         results,
@@ -108,6 +124,15 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     })
 }
 
+/// The async runtime every harness command runs its database work on.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")
+}
+
 /// The ids listed in the corpus folder's `heldout.txt`, if it has one.
 pub fn heldout_ids(root: &Path) -> BTreeSet<String> {
     std::fs::read_to_string(root.join("heldout.txt"))
@@ -128,62 +153,106 @@ fn progress(total: usize) -> ProgressBar {
     }
 }
 
-async fn run_all(
+/// Runs the selected scenarios, `jobs` at a time, and returns their results
+/// in the order given.
+pub async fn run_all(
     corpus: &Corpus,
     selected: &[&Scenario],
     heldout: &BTreeSet<String>,
     engines: Engines,
+    jobs: usize,
 ) -> Result<Vec<ScenarioResult>> {
-    let bar = progress(selected.len());
-    let plain = bar.is_hidden();
-    let mut db = match engines {
+    let db = match engines {
         Engines::Pure => None,
-        _ => Some(database::DatabaseEngine::start().await?),
+        _ => {
+            let url = database::DatabaseEngine::url_from_env()?;
+            Some(database::DatabaseEngine::start(&url).await?)
+        }
     };
-    let mut results = Vec::with_capacity(selected.len());
-    for (i, scenario) in selected.iter().enumerate() {
+    run_with(corpus, selected, heldout, db, jobs, true).await
+}
+
+/// As [`run_all`], with the database engine (if any) already started.
+pub async fn run_with(
+    corpus: &Corpus,
+    selected: &[&Scenario],
+    heldout: &BTreeSet<String>,
+    db: Option<database::DatabaseEngine>,
+    jobs: usize,
+    show_progress: bool,
+) -> Result<Vec<ScenarioResult>> {
+    let bar = if show_progress {
+        progress(selected.len())
+    } else {
+        ProgressBar::hidden()
+    };
+    let plain = show_progress && bar.is_hidden();
+    let permits = Arc::new(Semaphore::new(jobs.max(1)));
+    let mut set = JoinSet::new();
+    for (index, scenario) in selected.iter().enumerate() {
+        let scenario = (*scenario).clone();
+        let world = corpus.worlds.get(&scenario.world).cloned();
         let is_heldout = heldout.contains(&scenario.id);
-        let result = match corpus.worlds.get(&scenario.world) {
-            None => judge::judge(
-                scenario,
-                &Run {
-                    error: Some(format!("world `{}` did not load", scenario.world)),
-                    ..Run::default()
-                },
-                "none",
-                is_heldout,
-            ),
-            Some(world) => run_one(scenario, world, db.as_mut(), is_heldout).await,
-        };
+        let db = db.clone();
+        let permits = permits.clone();
+        set.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            let result = match &world {
+                None => judge::judge(
+                    &scenario,
+                    &Run {
+                        error: Some(format!("world `{}` did not load", scenario.world)),
+                        ..Run::default()
+                    },
+                    "none",
+                    is_heldout,
+                ),
+                Some(world) => run_one(&scenario, world, db.as_ref(), is_heldout).await,
+            };
+            (index, result)
+        });
+    }
+    let mut results: Vec<Option<ScenarioResult>> = vec![None; selected.len()];
+    let mut done = 0;
+    while let Some(joined) = set.join_next().await {
+        let (index, result) = joined.context("a scenario task panicked")?;
+        done += 1;
         if plain {
             eprintln!(
-                "[{}/{}] {} {}",
-                i + 1,
+                "[{done}/{}] {} {}",
                 selected.len(),
                 if result.passed { "pass" } else { "FAIL" },
                 result.id
             );
         }
         bar.inc(1);
-        results.push(result);
+        results[index] = Some(result);
     }
     bar.finish_and_clear();
-    if let Some(db) = db {
-        db.stop().await;
-    }
-    Ok(results)
+    Ok(results.into_iter().flatten().collect())
 }
 
 async fn run_one(
     scenario: &Scenario,
     world: &scenarios::World,
-    db: Option<&mut database::DatabaseEngine>,
+    db: Option<&database::DatabaseEngine>,
     heldout: bool,
 ) -> ScenarioResult {
     let pure_run = pure::eligible(scenario).then(|| pure::run(scenario, world));
     let Some(db) = db else {
         return match pure_run {
-            Some(run) => judge::judge(scenario, &run, "pure", heldout),
+            // Alone, the pure engine cannot see a ledger: that invariant is
+            // left unchecked, and the engine field says so.
+            Some(run) => {
+                let mut without_ledger = scenario.clone();
+                let unchecked = without_ledger.invariants.ledger_intact.take().is_some();
+                let engine = if unchecked {
+                    "pure (ledger not checked)"
+                } else {
+                    "pure"
+                };
+                judge::judge(&without_ledger, &run, engine, heldout)
+            }
             None => judge::judge(
                 scenario,
                 &Run {

@@ -7,7 +7,9 @@
 //! checkout authority is issued once, to the requester, for an authorized
 //! request whose chain is live, whose price and policy version have not
 //! moved; it is spent once, within 15 minutes (inclusive), under the same
-//! conditions. A provider event is checked signature first, then body,
+//! conditions; a request whose authority expired, or whose chain, price or
+//! policy moved under it at checkout or payment, ends there and its
+//! reservation is released. A provider event is checked signature first, then body,
 //! event id, timestamp (24 h back, 5 min ahead, inclusive), order, type,
 //! amount, currency and state transition (CREATED -> CAPTURED | FAILED); a
 //! failure releases the request's reservation.
@@ -114,6 +116,13 @@ fn pay_actor(state: &State, tenant: &str, requester: &str, actor: &str) -> Resul
     }
 }
 
+/// Ends a request before payment and releases what it reserved.
+fn end(state: &mut State, ri: usize) {
+    let r = &mut state.requests[ri];
+    r.state = RequestState::Ended;
+    r.reserved = 0;
+}
+
 /// Chain, price and policy version still what they were.
 fn unchanged(state: &State, ri: usize, policy_version: u32) -> Result<(), Reason> {
     let req = &state.requests[ri];
@@ -150,6 +159,7 @@ pub fn checkout(
         return (Outcome::deny(Reason::RequestNotAuthorized), None);
     }
     if let Err(r) = unchanged(state, ri, req.policy_version) {
+        end(state, ri);
         return (Outcome::deny(r), None);
     }
     let version = state.tenant(&req.tenant).map_or(0, |t| t.policy_version);
@@ -178,9 +188,11 @@ pub fn pay(state: &mut State, p: &Pay, authority: Option<usize>) -> (Outcome, Op
         return (Outcome::deny(Reason::AuthorityAlreadyUsed), None);
     }
     if state.now > auth.issued_at + Duration::minutes(AUTHORITY_MINUTES) {
+        end(state, auth.request);
         return (Outcome::deny(Reason::AuthorityExpired), None);
     }
     if let Err(r) = unchanged(state, auth.request, auth.policy_version) {
+        end(state, auth.request);
         return (Outcome::deny(r), None);
     }
     let purchase = req.purchase.expect("a checked-out request has a purchase");

@@ -57,6 +57,9 @@ pub enum RequestState {
     Authorized,
     CheckedOut,
     Paid,
+    /// Ended before payment (its authority expired, or the ground under it
+    /// moved); its reservation was released.
+    Ended,
 }
 
 #[derive(Debug, Clone)]

@@ -1,0 +1,702 @@
+//! The committed mutation report (`reports/mutations.json` and `.md`): what
+//! each registered guard defends, the test that caught its deletion, and what
+//! the two modes cost on the machine that ran them.
+//!
+//! Guarantees:
+//! - [`MutationReport::build`] takes its guard table from the registry (ids,
+//!   kinds, operators, threats, invariants, tests, in registry order) and its
+//!   verdicts and times from the runs; every registry guard has exactly one
+//!   row, whether or not a run judged it.
+//! - [`render_markdown`] is a pure function of the JSON model, so the
+//!   committed `.md` must equal the rendering of the committed `.json`
+//!   byte for byte; [`registry_part`] is the part of the JSON that depends
+//!   only on the registry. Together they are what the drift test compares
+//!   (`mutations/tests/report_drift.rs`): a registry edited without
+//!   `make reports`, or a report edited by hand, fails the ordinary suite.
+//! - [`sample`] picks the same guards for the same ids, count and seed on
+//!   every machine (SplitMix64, no platform randomness).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::options::Mode;
+use crate::outcome::{Report, Verdict};
+use crate::registry::{GuardKind, Locator, Operator, Registry, Selector};
+
+/// Where the committed report lives, relative to the workspace root.
+pub const REPORT_JSON: &str = "reports/mutations.json";
+/// The rendering of [`REPORT_JSON`].
+pub const REPORT_MD: &str = "reports/mutations.md";
+/// The command that regenerates both files.
+pub const REGENERATE: &str = "make mutation-report";
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MutationReport {
+    pub version: u32,
+    /// How it was produced (the command line).
+    pub generated_by: String,
+    /// Logical CPUs of the machine that ran it.
+    pub cpus: usize,
+    pub counts: Counts,
+    /// The full-registry run (schemata mode unless it fell back).
+    pub schemata: ModeTiming,
+    /// The rewrite-mode run over `cross_check.guards` (or the whole registry).
+    pub rewrite: Option<ModeTiming>,
+    /// Rewrite time per source mutant / schemata time per source mutant.
+    pub speedup_per_source_mutant: Option<f64>,
+    /// The estimated (or measured, when rewrite covered every guard) whole
+    /// registry time in rewrite mode / the measured schemata time.
+    pub speedup_whole_registry: Option<f64>,
+    pub cross_check: Option<CrossCheck>,
+    pub guards: Vec<GuardRow>,
+    pub exemptions: Vec<ExemptionRow>,
+}
+
+/// How many guards of each kind, and how the full run judged them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub guards: usize,
+    pub source: usize,
+    pub schema: usize,
+    pub exemptions: usize,
+    pub caught: usize,
+    pub not_caught: usize,
+}
+
+/// The cost of one mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModeTiming {
+    pub mode: Mode,
+    /// Mutants judged in this run.
+    pub mutants: usize,
+    pub source_mutants: usize,
+    /// Building the (instrumented or unmutated) workspace once.
+    pub build_secs: f64,
+    /// The whole run, wall clock, including copy, build and baseline.
+    pub elapsed_secs: f64,
+    /// Mean wall time per mutant (build, if any, plus tests).
+    pub mean_secs_per_mutant: f64,
+    /// The same over source mutants only (where the modes differ).
+    pub mean_secs_per_source_mutant: f64,
+    /// `elapsed_secs` when the run covered the whole registry; otherwise an
+    /// estimate: the run's fixed cost plus the per-kind means times the
+    /// registry's counts.
+    pub whole_registry_secs: f64,
+    /// Whether `whole_registry_secs` was measured rather than estimated.
+    pub whole_registry_measured: bool,
+}
+
+/// The cross-mode comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrossCheck {
+    /// The seed the guards were drawn with (`None`: every guard).
+    pub seed: Option<u64>,
+    pub guards: Vec<String>,
+    /// `id: schemata verdict != rewrite verdict`, empty when they agree.
+    pub disagreements: Vec<String>,
+}
+
+/// One registered guard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardRow {
+    pub id: String,
+    pub kind: GuardKind,
+    pub operator: Operator,
+    pub threat: String,
+    pub invariant: String,
+    pub tests: Vec<String>,
+    /// `file:line:col` or `KIND:TABLE:NAME` (from the run; moves with the code).
+    pub location: String,
+    /// `None` when the full run did not judge it.
+    pub verdict: Option<Verdict>,
+    pub caught_by: Vec<String>,
+    pub schemata_secs: Option<f64>,
+    pub rewrite_verdict: Option<Verdict>,
+    pub rewrite_secs: Option<f64>,
+}
+
+/// One exempt refusal site.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExemptionRow {
+    pub file: String,
+    pub function: String,
+    pub selector: String,
+    pub reason: String,
+}
+
+/// The registry-only part of a report: every column that does not depend on
+/// a run. Two reports of the same registry have equal registry parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryPart {
+    pub guards: Vec<GuardKey>,
+    pub exemptions: Vec<ExemptionRow>,
+}
+
+/// The registry's columns of one guard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardKey {
+    pub id: String,
+    pub kind: String,
+    pub operator: String,
+    pub threat: String,
+    pub invariant: String,
+    pub tests: Vec<String>,
+}
+
+/// The registry part of the registry itself.
+pub fn registry_part(registry: &Registry) -> RegistryPart {
+    RegistryPart {
+        guards: registry
+            .guards
+            .iter()
+            .map(|g| GuardKey {
+                id: g.id.clone(),
+                kind: kind_name(g.kind()).to_string(),
+                operator: g.operator.to_string(),
+                threat: g.threat.clone(),
+                invariant: g.invariant.clone(),
+                tests: g.tests.iter().map(ToString::to_string).collect(),
+            })
+            .collect(),
+        exemptions: exemption_rows(registry),
+    }
+}
+
+impl MutationReport {
+    /// The registry part of this report.
+    pub fn registry_part(&self) -> RegistryPart {
+        RegistryPart {
+            guards: self
+                .guards
+                .iter()
+                .map(|g| GuardKey {
+                    id: g.id.clone(),
+                    kind: kind_name(g.kind).to_string(),
+                    operator: g.operator.to_string(),
+                    threat: g.threat.clone(),
+                    invariant: g.invariant.clone(),
+                    tests: g.tests.clone(),
+                })
+                .collect(),
+            exemptions: self.exemptions.clone(),
+        }
+    }
+
+    /// Assembles the report from the registry, the full run and the optional
+    /// rewrite run with the guards it was asked to compare.
+    pub fn build(
+        registry: &Registry,
+        generated_by: &str,
+        cpus: usize,
+        full: &Report,
+        rewrite: Option<(&Report, CrossCheck)>,
+    ) -> MutationReport {
+        let by_id = |r: &Report| {
+            r.mutants
+                .iter()
+                .map(|m| (m.id.clone(), m.clone()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let judged = by_id(full);
+        let rewritten = rewrite.as_ref().map(|(r, _)| by_id(r)).unwrap_or_default();
+        let guards: Vec<GuardRow> = registry
+            .guards
+            .iter()
+            .map(|g| {
+                let s = judged.get(&g.id);
+                let r = rewritten.get(&g.id);
+                GuardRow {
+                    id: g.id.clone(),
+                    kind: g.kind(),
+                    operator: g.operator,
+                    threat: g.threat.clone(),
+                    invariant: g.invariant.clone(),
+                    tests: g.tests.iter().map(ToString::to_string).collect(),
+                    location: s
+                        .or(r)
+                        .map(|m| m.location.clone())
+                        .unwrap_or_else(|| locator_text(&g.locator)),
+                    verdict: s.map(|m| m.verdict),
+                    caught_by: s.map(|m| m.caught_by.clone()).unwrap_or_default(),
+                    schemata_secs: s.map(|m| round(m.total_secs)),
+                    rewrite_verdict: r.map(|m| m.verdict),
+                    rewrite_secs: r.map(|m| round(m.total_secs)),
+                }
+            })
+            .collect();
+        let source = registry
+            .guards
+            .iter()
+            .filter(|g| g.kind() == GuardKind::Source)
+            .count();
+        let schema = registry.guards.len() - source;
+        let caught = guards
+            .iter()
+            .filter(|g| g.verdict == Some(Verdict::Caught))
+            .count();
+        let schemata = timing(full, source, schema, None);
+        // A schema mutant needs no rebuild in either mode, so a rewrite run
+        // that judged none is estimated with the full run's schema mean.
+        let schema_mean = mean(&of_kind(full, GuardKind::Schema));
+        let rewrite_timing = rewrite
+            .as_ref()
+            .map(|(r, _)| timing(r, source, schema, Some(schema_mean)));
+        let ratio = |a: f64, b: f64| (b > 0.0).then(|| round(a / b));
+        MutationReport {
+            version: 1,
+            generated_by: generated_by.to_string(),
+            cpus,
+            counts: Counts {
+                guards: registry.guards.len(),
+                source,
+                schema,
+                exemptions: registry.exempt.len(),
+                caught,
+                not_caught: guards.len() - caught,
+            },
+            speedup_per_source_mutant: rewrite_timing.as_ref().and_then(|r| {
+                ratio(
+                    r.mean_secs_per_source_mutant,
+                    schemata.mean_secs_per_source_mutant,
+                )
+            }),
+            speedup_whole_registry: rewrite_timing
+                .as_ref()
+                .and_then(|r| ratio(r.whole_registry_secs, schemata.whole_registry_secs)),
+            schemata,
+            rewrite: rewrite_timing,
+            cross_check: rewrite.map(|(_, c)| c),
+            guards,
+            exemptions: exemption_rows(registry),
+        }
+    }
+
+    /// Whether every guard was caught and the modes agreed.
+    pub fn is_clean(&self) -> bool {
+        self.counts.not_caught == 0
+            && self
+                .cross_check
+                .as_ref()
+                .is_none_or(|c| c.disagreements.is_empty())
+    }
+}
+
+/// The verdicts two runs disagree on, over `ids`.
+pub fn disagreements(ids: &[String], a: &Report, b: &Report) -> Vec<String> {
+    ids.iter()
+        .filter_map(|id| {
+            let (va, vb) = (a.verdict(id), b.verdict(id));
+            (va != vb).then(|| {
+                let name = |v: Option<Verdict>| v.map_or("not judged", Verdict::as_str);
+                format!("{id}: {} {} != {} {}", a.mode, name(va), b.mode, name(vb))
+            })
+        })
+        .collect()
+}
+
+fn kind_name(k: GuardKind) -> &'static str {
+    match k {
+        GuardKind::Source => "source",
+        GuardKind::Schema => "schema",
+    }
+}
+
+fn locator_text(l: &Locator) -> String {
+    match l {
+        Locator::Source(s) => format!("{} fn {}", s.file.display(), s.function),
+        Locator::Schema(s) => format!("{}:{}:{}", s.object_kind, s.table, s.object),
+    }
+}
+
+fn exemption_rows(registry: &Registry) -> Vec<ExemptionRow> {
+    registry
+        .exempt
+        .iter()
+        .map(|x| ExemptionRow {
+            file: x.file.display().to_string(),
+            function: x.function.clone(),
+            selector: match (&x.selector, x.nth) {
+                (Selector::Produces(v), _) => format!("produces {v}"),
+                (Selector::Contains(t), _) => format!("contains `{t}`"),
+            } + &x.nth.map(|n| format!(" (nth {n})")).unwrap_or_default(),
+            reason: x.reason.clone(),
+        })
+        .collect()
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}
+
+fn of_kind(r: &Report, k: GuardKind) -> Vec<f64> {
+    r.mutants
+        .iter()
+        .filter(|m| m.kind == k)
+        .map(|m| m.total_secs)
+        .collect()
+}
+
+/// The timing of one run, with its whole-registry time measured (when it
+/// judged every guard) or estimated (schema mutants it did not run at
+/// `schema_fallback`, else at its source mean).
+fn timing(r: &Report, source: usize, schema: usize, schema_fallback: Option<f64>) -> ModeTiming {
+    let (src, sch) = (of_kind(r, GuardKind::Source), of_kind(r, GuardKind::Schema));
+    let all: Vec<f64> = r.mutants.iter().map(|m| m.total_secs).collect();
+    let judged: f64 = all.iter().sum();
+    let fixed = (r.elapsed_secs - judged).max(0.0);
+    let measured = r.mutants.len() == source + schema && r.shard.is_none();
+    let per_schema = match (sch.is_empty(), schema_fallback) {
+        (false, _) => mean(&sch),
+        (true, Some(f)) => f,
+        (true, None) => mean(&src),
+    };
+    let estimate = fixed + mean(&src) * source as f64 + per_schema * schema as f64;
+    ModeTiming {
+        mode: r.mode,
+        mutants: r.mutants.len(),
+        source_mutants: src.len(),
+        build_secs: round(r.baseline.build_secs),
+        elapsed_secs: round(r.elapsed_secs),
+        mean_secs_per_mutant: round(mean(&all)),
+        mean_secs_per_source_mutant: round(mean(&src)),
+        whole_registry_secs: round(if measured { r.elapsed_secs } else { estimate }),
+        whole_registry_measured: measured,
+    }
+}
+
+/// `n` distinct items of `ids` drawn with `seed` (all of them when `n >=
+/// ids.len()`), in their original order.
+pub fn sample(ids: &[String], n: usize, seed: u64) -> Vec<String> {
+    let mut state = seed;
+    let mut next = || {
+        // SplitMix64.
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut idx: Vec<usize> = (0..ids.len()).collect();
+    // Fisher-Yates over the first n positions.
+    let n = n.min(ids.len());
+    for i in 0..n {
+        let span = (idx.len() - i) as u64;
+        let j = i + usize::try_from(next() % span).unwrap_or(0);
+        idx.swap(i, j);
+    }
+    let mut chosen: Vec<usize> = idx[..n].to_vec();
+    chosen.sort_unstable();
+    chosen.into_iter().map(|i| ids[i].clone()).collect()
+}
+
+fn secs(x: Option<f64>) -> String {
+    x.map_or_else(|| "–".to_string(), |s| format!("{s:.1}"))
+}
+
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+fn duration(s: f64) -> String {
+    if s >= 90.0 {
+        format!("{:.1} min ({s:.0} s)", s / 60.0)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// The Markdown rendering of a report (deterministic: a function of `r` only).
+pub fn render_markdown(r: &MutationReport) -> String {
+    let mut o = String::new();
+    let c = &r.counts;
+    let _ = writeln!(o, "# Mutation report\n");
+    let _ = writeln!(
+        o,
+        "Generated by `{}` ({REGENERATE}); do not edit by hand. \
+         `mutations/tests/report_drift.rs` fails when this file, `{REPORT_JSON}` and \
+         `mutations/registry.yaml` disagree.\n",
+        r.generated_by
+    );
+    let _ = writeln!(
+        o,
+        "Every guard in `mutations/registry.yaml` was deleted, one at a time (source guards in \
+         the gate's Rust code; schema guards dropped from a fresh database), and a named test \
+         had to fail.\n"
+    );
+    let _ = writeln!(
+        o,
+        "- **{}** guards: **{}** source, **{}** schema; **{}** exempt refusal-site entries (listed at the end).",
+        c.guards, c.source, c.schema, c.exemptions
+    );
+    let _ = writeln!(
+        o,
+        "- Full run ({} mode): **{} caught**, {} not caught.",
+        r.schemata.mode, c.caught, c.not_caught
+    );
+    if let Some(x) = &r.cross_check {
+        let seed = x
+            .seed
+            .map_or_else(|| "every guard".to_string(), |s| format!("seed {s}"));
+        let _ = writeln!(
+            o,
+            "- Cross-mode check ({seed}, {} guards: {}): {}.",
+            x.guards.len(),
+            if x.guards.len() > 12 {
+                format!("{} ...", x.guards[..12].join(", "))
+            } else {
+                x.guards.join(", ")
+            },
+            if x.disagreements.is_empty() {
+                "schemata and rewrite verdicts agree".to_string()
+            } else {
+                format!("**verdicts differ**: {}", x.disagreements.join("; "))
+            }
+        );
+    }
+    let _ = writeln!(o, "\n## Cost on this machine ({} CPUs)\n", r.cpus);
+    let _ = writeln!(
+        o,
+        "| mode | mutants run | build once | per mutant (all) | per source mutant | whole run | whole registry |"
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|---:|");
+    for t in std::iter::once(&r.schemata).chain(r.rewrite.as_ref()) {
+        let _ = writeln!(
+            o,
+            "| {} | {} ({} source) | {} | {:.2} s | {:.2} s | {} | {}, {} |",
+            t.mode,
+            t.mutants,
+            t.source_mutants,
+            duration(t.build_secs),
+            t.mean_secs_per_mutant,
+            t.mean_secs_per_source_mutant,
+            duration(t.elapsed_secs),
+            duration(t.whole_registry_secs),
+            if t.whole_registry_measured {
+                "measured"
+            } else {
+                "estimated"
+            }
+        );
+    }
+    if let Some(s) = r.speedup_per_source_mutant {
+        let _ = writeln!(
+            o,
+            "\nSchemata mode is **{s:.1}x** faster per source mutant (a rewrite mutant rebuilds the \
+             gate and its test binary; a schemata mutant only runs its tests with a switch set)."
+        );
+    }
+    if let Some(s) = r.speedup_whole_registry {
+        let _ = writeln!(o, "The whole registry runs **{s:.1}x** faster.");
+    }
+    let _ = writeln!(
+        o,
+        "Per-mutant time includes the test processes (and, in rewrite mode, the incremental \
+         build); the whole run adds copying the workspace, one build and the baseline run of \
+         every named test. Times vary from run to run; the table below is what the drift test \
+         checks, not the times."
+    );
+    let _ = writeln!(o, "\n## Guards\n");
+    let _ = writeln!(
+        o,
+        "| guard | kind | op | threat | invariant (what breaks without it) | caught by | verdict | schemata s | rewrite s |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|---:|---:|");
+    for g in &r.guards {
+        let caught = if g.caught_by.is_empty() {
+            "–".to_string()
+        } else {
+            g.caught_by
+                .iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join("<br>")
+        };
+        let verdict = g.verdict.map_or("not run", Verdict::as_str);
+        let _ = writeln!(
+            o,
+            "| `{}`<br>{} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            g.id,
+            cell(&g.location),
+            kind_name(g.kind),
+            g.operator,
+            g.threat,
+            cell(&g.invariant),
+            caught,
+            verdict,
+            secs(g.schemata_secs),
+            secs(g.rewrite_secs),
+        );
+    }
+    let _ = writeln!(o, "\n## Exempt refusal sites\n");
+    let _ = writeln!(
+        o,
+        "Places in `gate/src` that produce a refusal (or call a lock, signature or hash helper) \
+         without being a registered guard, each with the reason no deletion of it can be judged.\n"
+    );
+    let _ = writeln!(o, "| file | fn | site | reason |");
+    let _ = writeln!(o, "|---|---|---|---|");
+    for x in &r.exemptions {
+        let _ = writeln!(
+            o,
+            "| `{}` | `{}` | {} | {} |",
+            x.file,
+            x.function,
+            cell(&x.selector),
+            cell(&x.reason)
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::outcome::{Baseline, MutantOutcome, Summary};
+    use std::path::Path;
+
+    const REG: &str = r#"
+guards:
+  - {id: cap, kind: source, invariant: "An amount | over the cap is refused.", threat: policy.amount-over-cap,
+     tests: ["gate/lib::policy::tests::cap"], operator: delete,
+     locator: {file: gate/src/policy.rs, function: evaluate, produces: OverCap}}
+  - {id: db-once, kind: schema, invariant: Used once., threat: checkout-authority.reuse,
+     tests: ["gate/test:db_guards::once"], operator: delete,
+     locator: {object: ck_once, object_kind: constraint, table: t}}
+exempt:
+  - {file: gate/src/policy.rs, function: describe, produces: OverCap, nth: 1, reason: display only}
+"#;
+
+    fn outcome(id: &str, kind: GuardKind, verdict: Verdict, secs: f64) -> MutantOutcome {
+        MutantOutcome {
+            id: id.into(),
+            kind,
+            operator: Operator::Delete,
+            threat: String::new(),
+            invariant: String::new(),
+            location: format!("{id}:1:1"),
+            verdict,
+            caught_by: vec!["gate/lib::policy::tests::cap".into()],
+            tests: Vec::new(),
+            build_secs: None,
+            test_secs: secs,
+            total_secs: secs,
+            timeout_secs: 20.0,
+            replaced: None,
+            replacement: None,
+            note: None,
+            output_tail: String::new(),
+        }
+    }
+
+    fn run(mode: Mode, mutants: Vec<MutantOutcome>, elapsed: f64) -> Report {
+        Report {
+            version: 1,
+            complete: true,
+            mode,
+            registry: "r.yaml".into(),
+            shard: None,
+            selected: mutants.len(),
+            baseline: Baseline::default(),
+            mutants,
+            summary: Summary::default(),
+            elapsed_secs: elapsed,
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_report_takes_its_table_from_the_registry_and_its_times_from_the_runs() {
+        let registry = Registry::parse(REG, Path::new("r.yaml")).unwrap();
+        let full = run(
+            Mode::Schemata,
+            vec![
+                outcome("cap", GuardKind::Source, Verdict::Caught, 1.0),
+                outcome("db-once", GuardKind::Schema, Verdict::Caught, 2.0),
+            ],
+            10.0,
+        );
+        let rewrite = run(
+            Mode::Rewrite,
+            vec![outcome("cap", GuardKind::Source, Verdict::Caught, 9.0)],
+            30.0,
+        );
+        let check = CrossCheck {
+            seed: Some(7),
+            guards: vec!["cap".into()],
+            disagreements: disagreements(&["cap".into()], &full, &rewrite),
+        };
+        assert!(check.disagreements.is_empty());
+        let r = MutationReport::build(
+            &registry,
+            "harness mutate",
+            2,
+            &full,
+            Some((&rewrite, check)),
+        );
+        assert_eq!(r.registry_part(), registry_part(&registry));
+        assert_eq!(
+            (r.counts.source, r.counts.schema, r.counts.caught),
+            (1, 1, 2)
+        );
+        assert!(r.schemata.whole_registry_measured);
+        assert_eq!(r.schemata.whole_registry_secs, 10.0);
+        let rw = r.rewrite.as_ref().unwrap();
+        assert!(!rw.whole_registry_measured);
+        // Fixed cost 21 s, plus 9 s for the source guard; the schema guard is
+        // estimated at the full run's schema mean (no rebuild in either mode).
+        assert_eq!(rw.whole_registry_secs, 32.0);
+        assert_eq!(r.speedup_per_source_mutant, Some(9.0));
+        assert!(r.is_clean());
+        assert_eq!(r.guards[1].rewrite_verdict, None);
+        let md = render_markdown(&r);
+        assert_eq!(md, render_markdown(&r));
+        assert!(
+            md.contains("An amount \\| over the cap is refused."),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| `gate/src/policy.rs` | `describe` | produces OverCap (nth 1) | display only |"
+            ),
+            "{md}"
+        );
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<MutationReport>(&json).unwrap(), r);
+        let missed = run(
+            Mode::Rewrite,
+            vec![outcome("cap", GuardKind::Source, Verdict::Missed, 9.0)],
+            30.0,
+        );
+        assert_eq!(
+            disagreements(&["cap".into()], &full, &missed),
+            ["cap: schemata caught != rewrite missed"]
+        );
+    }
+
+    #[test]
+    fn sampling_is_deterministic_distinct_and_ordered() {
+        let ids: Vec<String> = (0..40).map(|i| format!("g{i:02}")).collect();
+        let a = sample(&ids, 6, 42);
+        assert_eq!(a, sample(&ids, 6, 42));
+        assert_eq!(a.len(), 6);
+        let mut sorted = a.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted, a, "distinct and in registry order");
+        assert_ne!(a, sample(&ids, 6, 43));
+        assert_eq!(sample(&ids, 99, 1), ids);
+        assert!(sample(&[], 3, 1).is_empty());
+    }
+}
