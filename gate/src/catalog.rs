@@ -143,25 +143,7 @@ pub fn derive(proposal: &PurchaseProposal, catalog: &Catalog) -> Result<Purchase
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn item(
-        sku: &str,
-        merchant: &str,
-        price: i64,
-        currency: &str,
-        category: &str,
-        max: u32,
-    ) -> CatalogItem {
-        CatalogItem {
-            sku: sku.into(),
-            merchant: merchant.into(),
-            price_paise: price,
-            currency: currency.into(),
-            category: category.into(),
-            max_quantity: max,
-            available: true,
-            description: String::new(),
-        }
-    }
+    use crate::service::standard::item;
 
     /// The spec's `standard` catalog.
     pub(crate) fn standard() -> Catalog {

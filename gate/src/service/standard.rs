@@ -21,7 +21,8 @@ pub fn standard_now() -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::UNIX_EPOCH)
 }
 
-fn item(
+/// A catalog row with the given terms, available, with no description.
+pub(crate) fn item(
     sku: &str,
     merchant: &str,
     price: i64,
