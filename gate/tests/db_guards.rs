@@ -317,7 +317,7 @@ async fn request_state_transition_refuses_reviving_a_final_state() -> TestResult
         .await?;
     let request = request_id(&p);
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("DENIED")
     );
     assert_refused_by(
@@ -454,7 +454,12 @@ async fn ck_approval_consumed_once_refuses_a_second_consumption() -> TestResult 
         return Ok(());
     };
     let request = pending(&w).await?;
-    assert!(w.gate.approve(&request, "finance-lead").await?.is_ok());
+    assert!(
+        w.gate
+            .approve("acme", &request, "finance-lead")
+            .await?
+            .is_ok()
+    );
     assert_refused_by(
         exec(
             w.pool(),
@@ -537,7 +542,7 @@ async fn ck_authority_one_consumer_refuses_a_human_and_an_agent_at_once() -> Tes
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = w.gate.checkout(&request, "finance-lead").await?;
+    let authority = w.gate.checkout("acme", &request, "finance-lead").await?;
     let authority = authority.id.expect("an authority id");
     assert_refused_by(
         exec(
@@ -559,7 +564,7 @@ async fn fk_authority_agent_consumer_same_tenant_refuses_another_tenants_agent()
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = w.gate.checkout(&request, "finance-lead").await?;
+    let authority = w.gate.checkout("acme", &request, "finance-lead").await?;
     let authority = authority.id.expect("an authority id");
     assert_refused_by(
         exec(
@@ -580,7 +585,12 @@ async fn uq_authority_per_request_refuses_a_second_authority() -> TestResult {
         return Ok(());
     };
     let request = authorized(&w).await?;
-    assert!(w.gate.checkout(&request, "finance-lead").await?.is_ok());
+    assert!(
+        w.gate
+            .checkout("acme", &request, "finance-lead")
+            .await?
+            .is_ok()
+    );
     assert_refused_by(
         exec(
             w.pool(),
@@ -686,7 +696,7 @@ async fn fk_provider_order_matches_authority_refuses_an_order_for_another_amount
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     assert_refused_by(
         exec(
             w.pool(),
@@ -747,8 +757,8 @@ async fn paid_in(
         .propose(tenant, agent, &body("CLOUD-STARTER", 1), None)
         .await?;
     let request = request_id(&p);
-    let authority = id(&w.gate.checkout(&request, human).await?);
-    let order = id(&w.gate.pay(&authority, Some(human)).await?);
+    let authority = id(&w.gate.checkout(tenant, &request, human).await?);
+    let order = id(&w.gate.pay(tenant, &authority, human).await?);
     Ok((request, order))
 }
 
@@ -893,7 +903,7 @@ async fn fk_authority_consumer_same_tenant_refuses_another_tenants_human() -> Te
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     assert_refused_by(
         exec(
             w.pool(),

@@ -222,9 +222,9 @@ async fn a_provider_timeout_leaves_the_request_pending_with_its_budget_reserved(
             .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
             .await?,
     );
-    let authority = id(&gate.checkout(&request, "finance-lead").await?);
+    let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
     let started = std::time::Instant::now();
-    let err = gate.pay(&authority, None).await;
+    let err = gate.pay("acme", &authority, "finance-lead").await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "the gate does not wait past its timeout"
@@ -243,7 +243,7 @@ async fn a_provider_timeout_leaves_the_request_pending_with_its_budget_reserved(
         "{message}"
     );
     assert_eq!(
-        gate.request_state(&request).await?.as_deref(),
+        gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     let inv = gate.invariants("acme").await?;
@@ -263,7 +263,7 @@ async fn a_provider_timeout_leaves_the_request_pending_with_its_budget_reserved(
             .await?;
     assert_eq!(kinds, vec!["provider.error", "authority.consumed"]);
     // The authority was used: it cannot be replayed into a second order.
-    let again = gate.pay(&authority, None).await?;
+    let again = gate.pay("acme", &authority, "finance-lead").await?;
     assert_eq!(again.decision, Decision::Deny(Reason::AuthorityAlreadyUsed));
     // Nothing can capture an order the gate never recorded.
     let body = gate::service::ProviderEvent {
@@ -280,7 +280,7 @@ async fn a_provider_timeout_leaves_the_request_pending_with_its_budget_reserved(
         .await?;
     assert_eq!(hook.decision, Decision::Deny(Reason::WebhookUnknownOrder));
     assert_eq!(
-        gate.request_state(&request).await?.as_deref(),
+        gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     drop(gate);
@@ -298,14 +298,14 @@ async fn a_provider_refusal_is_a_clear_error_and_nothing_is_released_silently() 
             .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
             .await?,
     );
-    let authority = id(&gate.checkout(&request, "finance-lead").await?);
-    let err = gate.pay(&authority, None).await;
+    let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
+    let err = gate.pay("acme", &authority, "finance-lead").await;
     assert!(
         matches!(&err, Err(ServiceError::Provider { cause: ProviderError::Rejected(m), .. }) if m.contains("suspended")),
         "{err:?}"
     );
     assert_eq!(
-        gate.request_state(&request).await?.as_deref(),
+        gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     assert_eq!(gate.spent_today_paise("acme").await?, 60000);

@@ -112,14 +112,20 @@ impl<P: PaymentProvider> Gate<P> {
     }
 
     /// Expires a request that has not reached the provider, releasing its budgets.
-    pub async fn expire(&self, request_id: &str) -> Result<Outcome, ServiceError> {
-        self.end(request_id, None, state::EXPIRED).await
+    pub async fn expire(&self, tenant: &str, request_id: &str) -> Result<Outcome, ServiceError> {
+        self.end(tenant, request_id, None, state::EXPIRED).await
     }
 
     /// Cancels a request that has not reached the provider, releasing its
     /// budgets. `actor` is the requesting agent or a human of its tenant.
-    pub async fn cancel(&self, request_id: &str, actor: &str) -> Result<Outcome, ServiceError> {
-        self.end(request_id, Some(actor), state::CANCELLED).await
+    pub async fn cancel(
+        &self,
+        tenant: &str,
+        request_id: &str,
+        actor: &str,
+    ) -> Result<Outcome, ServiceError> {
+        self.end(tenant, request_id, Some(actor), state::CANCELLED)
+            .await
     }
 
     /// Expires every request of `tenant` whose checkout authority ran out
@@ -139,7 +145,7 @@ impl<P: PaymentProvider> Gate<P> {
         .ctx("looking for lapsed authorities")?;
         let mut ended = 0;
         for id in lapsed {
-            if self.expire(&id).await?.is_ok() {
+            if self.expire(tenant, &id).await?.is_ok() {
                 ended += 1;
             }
         }
@@ -148,13 +154,18 @@ impl<P: PaymentProvider> Gate<P> {
 
     async fn end(
         &self,
+        tenant: &str,
         request_id: &str,
         actor: Option<&str>,
         to: &'static str,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("ending a request").await?;
-        let Some(found) = requests::find(&mut tx, request_id).await? else {
+        if !identity::tenant_exists(&mut tx, tenant).await? {
+            tx.rollback().await.ctx("ending a refused change")?;
+            return Ok(Outcome::refused(Reason::TenantUnknown));
+        }
+        let Some(found) = requests::find(&mut tx, tenant, request_id).await? else {
             tx.rollback().await.ctx("ending a refused change")?;
             return Ok(Outcome::refused(Reason::StateTransitionInvalid));
         };

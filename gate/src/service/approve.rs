@@ -34,7 +34,12 @@ impl<P: PaymentProvider> Gate<P> {
     /// `approver` approves the step-up request `request_id`. Allow: the request
     /// is AUTHORIZED; deny: refused with the reason (the request may have moved
     /// to DENIED on re-evaluation).
-    pub async fn approve(&self, request_id: &str, approver: &str) -> Result<Outcome, ServiceError> {
+    pub async fn approve(
+        &self,
+        tenant: &str,
+        request_id: &str,
+        approver: &str,
+    ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("approving").await?;
         let refuse = |tenant: Option<&str>, reason: Reason| {
@@ -45,13 +50,22 @@ impl<P: PaymentProvider> Gate<P> {
                 json!({"request": request_id, "approver": approver, "decision": Decision::Deny(reason)}),
             )
         };
-        let Some(found) = requests::find(&mut tx, request_id).await? else {
-            ledger::append(&mut tx, now, vec![refuse(None, Reason::ApprovalNotPending)]).await?;
+        let who = identity::resolve(&mut tx, tenant, approver).await?;
+        if who == Err(Reason::TenantUnknown) {
+            tx.rollback().await.ctx("ending a refused approval")?;
+            return Ok(Outcome::refused(Reason::TenantUnknown));
+        }
+        let Some(found) = requests::find(&mut tx, tenant, request_id).await? else {
+            ledger::append(
+                &mut tx,
+                now,
+                vec![refuse(Some(tenant), Reason::ApprovalNotPending)],
+            )
+            .await?;
             tx.commit().await.ctx("committing a refused approval")?;
             return Ok(Outcome::refused(Reason::ApprovalNotPending));
         };
         let tenant = found.tenant_id.clone();
-        let who = identity::resolve(&mut tx, &tenant, approver).await?;
         let refusal = match who {
             Err(reason) => Some(reason),
             Ok(Who::Agent) if approver == found.agent_id => Some(Reason::ApprovalByRequester),

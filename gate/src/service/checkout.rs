@@ -39,7 +39,12 @@ pub const AUTHORITY_TTL_MINUTES: i64 = 15;
 impl<P: PaymentProvider> Gate<P> {
     /// `actor` (a human) issues the checkout authority for `request_id`; the
     /// outcome's id is the authority id.
-    pub async fn checkout(&self, request_id: &str, actor: &str) -> Result<Outcome, ServiceError> {
+    pub async fn checkout(
+        &self,
+        tenant: &str,
+        request_id: &str,
+        actor: &str,
+    ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("issuing a checkout authority").await?;
         let refuse = |tenant: Option<&str>, reason: Reason| {
@@ -50,11 +55,16 @@ impl<P: PaymentProvider> Gate<P> {
                 json!({"request": request_id, "actor": actor, "decision": Decision::Deny(reason)}),
             )
         };
-        let Some(found) = requests::find(&mut tx, request_id).await? else {
+        let who = identity::resolve(&mut tx, tenant, actor).await?;
+        if who == Err(Reason::TenantUnknown) {
+            tx.rollback().await.ctx("ending a refused checkout")?;
+            return Ok(Outcome::refused(Reason::TenantUnknown));
+        }
+        let Some(found) = requests::find(&mut tx, tenant, request_id).await? else {
             ledger::append(
                 &mut tx,
                 now,
-                vec![refuse(None, Reason::RequestNotAuthorized)],
+                vec![refuse(Some(tenant), Reason::RequestNotAuthorized)],
             )
             .await?;
             tx.commit().await.ctx("committing a refused checkout")?;
@@ -63,7 +73,7 @@ impl<P: PaymentProvider> Gate<P> {
         let tenant = found.tenant_id.clone();
         // The authority is issued by a human who may approve: never by an
         // agent, and never by a human who may not approve.
-        let refusal = match identity::resolve(&mut tx, &tenant, actor).await? {
+        let refusal = match who {
             Err(reason) => Some(reason),
             Ok(who) if !who.may_approve() => Some(Reason::ActorNotPermitted),
             Ok(_) => None,

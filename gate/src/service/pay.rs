@@ -30,15 +30,17 @@ use crate::provider::{OrderRequest, PaymentProvider, ProviderError, ProviderOrde
 use crate::reason::{Decision, Reason};
 
 impl<P: PaymentProvider> Gate<P> {
-    /// Consumes the authority `authority_id`; the outcome's id is the provider's order id.
-    /// `actor`, when given, must be a human of the authority's tenant.
+    /// `actor` consumes the authority `authority_id` of `tenant`; the
+    /// outcome's id is the provider's order id. `actor` is the agent that
+    /// asked for the purchase or a human of the tenant who may approve.
     pub async fn pay(
         &self,
+        tenant: &str,
         authority_id: &str,
-        actor: Option<&str>,
+        actor: &str,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
-        let (authority, request) = match self.consume(authority_id, actor, now).await? {
+        let (authority, request) = match self.consume(tenant, authority_id, actor, now).await? {
             Ok(consumed) => consumed,
             Err(reason) => return Ok(Outcome::refused(reason)),
         };
@@ -83,8 +85,9 @@ impl<P: PaymentProvider> Gate<P> {
     /// request to PROVIDER_PENDING. Committed before the provider is called.
     async fn consume(
         &self,
+        tenant: &str,
         authority_id: &str,
-        actor: Option<&str>,
+        actor: &str,
         now: DateTime<Utc>,
     ) -> Result<Result<(AuthorityRow, RequestRow), Reason>, ServiceError> {
         let mut tx = self.begin("consuming a checkout authority").await?;
@@ -96,8 +99,16 @@ impl<P: PaymentProvider> Gate<P> {
                 json!({"authority": authority_id, "actor": actor, "decision": Decision::Deny(reason)}),
             )
         };
-        let sql = format!("SELECT {AUTHORITY_COLUMNS} FROM checkout_authorities WHERE id = $1");
+        let who = identity::resolve(&mut tx, tenant, actor).await?;
+        if who == Err(Reason::TenantUnknown) {
+            tx.rollback().await.ctx("ending a refused payment")?;
+            return Ok(Err(Reason::TenantUnknown));
+        }
+        let sql = format!(
+            "SELECT {AUTHORITY_COLUMNS} FROM checkout_authorities WHERE tenant_id = $1 AND id = $2"
+        );
         let found: Option<AuthorityRow> = sqlx::query_as(&sql)
+            .bind(tenant)
             .bind(authority_id)
             .fetch_optional(&mut *tx)
             .await
@@ -106,7 +117,7 @@ impl<P: PaymentProvider> Gate<P> {
             ledger::append(
                 &mut tx,
                 now,
-                vec![refuse(None, Reason::RequestNotAuthorized)],
+                vec![refuse(Some(tenant), Reason::RequestNotAuthorized)],
             )
             .await?;
             tx.commit().await.ctx("committing a refused payment")?;
@@ -114,7 +125,7 @@ impl<P: PaymentProvider> Gate<P> {
         };
         let tenant = found.tenant_id.clone();
         let mut consumer_is_agent = false;
-        if let Some(actor) = actor {
+        {
             // An authority is consumed by the agent that asked for it, or by
             // a human of the tenant who may approve.
             let requester: Option<String> = sqlx::query_scalar(
@@ -125,7 +136,7 @@ impl<P: PaymentProvider> Gate<P> {
             .fetch_optional(&mut *tx)
             .await
             .ctx("reading the requesting agent")?;
-            let refusal = match identity::resolve(&mut tx, &tenant, actor).await? {
+            let refusal = match who {
                 Err(reason) => Some(reason),
                 Ok(Who::Agent) if requester.as_deref() == Some(actor) => {
                     consumer_is_agent = true;
@@ -201,8 +212,8 @@ impl<P: PaymentProvider> Gate<P> {
         .bind(&tenant)
         .bind(authority_id)
         .bind(now)
-        .bind(actor.filter(|_| !consumer_is_agent))
-        .bind(actor.filter(|_| consumer_is_agent))
+        .bind((!consumer_is_agent).then_some(actor))
+        .bind(consumer_is_agent.then_some(actor))
         .execute(&mut *tx)
         .await
         .ctx("consuming the checkout authority")?;

@@ -72,13 +72,17 @@ pub(crate) async fn insert(
         .ctx("recording the proposal")
 }
 
-/// The request with this id, in any tenant (ids are unique across tenants).
+/// The request with this id in `tenant`; another tenant's request is
+/// answered exactly as a missing one.
 pub(crate) async fn find(
     conn: &mut PgConnection,
+    tenant: &str,
     id: &str,
 ) -> Result<Option<RequestRow>, ServiceError> {
-    let sql = format!("SELECT {REQUEST_COLUMNS} FROM payment_requests WHERE id = $1");
+    let sql =
+        format!("SELECT {REQUEST_COLUMNS} FROM payment_requests WHERE tenant_id = $1 AND id = $2");
     sqlx::query_as(&sql)
+        .bind(tenant)
         .bind(id)
         .fetch_optional(conn)
         .await

@@ -135,10 +135,13 @@ pub async fn paid_order(
         .await?;
     assert_eq!(p.decision, Decision::Allow, "{p:?}");
     let request = request_id(&p);
-    let c = world.gate.checkout(&request, "finance-lead").await?;
+    let c = world
+        .gate
+        .checkout("acme", &request, "finance-lead")
+        .await?;
     assert!(c.is_ok(), "{c:?}");
     let authority = id(&c);
-    let paid = world.gate.pay(&authority, Some("finance-lead")).await?;
+    let paid = world.gate.pay("acme", &authority, "finance-lead").await?;
     assert!(paid.is_ok(), "{paid:?}");
     Ok((request, authority, id(&paid)))
 }

@@ -241,14 +241,17 @@ impl Driver<'_> {
                 key: p.idempotency_key.clone(),
             },
             Verb::Approve(a) => Call::Approve {
+                tenant: tenant.clone(),
                 request: self.id_of(&a.request),
                 approver: a.approver.clone(),
             },
             Verb::Checkout(c) => Call::Checkout {
+                tenant: tenant.clone(),
                 request: self.id_of(&c.request),
                 actor: c.actor.clone(),
             },
             Verb::Pay(p) => Call::Pay {
+                tenant: tenant.clone(),
                 authority: self.id_of(&p.authority),
                 actor: p.actor.clone(),
             },
@@ -338,15 +341,19 @@ enum Call {
         key: Option<String>,
     },
     Approve {
+        tenant: String,
         request: String,
         approver: String,
     },
     Checkout {
+        tenant: String,
         request: String,
         actor: String,
     },
     Pay {
+        tenant: String,
         authority: String,
+        /// `None`: the agent that asked for the purchase pays.
         actor: Option<String>,
     },
     Webhook {
@@ -392,12 +399,30 @@ impl Call {
                 let out = gate.propose(&tenant, &actor, &body, key.as_deref()).await?;
                 return Ok((StepOutcome::of(out.decision), out.request_id, None));
             }
-            Call::Approve { request, approver } => (
-                gate.approve(&request, &approver).await?,
+            Call::Approve {
+                tenant,
+                request,
+                approver,
+            } => (
+                gate.approve(&tenant, &request, &approver).await?,
                 DecisionKind::Allow,
             ),
-            Call::Checkout { request, actor } => (gate.checkout(&request, &actor).await?, ok),
-            Call::Pay { authority, actor } => (gate.pay(&authority, actor.as_deref()).await?, ok),
+            Call::Checkout {
+                tenant,
+                request,
+                actor,
+            } => (gate.checkout(&tenant, &request, &actor).await?, ok),
+            Call::Pay {
+                tenant,
+                authority,
+                actor,
+            } => {
+                let actor = match actor {
+                    Some(actor) => actor,
+                    None => requester(gate, &tenant, &authority).await?,
+                };
+                (gate.pay(&tenant, &authority, &actor).await?, ok)
+            }
             Call::Webhook { body, signature } => {
                 (gate.webhook(&body, signature.as_deref()).await?, ok)
             }
@@ -415,4 +440,25 @@ impl Call {
         };
         Ok((operation(o.decision, kind), o.id, o.constraint))
     }
+}
+
+/// The agent that asked for the purchase an authority pays for (a `pay` step
+/// that names no actor is the requester's own); empty when there is none, which
+/// the gate refuses as an unknown actor.
+async fn requester(
+    gate: &Gate<InProcessProvider>,
+    tenant: &str,
+    authority: &str,
+) -> Result<String> {
+    let agent: Option<String> = sqlx::query_scalar(
+        "SELECT r.agent_id FROM checkout_authorities a JOIN payment_requests r \
+           ON r.tenant_id = a.tenant_id AND r.id = a.request_id \
+         WHERE a.tenant_id = $1 AND a.id = $2",
+    )
+    .bind(tenant)
+    .bind(authority)
+    .fetch_optional(gate.pool())
+    .await
+    .context("reading the requester of an authority")?;
+    Ok(agent.unwrap_or_default())
 }
