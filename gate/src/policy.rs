@@ -105,17 +105,45 @@ impl Policy {
             self.daily_cap_paise,
             self.approval_threshold_paise,
         ];
+        let windows = [
+            self.velocity.window_minutes,
+            self.denial_rate.window_minutes,
+        ];
         if from > until
             || caps.iter().any(|c| *c < 0)
             || !is_currency_code(&self.currency)
-            || self.velocity.window_minutes == 0
-            || self.denial_rate.window_minutes == 0
+            || windows
+                .iter()
+                .any(|w| *w == 0 || *w > MAX_RATE_WINDOW_MINUTES)
         {
             return Err(Reason::PolicyInvalid);
         }
         Ok((from, until))
     }
+
+    /// Whether an operator may publish this policy: it must be enforceable
+    /// ([`Policy::validated`]), its validity window must have a length (a
+    /// window that ends where it starts, or before, is a mistake, never an
+    /// intent), and every merchant and category it names must be an
+    /// identifier. `POLICY_INVALID` otherwise, and nothing is published.
+    pub fn publishable(&self) -> Result<(), Reason> {
+        let (from, until) = self.validated()?;
+        let names_ok = self
+            .allowed_merchants
+            .iter()
+            .chain(&self.allowed_categories)
+            .all(|name| crate::ident::is_ident(name));
+        if from >= until || !names_ok {
+            return Err(Reason::PolicyInvalid);
+        }
+        Ok(())
+    }
 }
+
+/// The longest velocity or denial-rate window: 31 days. A longer one is
+/// refused `POLICY_INVALID` (a window of billions of minutes would reach
+/// before any instant the database can store).
+pub const MAX_RATE_WINDOW_MINUTES: u32 = 31 * 24 * 60;
 
 fn parse_instant(text: &str) -> Result<DateTime<Utc>, Reason> {
     DateTime::parse_from_rfc3339(text)

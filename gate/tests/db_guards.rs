@@ -381,7 +381,7 @@ async fn ck_daily_spend_within_cap_refuses_reserving_past_the_cap() -> TestResul
     assert_refused_by(
         exec(
             w.pool(),
-            "INSERT INTO daily_spend (tenant_id, day, reserved_paise, cap_paise) VALUES ('acme', '2026-09-04', 500001, 500000)",
+            "INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) VALUES ('acme', '2026-09-04', 'INR', 500001, 500000)",
         )
         .await,
         "ck_daily_spend_within_cap",

@@ -258,19 +258,23 @@ async fn a_price_or_policy_change_names_a_real_sku_and_tenant() -> TestResult {
     let Some(w) = world().await? else {
         return Ok(());
     };
-    let entries = || sqlx::query_scalar::<_, i64>("SELECT count(*) FROM ledger_entries");
+    let entries = || {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM ledger_entries WHERE kind IN ('catalog.price_refused', 'policy.refused')",
+        )
+    };
+    let prices =
+        || sqlx::query_scalar::<_, i64>("SELECT sum(price_paise)::bigint FROM catalog_items");
+    let prices_before = prices().fetch_one(w.pool()).await?;
     let before = entries().fetch_one(w.pool()).await?;
-    for (tenant, sku) in [
-        ("acme", "NOPE"),
-        ("acme", "cloud-starter"),
-        ("nobody", "CLOUD-STARTER"),
+    for (tenant, sku, reason) in [
+        ("acme", "NOPE", Reason::SkuUnknown),
+        ("acme", "cloud-starter", Reason::SkuUnknown),
+        ("acme", "CLOUD\0STARTER", Reason::SkuUnknown),
+        ("nobody", "CLOUD-STARTER", Reason::TenantUnknown),
     ] {
         let o = w.gate.set_price(tenant, sku, 1).await?;
-        assert_eq!(
-            o.decision,
-            Decision::Deny(Reason::SkuUnknown),
-            "{tenant}/{sku}"
-        );
+        assert_eq!(o.decision, Decision::Deny(reason), "{tenant}/{sku}");
     }
     let patch = PolicyPatch {
         daily_cap_paise: Some(1),
@@ -280,8 +284,13 @@ async fn a_price_or_policy_change_names_a_real_sku_and_tenant() -> TestResult {
     assert_eq!(o.decision, Decision::Deny(Reason::TenantUnknown));
     assert_eq!(
         entries().fetch_one(w.pool()).await?,
-        before,
-        "a refused change records no change"
+        before + 3,
+        "each refusal of a known tenant is on its ledger; an unknown tenant's writes nothing"
+    );
+    assert_eq!(
+        prices().fetch_one(w.pool()).await?,
+        prices_before,
+        "no price moved"
     );
     w.drop().await
 }

@@ -372,7 +372,7 @@ async fn ck_daily_spend_within_cap_holds_against_racing_raw_writers() -> TestRes
     let Some(w) = world_with_pool(POOL).await? else {
         return Ok(());
     };
-    sqlx::query("INSERT INTO daily_spend (tenant_id, day, reserved_paise, cap_paise) VALUES ('acme', '2026-09-03', 0, 500000)")
+    sqlx::query("INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) VALUES ('acme', '2026-09-03', 'INR', 0, 500000)")
         .execute(w.pool())
         .await?;
     let pool = w.pool().clone();
@@ -486,8 +486,8 @@ fn every_row_lock_is_taken_by_the_one_locking_helper() -> Result<(), Error> {
         if file == &helper {
             assert_eq!(
                 found,
-                vec!["FOR UPDATE"],
-                "the helper takes exactly one kind of lock"
+                vec!["FOR UPDATE", "FOR NO KEY UPDATE"],
+                "the helper takes exactly these two kinds of lock"
             );
         } else if !found.is_empty() {
             offenders.push(format!("{}: {found:?}", file.display()));

@@ -18,7 +18,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use super::checkout::still_valid;
+use super::checkout::{ends_in, still_valid};
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
@@ -114,13 +114,8 @@ impl<P: PaymentProvider> Gate<P> {
             .await
             .ctx("reading the checkout authority")?;
         let Some(found) = found else {
-            ledger::append(
-                &mut tx,
-                now,
-                vec![refuse(Some(tenant), Reason::RequestNotAuthorized)],
-            )
-            .await?;
-            tx.commit().await.ctx("committing a refused payment")?;
+            self.close_refused(tx, now, refuse(Some(tenant), Reason::RequestNotAuthorized))
+                .await?;
             return Ok(Err(Reason::RequestNotAuthorized));
         };
         let tenant = found.tenant_id.clone();
@@ -146,8 +141,8 @@ impl<P: PaymentProvider> Gate<P> {
                 Ok(_) => None,
             };
             if let Some(reason) = refusal {
-                ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
-                tx.commit().await.ctx("committing a refused payment")?;
+                self.close_refused(tx, now, refuse(Some(&tenant), reason))
+                    .await?;
                 return Ok(Err(reason));
             }
         }
@@ -158,13 +153,8 @@ impl<P: PaymentProvider> Gate<P> {
                 what: format!("authority {authority_id} vanished"),
             })?;
         if authority.consumptions > 0 {
-            ledger::append(
-                &mut tx,
-                now,
-                vec![refuse(Some(&tenant), Reason::AuthorityAlreadyUsed)],
-            )
-            .await?;
-            tx.commit().await.ctx("committing a refused payment")?;
+            self.close_refused(tx, now, refuse(Some(&tenant), Reason::AuthorityAlreadyUsed))
+                .await?;
             return Ok(Err(Reason::AuthorityAlreadyUsed));
         }
         let request: RequestRow = lock(&mut tx, &[&tenant, &authority.request_id])
@@ -188,7 +178,7 @@ impl<P: PaymentProvider> Gate<P> {
             )
             .await?
             .err()
-            .map(|reason| (reason, Some(state::CANCELLED)))
+            .map(|reason| (reason, Some(ends_in(reason))))
         };
         if let Some((reason, void)) = refusal {
             let mut entry = refuse(Some(&tenant), reason);
@@ -198,8 +188,7 @@ impl<P: PaymentProvider> Gate<P> {
                 entry.body["request_state"] = json!(to);
                 entry.body["released_paise"] = json!(request.reserved_paise);
             }
-            ledger::append(&mut tx, now, vec![entry]).await?;
-            tx.commit().await.ctx("committing a refused payment")?;
+            self.close_refused(tx, now, entry).await?;
             return Ok(Err(reason));
         }
 
