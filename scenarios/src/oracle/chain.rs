@@ -173,6 +173,14 @@ pub fn grant(state: &mut State, caller: &str, g: &Delegation) -> Result<(), Reas
     if !state.is_agent(&tenant, &g.to) {
         return Err(Reason::ActorUnknown);
     }
+    if g.skus.iter().flatten().any(|s| {
+        !super::proposal::is_identifier(s, super::proposal::IDENTIFIER_MAX)
+            || state
+                .tenant(&tenant)
+                .is_some_and(|t| t.catalog.iter().all(|i| &i.sku != s))
+    }) {
+        return Err(Reason::SkuUnknown);
+    }
     if g.budget_paise < 0 {
         return Err(Reason::DelegationWidens);
     }

@@ -156,7 +156,7 @@ pub fn parse_body(wire: &str) -> Result<Parsed, Reason> {
         } else if text.starts_with("number out of range") {
             // A number JSON cannot hold: only `quantity` takes numbers.
             Reason::QuantityInvalid
-        } else if text.contains("surrogate") {
+        } else if text.contains("surrogate") || text.contains("hex escape") {
             // A lone surrogate escape: only `purpose` is free text.
             Reason::PurposeInvalid
         } else {
@@ -260,7 +260,7 @@ pub fn purchase_checks(
     if amount > policy.per_transaction_cap_paise {
         return Err(Reason::AmountExceedsTransactionCap);
     }
-    if state.spent_today(tenant) + amount > policy.daily_cap_paise {
+    if state.spent_today_in(tenant, &item.currency) + amount > policy.daily_cap_paise {
         return Err(Reason::DailyBudgetExhausted);
     }
     Ok(Purchase {

@@ -232,6 +232,18 @@ impl State {
             .sum()
     }
 
+    /// A tenant's reservations on the current UTC day in one currency: the
+    /// daily cap never adds amounts in different currencies.
+    pub fn spent_today_in(&self, tenant: &str, currency: &str) -> i64 {
+        let today = self.today();
+        self.requests
+            .iter()
+            .filter(|r| r.tenant == tenant && r.reserved_day == Some(today))
+            .filter(|r| r.purchase.as_ref().is_some_and(|p| p.currency == currency))
+            .map(|r| r.reserved)
+            .sum()
+    }
+
     /// A delegation's own reservations.
     pub fn delegation_spent(&self, id: &str) -> i64 {
         self.requests
