@@ -370,15 +370,14 @@ fn all_tenants(world: &World) -> Vec<String> {
     world.tenants.iter().map(|t| t.id.clone()).collect()
 }
 
-/// The expiry sweep for these tenants. Today the gate sweeps authorities
-/// past their 15 minutes (`expire_lapsed`); requests past their 24-hour
-/// lifetime join that sweep in the gate (issue 9). The one place to switch.
+/// The expiry sweep for these tenants: authorities past their 15 minutes and
+/// requests past their 24-hour lifetime (`Gate::expire_sweep`).
 async fn expiry_sweep(
     gate: &Gate<InProcessProvider>,
     tenants: &[String],
 ) -> Result<(), ServiceError> {
     for tenant in tenants {
-        gate.expire_lapsed(tenant).await?;
+        gate.expire_sweep(tenant).await?;
     }
     Ok(())
 }
