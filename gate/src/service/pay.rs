@@ -107,12 +107,16 @@ impl<P: PaymentProvider> Gate<P> {
         let sql = format!(
             "SELECT {AUTHORITY_COLUMNS} FROM checkout_authorities WHERE tenant_id = $1 AND id = $2"
         );
-        let found: Option<AuthorityRow> = sqlx::query_as(&sql)
-            .bind(tenant)
-            .bind(authority_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .ctx("reading the checkout authority")?;
+        let found: Option<AuthorityRow> = if crate::ident::is_ident(authority_id) {
+            sqlx::query_as(&sql)
+                .bind(tenant)
+                .bind(authority_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .ctx("reading the checkout authority")?
+        } else {
+            None
+        };
         let Some(found) = found else {
             self.close_refused(tx, now, refuse(Some(tenant), Reason::RequestNotAuthorized))
                 .await?;
