@@ -325,8 +325,16 @@ async fn budgets_come_back_together_on_cancel() -> TestResult {
     let request = request_id(&p);
     assert_eq!(
         w.gate.cancel("acme", &request, "intern").await?.decision,
+        Decision::Deny(Reason::ActorNotPermitted),
+        "a human who may not approve may not cancel"
+    );
+    assert_eq!(
+        w.gate
+            .cancel("acme", &request, "finance-lead")
+            .await?
+            .decision,
         Decision::Allow,
-        "any human of the tenant may cancel"
+        "a human who may approve cancels"
     );
     assert_eq!(
         w.gate.request_state("acme", &request).await?.as_deref(),
