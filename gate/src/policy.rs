@@ -105,16 +105,11 @@ impl Policy {
             self.daily_cap_paise,
             self.approval_threshold_paise,
         ];
-        let windows = [
-            self.velocity.window_minutes,
-            self.denial_rate.window_minutes,
-        ];
         if from > until
             || caps.iter().any(|c| *c < 0)
             || !is_currency_code(&self.currency)
-            || windows
-                .iter()
-                .any(|w| *w == 0 || *w > MAX_RATE_WINDOW_MINUTES)
+            || !rate_window_ok(self.velocity.window_minutes)
+            || !rate_window_ok(self.denial_rate.window_minutes)
         {
             return Err(Reason::PolicyInvalid);
         }
@@ -138,6 +133,11 @@ impl Policy {
         }
         Ok(())
     }
+}
+
+/// A rate window of at least a minute and at most [`MAX_RATE_WINDOW_MINUTES`].
+fn rate_window_ok(minutes: u32) -> bool {
+    (1..=MAX_RATE_WINDOW_MINUTES).contains(&minutes)
 }
 
 /// The longest velocity or denial-rate window: 31 days. A longer one is

@@ -62,11 +62,10 @@ pub fn check_purpose(purpose: &str) -> Result<(), PurposeProblem> {
         any_visible |= is_visible(c);
         previous = Some(c);
     }
-    if any_visible {
-        Ok(())
-    } else {
-        Err(PurposeProblem::NothingVisible)
+    if !any_visible {
+        return Err(PurposeProblem::NothingVisible);
     }
+    Ok(())
 }
 
 /// True for a character that draws something: a letter, number, punctuation
@@ -124,7 +123,13 @@ fn allowed_after(previous: Option<char>, c: char) -> bool {
             | G::Surrogate
             | G::Unassigned
     );
-    !category_refused && !is_default_ignorable(c) && c != BRAILLE_BLANK
+    if category_refused {
+        return false;
+    }
+    if is_default_ignorable(c) {
+        return false;
+    }
+    c != BRAILLE_BLANK
 }
 
 #[cfg(test)]
