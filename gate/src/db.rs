@@ -257,7 +257,7 @@ pub fn with_user(url: &str, user: &str) -> Result<String, DbError> {
         let pairs: Vec<String> = query
             .split('&')
             .map(|pair| match pair.split_once('=') {
-                Some((key, _)) if key == "user" => {
+                Some(("user", _)) => {
                     replaced = true;
                     format!("user={user}")
                 }
