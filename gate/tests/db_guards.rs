@@ -242,9 +242,10 @@ async fn fk_delegation_parent_same_tenant_refuses_a_parent_in_another_tenant() -
     let Some(w) = world().await? else {
         return Ok(());
     };
-    // The trigger refuses this first; switch it off to reach the foreign key itself.
+    // The trigger refuses this first; switch it off (as the owner: the
+    // application role may not) to reach the foreign key itself.
     exec(
-        w.pool(),
+        w.owner(),
         "ALTER TABLE delegations DISABLE TRIGGER delegation_attenuates",
     )
     .await?;
@@ -285,20 +286,17 @@ async fn request_state_transition_refuses_capturing_from_anywhere_else() -> Test
         return Ok(());
     };
     let request = authorized(&w).await?;
+    // An applied capture event recorded for the AUTHORIZED request (borrowing
+    // another request's order), so request_captured_by_event, which fires
+    // first and refuses any capture without one, lets the statement through
+    // to the transition guard. A capture without an event is refused by
+    // request_captured_by_event (gate/tests/db_roles.rs).
+    let (_, _, order) = paid_order(&w).await?;
+    exec(w.pool(), &event_row("acme", &request, &order)).await?;
     assert_refused_by(
         exec(
             w.pool(),
             &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{request}'"),
-        )
-        .await,
-        "request_state_transition",
-    );
-    // Even from PROVIDER_PENDING, CAPTURED needs a verified capture event.
-    let (paid, _, _) = paid_order(&w).await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{paid}'"),
         )
         .await,
         "request_state_transition",
@@ -506,7 +504,7 @@ async fn fk_approval_approver_same_tenant_refuses_another_tenants_human() -> Tes
     };
     let request = pending(&w).await?;
     exec(
-        w.pool(),
+        w.owner(),
         "ALTER TABLE approvals DISABLE TRIGGER approval_by_permitted_human",
     )
     .await?;
@@ -776,9 +774,10 @@ async fn fk_delegation_grantor_same_tenant_refuses_another_tenants_human() -> Te
     let Some(w) = world().await? else {
         return Ok(());
     };
-    // The trigger refuses this first; switch it off to reach the foreign key itself.
+    // The trigger refuses this first; switch it off (as the owner: the
+    // application role may not) to reach the foreign key itself.
     exec(
-        w.pool(),
+        w.owner(),
         "ALTER TABLE delegations DISABLE TRIGGER delegation_attenuates",
     )
     .await?;
@@ -987,16 +986,18 @@ async fn policy_versions_append_only_refuses_editing_a_published_version() -> Te
     let Some(w) = world().await? else {
         return Ok(());
     };
+    // As the owner: the application role holds no UPDATE or DELETE here, so
+    // it would be refused for want of privilege before reaching the guard.
     assert_refused_by(
         exec(
-            w.pool(),
+            w.owner(),
             "UPDATE policy_versions SET policy = jsonb_set(policy, '{daily_cap_paise}', '99999999') WHERE tenant_id = 'acme'",
         )
         .await,
         "policy_versions_append_only",
     );
     assert_refused_by(
-        exec(w.pool(), "DELETE FROM policy_versions").await,
+        exec(w.owner(), "DELETE FROM policy_versions").await,
         "policy_versions_append_only",
     );
     w.drop().await
@@ -1008,9 +1009,11 @@ async fn ledger_append_only_refuses_update() -> TestResult {
         return Ok(());
     };
     authorized(&w).await?;
+    // As the owner: the application role may not UPDATE, DELETE or TRUNCATE
+    // the ledger at all (gate/tests/db_roles.rs), so the guard is for everyone else.
     assert_refused_by(
         exec(
-            w.pool(),
+            w.owner(),
             "UPDATE ledger_entries SET kind = 'nothing-happened' WHERE seq = 1",
         )
         .await,
@@ -1026,7 +1029,7 @@ async fn ledger_append_only_refuses_delete() -> TestResult {
     };
     authorized(&w).await?;
     assert_refused_by(
-        exec(w.pool(), "DELETE FROM ledger_entries WHERE seq > 1").await,
+        exec(w.owner(), "DELETE FROM ledger_entries WHERE seq > 1").await,
         "ledger_append_only",
     );
     w.drop().await
@@ -1039,7 +1042,7 @@ async fn ledger_append_only_refuses_truncate() -> TestResult {
     };
     authorized(&w).await?;
     assert_refused_by(
-        exec(w.pool(), "TRUNCATE ledger_entries").await,
+        exec(w.owner(), "TRUNCATE ledger_entries").await,
         "ledger_append_only",
     );
     let left: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")

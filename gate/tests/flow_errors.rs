@@ -87,8 +87,9 @@ async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
         return Ok(());
     };
     let before = ledger_len(&w).await?;
-    // The server drops the gate's connection at the very last statement of propose.
-    w.db.pool()
+    // The server drops the gate's connection at the very last statement of
+    // propose (the trigger is the owner's to create and drop).
+    w.owner()
         .execute(
             "CREATE FUNCTION die() RETURNS trigger LANGUAGE plpgsql AS $$ \
              BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NEW; END $$; \
@@ -103,7 +104,7 @@ async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
         matches!(err, Err(ServiceError::DatabaseUnavailable { .. })),
         "{err:?}"
     );
-    w.db.pool()
+    w.owner()
         .execute("DROP TRIGGER die ON ledger_entries")
         .await?;
     nothing_written(&w, before).await?;
@@ -122,7 +123,8 @@ async fn a_ledger_that_cannot_be_appended_to_writes_nothing() -> TestResult {
         return Ok(());
     };
     let before = ledger_len(&w).await?;
-    w.db.pool().execute("DELETE FROM ledger_head").await?;
+    // As the owner: the gate's role may not DELETE the head.
+    w.owner().execute("DELETE FROM ledger_head").await?;
     let err = w
         .gate
         .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)

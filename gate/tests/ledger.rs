@@ -36,8 +36,10 @@ async fn history(w: &World) -> Result<String, Box<dyn std::error::Error + Send +
     Ok(request)
 }
 
+/// Edits the ledger as the database owner would (the application role may
+/// neither disable the trigger nor change an entry).
 async fn tamper(w: &World, sql: &str) -> TestResult {
-    let mut conn = w.db.pool().acquire().await?;
+    let mut conn = w.owner().acquire().await?;
     conn.execute("ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only")
         .await?;
     conn.execute(sql).await?;
