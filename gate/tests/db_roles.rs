@@ -358,7 +358,7 @@ async fn request_captured_by_event_refuses_capturing_without_a_capture_event() -
     };
     let (request, _, order) = paid_order(&w).await?;
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     assert_refused_by(
@@ -390,7 +390,7 @@ async fn request_captured_by_event_refuses_capturing_without_a_capture_event() -
         "request_captured_by_event",
     );
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     // The gate's own path: a verified capture event moves it.
@@ -398,7 +398,7 @@ async fn request_captured_by_event_refuses_capturing_without_a_capture_event() -
     let applied = w.gate.webhook(&raw, Some(&signature)).await?;
     assert_eq!(applied.decision, gate::Decision::Allow, "{applied:?}");
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("CAPTURED")
     );
     w.drop().await
