@@ -48,8 +48,9 @@ const MANIFEST: &[(&str, &str)] = &[
     ("tenants", "SELECT INSERT UPDATE(id)"),
 ];
 
-/// Sequences the application role draws ids from (USAGE, nothing more).
-const SEQUENCES: &[(&str, &str)] = &[("approval_ids", "USAGE"), ("payment_request_ids", "USAGE")];
+/// Sequences the application role draws ids from (USAGE, nothing more):
+/// none, since request and approval ids are random.
+const SEQUENCES: &[(&str, &str)] = &[];
 
 const TABLE_PRIVILEGES: [&str; 7] = [
     "SELECT",
