@@ -1,0 +1,160 @@
+//! Every committed seed and fixed finding, through the plain (uninstrumented)
+//! fuzz targets: the bounded pass `make verify` runs.
+//!
+//! `fuzz/seeds/<target>/*` are the inputs AFL++ starts from;
+//! `fuzz/findings/<target>/*` are inputs that once broke a target's property
+//! and were fixed. Every one must now get a typed answer. A finding whose fix
+//! is still pending lives in `fuzz/pending/<target>/` with its own ignored
+//! test in `tests/pending.rs`; when it is fixed, move the file into
+//! `findings/` and delete that test.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+fn fuzz_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
+    let dir = fuzz_dir().join(kind).join(target);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .filter(|p| p.file_name().and_then(|n| n.to_str()) != Some("README.md"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Runs `target` over `files` in `dir`; returns each failure as text.
+fn replay(target: &str, files: &[PathBuf], dir: &Path) -> Vec<String> {
+    let mut failures = Vec::new();
+    for file in files {
+        let data = match std::fs::read(file) {
+            Ok(d) => d,
+            Err(e) => {
+                failures.push(format!("{}: cannot read: {e}", file.display()));
+                continue;
+            }
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            if target == "scenarios" {
+                Some(fuzz::scenarios_in(dir, &data))
+            } else {
+                fuzz::run(target, &data)
+            }
+        }));
+        match outcome {
+            Ok(Some(_)) => {}
+            Ok(None) => failures.push(format!("{}: no target `{target}`", file.display())),
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                failures.push(format!("{}: {message}", file.display()));
+            }
+        }
+    }
+    failures
+}
+
+fn replay_target(target: &str) {
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let seeds = inputs("seeds", target);
+    assert!(
+        seeds.len() >= 10,
+        "{target}: only {} seeds in fuzz/seeds/{target}",
+        seeds.len()
+    );
+    let mut files = seeds;
+    files.extend(inputs("findings", target));
+    let failures = replay(target, &files, scratch.path());
+    assert!(
+        failures.is_empty(),
+        "{target}: {} of {} inputs broke the property:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_proposal_seed_and_finding_gets_a_typed_answer() {
+    replay_target("proposal");
+}
+
+#[test]
+fn every_webhook_seed_and_finding_gets_a_typed_answer() {
+    replay_target("webhook");
+}
+
+#[test]
+fn every_scenario_seed_and_finding_gets_a_typed_answer() {
+    replay_target("scenarios");
+}
+
+#[test]
+fn every_registry_seed_and_finding_gets_a_typed_answer() {
+    replay_target("registry");
+}
+
+#[test]
+fn the_seed_folders_are_exactly_the_targets() {
+    let mut found: Vec<String> = std::fs::read_dir(fuzz_dir().join("seeds"))
+        .expect("fuzz/seeds")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .collect();
+    found.sort();
+    let mut targets: Vec<String> = fuzz::TARGETS.iter().map(|t| t.to_string()).collect();
+    targets.sort();
+    assert_eq!(found, targets);
+}
+
+#[test]
+fn the_targets_answer_as_the_gate_does_on_known_inputs() {
+    // A target that answered "ok" to everything would pass every replay; pin
+    // a few answers so it cannot.
+    let good = br#"{"sku":"CLOUD-STARTER","quantity":2,"purpose":"team credits"}"#;
+    assert_eq!(fuzz::proposal(good), "ok");
+    assert_eq!(
+        fuzz::proposal(br#"{"sku":"A","quantity":0,"purpose":"x"}"#),
+        "QUANTITY_INVALID"
+    );
+    assert_eq!(fuzz::proposal(b"\xff"), "PROPOSAL_MALFORMED");
+
+    let body = br#"{"id":"evt_1"}"#;
+    let sig = gate::service::sign_webhook(fuzz::WEBHOOK_SECRET, body);
+    let mut signed = format!("X-Razorpay-Signature: {sig}\r\n\r\n").into_bytes();
+    signed.extend_from_slice(body);
+    assert_eq!(fuzz::webhook(&signed), "signature-valid");
+    let mut forged = format!("x-razorpay-signature: {}\n\n", "0".repeat(64)).into_bytes();
+    forged.extend_from_slice(body);
+    assert_eq!(fuzz::webhook(&forged), "signature-invalid");
+    assert_eq!(fuzz::webhook(body), "no-signature");
+
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    assert_eq!(fuzz::scenarios_in(scratch.path(), b""), "ok 0");
+    assert!(fuzz::scenarios_in(scratch.path(), b"- id: Not Kebab\n").starts_with("refused"));
+    assert!(fuzz::scenarios_in(scratch.path(), b"{").starts_with("refused 1 (\"Syntax\")"));
+
+    assert_eq!(fuzz::registry(b"version: 2\n"), "RegistryFormat");
+    assert_eq!(fuzz::registry(b"version: 1\nguards: []\n"), "ok 0");
+}
+
+#[test]
+fn the_project_registry_and_a_corpus_file_load_through_the_targets() {
+    let root = fuzz_dir().join("..");
+    let registry = std::fs::read(root.join("mutations/registry.yaml")).expect("registry");
+    assert!(fuzz::registry(&registry).starts_with("ok "));
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let corpus = std::fs::read(root.join("scenarios/corpus/provider-events.yaml")).expect("corpus");
+    let answer = fuzz::scenarios_in(scratch.path(), &corpus);
+    assert!(answer.starts_with("ok "), "{answer}");
+}
