@@ -158,3 +158,126 @@ fn the_project_registry_and_a_corpus_file_load_through_the_targets() {
     let answer = fuzz::scenarios_in(scratch.path(), &corpus);
     assert!(answer.starts_with("ok "), "{answer}");
 }
+
+/// A small deterministic mutator (xorshift), so the bounded pass in
+/// `make verify` explores past the seeds without an instrumented build. The
+/// real exploration is AFL++'s (`make fuzz`); this only keeps the seeds'
+/// neighbourhood checked on every run, the same inputs each time.
+struct Mutator(u64);
+
+const TOKENS: [&[u8]; 12] = [
+    b"\\u0000",
+    b"\\ud800",
+    b"\x00",
+    b"\xff",
+    b"\xe2\x80\xa8",
+    b"\xf3\xa0\x81\x81",
+    b"1e400",
+    b"18446744073709551616",
+    b"\"",
+    b"{",
+    b"[",
+    b"*a",
+];
+
+impl Mutator {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    fn mutate(&mut self, seed: &[u8], other: &[u8]) -> Vec<u8> {
+        let mut data = seed.to_vec();
+        for _ in 0..=self.below(3) {
+            let at = self.below(data.len() + 1);
+            match self.below(5) {
+                0 if at < data.len() => data[at] ^= 1 << self.below(8),
+                1 => {
+                    let token = TOKENS[self.below(TOKENS.len())];
+                    data.splice(at..at, token.iter().copied());
+                }
+                2 => {
+                    let end = (at + self.below(16)).min(data.len());
+                    data.drain(at..end);
+                }
+                3 => {
+                    let end = (at + self.below(64)).min(data.len());
+                    let copy = data[at..end].to_vec();
+                    data.splice(at..at, copy);
+                }
+                _ => {
+                    let from = self.below(other.len() + 1);
+                    data.truncate(at);
+                    data.extend_from_slice(&other[from..]);
+                }
+            }
+        }
+        data
+    }
+}
+
+fn mutation_pass(target: &str, count: usize) {
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    let seeds: Vec<Vec<u8>> = inputs("seeds", target)
+        .iter()
+        .filter_map(|p| std::fs::read(p).ok())
+        .collect();
+    assert!(!seeds.is_empty(), "{target}: no seeds");
+    let mut rng = Mutator(0x5eed_f022 ^ target.len() as u64);
+    let mut failures = Vec::new();
+    for _ in 0..count {
+        let seed = &seeds[rng.below(seeds.len())];
+        let other = &seeds[rng.below(seeds.len())];
+        let data = rng.mutate(seed, other);
+        let file = scratch.path().join("mutant");
+        std::fs::write(&file, &data).expect("write the mutant");
+        let broke = replay(target, std::slice::from_ref(&file), scratch.path());
+        if !broke.is_empty() {
+            failures.push(format!(
+                "{:?}: {}",
+                String::from_utf8_lossy(&data),
+                broke.join("; ")
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{target}: {} of {count} mutants broke the property (commit each as a finding):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+#[ignore = "the bounded mutation pass: make fuzz-replay runs it"]
+fn a_bounded_mutation_pass_over_the_proposal_seeds() {
+    mutation_pass("proposal", 3000);
+}
+
+#[test]
+#[ignore = "the bounded mutation pass: make fuzz-replay runs it"]
+fn a_bounded_mutation_pass_over_the_webhook_seeds() {
+    mutation_pass("webhook", 3000);
+}
+
+#[test]
+#[ignore = "the bounded mutation pass: make fuzz-replay runs it"]
+fn a_bounded_mutation_pass_over_the_scenario_seeds() {
+    mutation_pass("scenarios", 600);
+}
+
+#[test]
+#[ignore = "the bounded mutation pass: make fuzz-replay runs it"]
+fn a_bounded_mutation_pass_over_the_registry_seeds() {
+    mutation_pass("registry", 2000);
+}

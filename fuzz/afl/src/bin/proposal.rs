@@ -1,0 +1,6 @@
+//! AFL++ harness for the `proposal` fuzz target (see fuzz/src/lib.rs).
+fn main() {
+    afl::fuzz!(|data: &[u8]| {
+        fuzz::proposal(data);
+    });
+}

@@ -1,0 +1,6 @@
+//! AFL++ harness for the `scenarios` fuzz target (see fuzz/src/lib.rs).
+fn main() {
+    afl::fuzz!(|data: &[u8]| {
+        fuzz::scenarios(data);
+    });
+}
