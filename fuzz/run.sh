@@ -28,6 +28,11 @@ export AFL_NO_UI=1 AFL_NO_AFFINITY=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MI
 
 stat() { sed -n "s/^$2 *: *//p" "$1" | head -n 1; }
 
+# Marked as a cache folder, so the mutation runner's scratch copy (and
+# backup tools) skip it.
+mkdir -p "${here}/out"
+printf 'Signature: 8a477f597d28d172789f06886806bc55\n# AFL++ output of fuzz/run.sh\n' >"${here}/out/CACHEDIR.TAG"
+
 found=0
 summary=()
 for target in "${targets[@]}"; do
