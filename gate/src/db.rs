@@ -10,21 +10,39 @@
 //!   with its password replaced by `***` ([`redact_url`]); none panics.
 //! - [`migrate`] applies the migrations; a failure names the migration
 //!   (version and description) in [`DbError::Migration`].
+//! - Two roles ([`OWNER_ROLE`], [`APP_ROLE`]): the migrations run as the
+//!   owner, the gate connects as the application role, which owns nothing and
+//!   holds only the privileges the gate uses (`migrations/*_roles.sql`).
+//!   [`DATABASE_URL_ENV`] names the application's URL and
+//!   [`MIGRATION_DATABASE_URL_ENV`] the owner's. [`server_urls`] resolves the
+//!   pair: both from the environment when `MIGRATION_DATABASE_URL` is set;
+//!   otherwise the one URL given is taken for an administrator's (the
+//!   throwaway cluster's superuser, `docker compose`'s `postgres`), the two
+//!   roles are created if missing ([`ensure_roles`]), and both URLs are
+//!   derived from it by changing only the user ([`with_user`]).
 //! - [`fresh_database`] hands out a new, uniquely named, fully migrated
-//!   database cloned from a template (`CREATE DATABASE .. TEMPLATE ..`). The
-//!   template is named after a hash of the migrations
-//!   (`spendgate_tpl_<12 hex>`, see [`template_name`]), built at most once per
-//!   migration set even when many test processes race for it (a Postgres
-//!   advisory lock), and marked as a template only after every migration
-//!   applied; a half-built one is dropped and rebuilt. Nobody may connect to it,
-//!   so cloning never finds it busy (and retries for a while if it does).
+//!   database cloned from a template (`CREATE DATABASE .. TEMPLATE ..`), all
+//!   of it done as the owner, so the owner owns the database and everything
+//!   in it. Its [`FreshDatabase::pool`] connects as the APPLICATION role (what
+//!   the gate and every gate test use); [`FreshDatabase::owner_pool`] connects
+//!   as the owner, for the few tests that must act as the owner (a guard
+//!   violated by a statement the application may not even issue) and for the
+//!   mutation runner's drops below. The template is named after a hash of
+//!   the migrations (`spendgate_tpl_<12 hex>`, see [`template_name`]), built at
+//!   most once per migration set even when many test processes race for it
+//!   (a Postgres advisory lock), and marked as a template only after every
+//!   migration applied; a half-built one is dropped and rebuilt. Nobody may
+//!   connect to it, so cloning never finds it busy (and retries for a while
+//!   if it does).
 //! - [`FreshDatabase::drop`] removes the database (`DROP DATABASE .. WITH
-//!   (FORCE)`, Postgres 13 or later). A `FreshDatabase` that goes out of scope
-//!   without it (a test that panicked) is dropped on a helper thread, best effort.
+//!   (FORCE)`, Postgres 13 or later, as the owner: the owner is a member of
+//!   the application role, which lets it end the application's sessions). A
+//!   `FreshDatabase` that goes out of scope without it (a test that panicked)
+//!   is dropped on a helper thread, best effort.
 //!
 //! ```no_run
 //! # async fn demo(admin_url: &str) -> Result<(), gate::db::DbError> {
-//! // admin_url: any database of the server, e.g. DATABASE_URL.
+//! // admin_url: DATABASE_URL (with MIGRATION_DATABASE_URL set, or an administrator's).
 //! let db = gate::db::fresh_database(admin_url).await?;
 //! let pool = db.pool();
 //! sqlx::query("INSERT INTO tenants (id) VALUES ('acme')")
@@ -44,12 +62,15 @@
 //! when `SPENDGATE_DROP_GUARDS=KIND:TABLE:NAME[,...]` is set (KIND is
 //! `constraint`, `trigger` or `index`), [`fresh_database`] drops each named
 //! object from the NEW database (never the template) before handing it out,
+//! connected as the owner (dropping a constraint or trigger needs ownership),
 //! with `ALTER TABLE t DROP CONSTRAINT n`, `DROP TRIGGER n ON t` or `DROP INDEX
 //! n` (no `IF EXISTS`: a name the migrations do not create is an error), and
 //! appends `dropped KIND:TABLE:NAME` (or `failed KIND:TABLE:NAME: <error>`,
 //! then returns [`DbError::DropGuard`]) to the file `SPENDGATE_DROP_GUARDS_LOG`
 //! names. Unset or empty: nothing happens. Only the runner sets these, on the
 //! test processes that judge one schema guard; [`empty_database`] ignores them.
+//! An [`empty_database`] (no migrations yet) is for testing the migrations,
+//! which run as the owner: both its pools connect as the owner.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -62,8 +83,14 @@ use sqlx::{Connection, Executor, Postgres};
 /// Every migration of `migrations/`, embedded at build time.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 
-/// The variable naming the server tests and the harness use.
+/// The variable naming the application's URL (the role the gate connects as).
 pub const DATABASE_URL_ENV: &str = "DATABASE_URL";
+/// The variable naming the owner's URL (the role the migrations run as).
+pub const MIGRATION_DATABASE_URL_ENV: &str = "MIGRATION_DATABASE_URL";
+/// The role that runs the migrations and owns every table.
+pub const OWNER_ROLE: &str = "spendgate_owner";
+/// The role the gate connects as: owns nothing, holds only what the gate uses.
+pub const APP_ROLE: &str = "spendgate_app";
 /// Set to `1` to skip database tests when `DATABASE_URL` is not set.
 pub const SKIP_ENV: &str = "SPENDGATE_SKIP_DB";
 /// The mutation runner's list of schema objects a fresh database goes without.
@@ -120,6 +147,9 @@ pub enum DbError {
     /// does not parse, or an object it names could not be dropped.
     #[error("SPENDGATE_DROP_GUARDS: {spec}: {message}")]
     DropGuard { spec: String, message: String },
+    /// The owner's and application's roles or URLs could not be worked out.
+    #[error("database roles on {url}: {message}")]
+    Roles { url: String, message: String },
 }
 
 /// Replaces the password of a Postgres URL (userinfo or `password=` parameter) with `***`.
@@ -166,19 +196,245 @@ pub fn template_name() -> String {
     format!("spendgate_tpl_{}", &hex::encode(migrations_digest())[..12])
 }
 
+/// The two URLs of one server: the application role's and the owner's.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServerUrls {
+    /// Where the gate connects: `DATABASE_URL`, as [`APP_ROLE`].
+    pub app: String,
+    /// Where the migrations run: `MIGRATION_DATABASE_URL`, as [`OWNER_ROLE`].
+    pub owner: String,
+}
+
+/// Shows both URLs redacted.
+impl std::fmt::Debug for ServerUrls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerUrls")
+            .field("app", &redact_url(&self.app))
+            .field("owner", &redact_url(&self.owner))
+            .finish()
+    }
+}
+
+/// The URLs to use for `url` (normally `DATABASE_URL`): `url` and
+/// `MIGRATION_DATABASE_URL` when that is set; otherwise `url` is taken for an
+/// administrator's and [`ensure_roles`] creates the roles (if missing) and
+/// derives both URLs from it.
+pub async fn server_urls(url: &str) -> Result<ServerUrls, DbError> {
+    match given_urls(url, std::env::var(MIGRATION_DATABASE_URL_ENV).ok()) {
+        Some(urls) => Ok(urls),
+        None => ensure_roles(url).await,
+    }
+}
+
+/// Both URLs when the owner's is given (and not blank); `None`: derive them.
+fn given_urls(url: &str, owner: Option<String>) -> Option<ServerUrls> {
+    owner
+        .filter(|u| !u.trim().is_empty())
+        .map(|owner| ServerUrls {
+            app: url.to_owned(),
+            owner,
+        })
+}
+
+/// `url` with its user replaced by `user` (a `user=` query parameter if the
+/// URL has one, else the user of its userinfo, inserted if absent); the
+/// password, host, port, database and every other parameter are kept.
+pub fn with_user(url: &str, user: &str) -> Result<String, DbError> {
+    let invalid = |why: &str| DbError::Roles {
+        url: redact_url(url),
+        message: format!("cannot derive a URL for {user}: {why}"),
+    };
+    if !is_sql_name(user) || user.contains('.') {
+        return Err(invalid("not a plain role name"));
+    }
+    let scheme_end = url
+        .find("://")
+        .filter(|&i| matches!(&url[..i], "postgres" | "postgresql"))
+        .ok_or_else(|| invalid("not a postgres:// or postgresql:// URL"))?;
+    if let Some(query_start) = url.find('?') {
+        let (head, query) = url.split_at(query_start + 1);
+        let mut replaced = false;
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some(("user", _)) => {
+                    replaced = true;
+                    format!("user={user}")
+                }
+                _ => pair.to_owned(),
+            })
+            .collect();
+        if replaced {
+            return Ok(format!("{head}{}", pairs.join("&")));
+        }
+    }
+    let start = scheme_end + 3;
+    let end = url[start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| start + i);
+    let authority = &url[start..end];
+    let rest = match authority.rfind('@') {
+        Some(at) => {
+            let userinfo = &authority[..at];
+            let password = userinfo.find(':').map_or("", |colon| &userinfo[colon..]);
+            format!("{user}{password}@{}", &authority[at + 1..])
+        }
+        None => format!("{user}@{authority}"),
+    };
+    Ok(format!("{}{rest}{}", &url[..start], &url[end..]))
+}
+
+/// Connected through `admin_url` (a role that may create roles, unless both
+/// exist already): creates [`OWNER_ROLE`] (`LOGIN CREATEDB`) and [`APP_ROLE`]
+/// (`LOGIN`) if missing, makes the owner a member of the application role (so
+/// it may end the application's sessions when it drops a test database), and
+/// returns both URLs derived from `admin_url` ([`with_user`]). A role it
+/// creates gets the password of `admin_url`, if that has one, so the derived
+/// URLs log in. Safe to run from many processes at once (an advisory lock).
+pub async fn ensure_roles(admin_url: &str) -> Result<ServerUrls, DbError> {
+    let urls = ServerUrls {
+        app: with_user(admin_url, APP_ROLE)?,
+        owner: with_user(admin_url, OWNER_ROLE)?,
+    };
+    let shown = redact_url(admin_url);
+    let mut conn = PgConnection::connect_with(&parse(admin_url)?)
+        .await
+        .map_err(|cause| connect_error(&shown, cause))?;
+    let ensured = create_roles(&mut conn, &shown, url_password(admin_url)).await;
+    let _ = conn.close().await;
+    ensured.map(|()| urls)
+}
+
+/// The advisory lock key [`ensure_roles`] serializes on ("spendgate roles").
+const ROLES_LOCK: i64 = 0x7370_656e_6472_6f6c;
+
+async fn create_roles(
+    conn: &mut PgConnection,
+    shown: &str,
+    password: Option<String>,
+) -> Result<(), DbError> {
+    let mut tx = conn
+        .begin()
+        .await
+        .map_err(query_error("starting the role transaction"))?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(ROLES_LOCK)
+        .execute(&mut *tx)
+        .await
+        .map_err(query_error("taking the roles lock"))?;
+    let (me, may_create): (String, bool) = sqlx::query_as(
+        "SELECT rolname::text, rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(query_error("reading the connected role"))?;
+    for (role, attributes) in [(OWNER_ROLE, "LOGIN CREATEDB"), (APP_ROLE, "LOGIN")] {
+        let exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
+                .bind(role)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(query_error(format!("looking up role {role}")))?;
+        if exists {
+            continue;
+        }
+        if !may_create {
+            return Err(DbError::Roles {
+                url: shown.to_owned(),
+                message: format!(
+                    "{MIGRATION_DATABASE_URL_ENV} is not set, so this URL was taken for an \
+                     administrator's, but role {role} does not exist and {me} may not create \
+                     it: create {OWNER_ROLE} and {APP_ROLE} (README, \"Deploying\") and set \
+                     {DATABASE_URL_ENV} and {MIGRATION_DATABASE_URL_ENV}"
+                ),
+            });
+        }
+        let sql: String = sqlx::query_scalar(
+            "SELECT format('CREATE ROLE %I ' || $2 || CASE WHEN $3::text IS NULL THEN '' \
+             ELSE format(' PASSWORD %L', $3::text) END, $1::text)",
+        )
+        .bind(role)
+        .bind(attributes)
+        .bind(password.as_deref())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(query_error(format!("quoting the creation of role {role}")))?;
+        tx.execute(sql.as_str())
+            .await
+            .map_err(query_error(format!("creating role {role}")))?;
+    }
+    let member: bool = sqlx::query_scalar("SELECT pg_has_role($1, $2, 'MEMBER')")
+        .bind(OWNER_ROLE)
+        .bind(APP_ROLE)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(query_error("checking the owner's membership"))?;
+    if !member && may_create {
+        tx.execute(format!("GRANT {APP_ROLE} TO {OWNER_ROLE}").as_str())
+            .await
+            .map_err(query_error(
+                "making the owner a member of the application role",
+            ))?;
+    }
+    tx.commit()
+        .await
+        .map_err(query_error("committing the roles"))
+}
+
+/// The password of a URL's userinfo, percent-decoded, if it has one.
+fn url_password(url: &str) -> Option<String> {
+    let start = url.find("://")? + 3;
+    let end = url[start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| start + i);
+    let userinfo = &url[start..start + url[start..end].rfind('@')?];
+    let (_, encoded) = userinfo.split_once(':')?;
+    let bytes = encoded.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// A database of its own, migrated, dropped by [`FreshDatabase::drop`].
 pub struct FreshDatabase {
     name: String,
-    admin_url: String,
+    /// The owner's URL (any database of the server): the drop connects there.
+    owner_url: String,
     options: PgConnectOptions,
+    owner_options: PgConnectOptions,
     pool: PgPool,
+    owner_pool: PgPool,
     dropped: bool,
 }
 
 impl FreshDatabase {
-    /// A pool of up to 10 connections to this database.
+    /// A pool of up to 10 connections to this database as the APPLICATION
+    /// role (for an [`empty_database`], as the owner).
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// A pool of up to 10 connections to this database as the OWNER role,
+    /// which may do what the application may not (DDL, any UPDATE or DELETE).
+    /// It connects on first use.
+    pub fn owner_pool(&self) -> &PgPool {
+        &self.owner_pool
     }
 
     /// The database's name (`spendgate_t_<pid>_<n>_<hex>`).
@@ -186,16 +442,23 @@ impl FreshDatabase {
         &self.name
     }
 
-    /// How to connect to this database, for a second pool or a single connection.
+    /// How to connect to this database as [`FreshDatabase::pool`] does, for a
+    /// second pool or a single connection.
     pub fn connect_options(&self) -> &PgConnectOptions {
         &self.options
     }
 
-    /// Closes the pool and drops the database, terminating any other session on it.
+    /// How to connect to this database as the owner.
+    pub fn owner_connect_options(&self) -> &PgConnectOptions {
+        &self.owner_options
+    }
+
+    /// Closes the pools and drops the database, terminating any other session on it.
     pub async fn drop(mut self) -> Result<(), DbError> {
         self.dropped = true;
         self.pool.close().await;
-        drop_database(&self.admin_url, &self.name).await
+        self.owner_pool.close().await;
+        drop_database(&self.owner_url, &self.name).await
     }
 }
 
@@ -213,14 +476,14 @@ impl Drop for FreshDatabase {
         if self.dropped {
             return;
         }
-        let (admin_url, name) = (self.admin_url.clone(), self.name.clone());
+        let (owner_url, name) = (self.owner_url.clone(), self.name.clone());
         let outcome = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .map_err(|e| e.to_string())?;
             runtime
-                .block_on(drop_database(&admin_url, &name))
+                .block_on(drop_database(&owner_url, &name))
                 .map_err(|e| e.to_string())
         })
         .join();
@@ -230,24 +493,31 @@ impl Drop for FreshDatabase {
     }
 }
 
-/// A new database cloned from the migrated template of this build (created first if needed).
-pub async fn fresh_database(admin_url: &str) -> Result<FreshDatabase, DbError> {
-    let admin_options = parse(admin_url)?;
-    let shown = redact_url(admin_url);
-    let admin = pool(admin_options.clone(), &shown, 2).await?;
+/// A new database cloned from the migrated template of this build (created
+/// first if needed), on the server of `url` ([`server_urls`] says which roles).
+pub async fn fresh_database(url: &str) -> Result<FreshDatabase, DbError> {
+    fresh_database_with(&server_urls(url).await?).await
+}
+
+/// [`fresh_database`] with both URLs given.
+pub async fn fresh_database_with(urls: &ServerUrls) -> Result<FreshDatabase, DbError> {
+    let owner_options = parse(&urls.owner)?;
+    let app_options = parse(&urls.app)?;
+    let shown = redact_url(&urls.owner);
+    let owner = pool(owner_options.clone(), &shown, 2).await?;
     let created = async {
-        let template = ensure_template(&admin, &admin_options, &shown).await?;
-        create_database(&admin, Some(&template)).await
+        let template = ensure_template(&owner, &owner_options, &shown).await?;
+        create_database(&owner, Some(&template)).await
     }
     .await;
-    admin.close().await;
-    let db = open(admin_url, &admin_options, created?).await?;
+    owner.close().await;
+    let db = open(urls, &app_options, &owner_options, created?).await?;
     let wanted = std::env::var(DROP_GUARDS_ENV).unwrap_or_default();
     if wanted.trim().is_empty() {
         return Ok(db);
     }
     let log = std::env::var_os(DROP_GUARDS_LOG_ENV).map(std::path::PathBuf::from);
-    match drop_guards(db.pool(), &wanted, log.as_deref()).await {
+    match drop_guards(db.owner_pool(), &wanted, log.as_deref()).await {
         Ok(()) => Ok(db),
         Err(e) => {
             // Best effort: the drop failure is the error worth reporting.
@@ -363,18 +633,26 @@ async fn drop_guards(
     Ok(())
 }
 
-/// A new database with no migrations applied (cloned from `template0`), for testing migrations.
-pub async fn empty_database(admin_url: &str) -> Result<FreshDatabase, DbError> {
-    let admin_options = parse(admin_url)?;
-    let admin = pool(admin_options.clone(), &redact_url(admin_url), 1).await?;
-    let created = create_database(&admin, None).await;
-    admin.close().await;
-    open(admin_url, &admin_options, created?).await
+/// A new database with no migrations applied (cloned from `template0`), for
+/// testing migrations: made by, owned by and connected as the owner (both
+/// pools), since the migrations run as the owner.
+pub async fn empty_database(url: &str) -> Result<FreshDatabase, DbError> {
+    let urls = server_urls(url).await?;
+    let owner_options = parse(&urls.owner)?;
+    let owner = pool(owner_options.clone(), &redact_url(&urls.owner), 1).await?;
+    let created = create_database(&owner, None).await;
+    owner.close().await;
+    let urls = ServerUrls {
+        app: urls.owner.clone(),
+        owner: urls.owner,
+    };
+    open(&urls, &owner_options, &owner_options, created?).await
 }
 
-/// The admin URL for database tests: `DATABASE_URL`; `Ok(None)` (after saying
-/// the test is skipped) when it is unset and `SPENDGATE_SKIP_DB=1`; otherwise
-/// [`DbError::NotConfigured`].
+/// The URL for database tests: `DATABASE_URL` (the application's, with
+/// `MIGRATION_DATABASE_URL` the owner's; or an administrator's alone, see
+/// [`server_urls`]); `Ok(None)` (after saying the test is skipped) when it is
+/// unset and `SPENDGATE_SKIP_DB=1`; otherwise [`DbError::NotConfigured`].
 pub fn test_admin_url() -> Result<Option<String>, DbError> {
     resolve_test_url(
         std::env::var(DATABASE_URL_ENV).ok(),
@@ -601,23 +879,34 @@ async fn create_database(admin: &PgPool, template: Option<&str>) -> Result<Strin
 }
 
 async fn open(
-    admin_url: &str,
-    admin_options: &PgConnectOptions,
+    urls: &ServerUrls,
+    app_options: &PgConnectOptions,
+    owner_options: &PgConnectOptions,
     name: String,
 ) -> Result<FreshDatabase, DbError> {
-    let options = admin_options.clone().database(&name);
-    let shown = format!("{} (database {name})", redact_url(admin_url));
-    match pool(options.clone(), &shown, FRESH_POOL_SIZE).await {
-        Ok(pool) => Ok(FreshDatabase {
-            name,
-            admin_url: admin_url.to_owned(),
-            options,
-            pool,
-            dropped: false,
-        }),
+    let options = app_options.clone().database(&name);
+    let owner_options = owner_options.clone().database(&name);
+    let shown = format!("{} (database {name})", redact_url(&urls.app));
+    let opened = pool(options.clone(), &shown, FRESH_POOL_SIZE).await;
+    match opened {
+        Ok(pool) => {
+            let owner_pool = PgPoolOptions::new()
+                .max_connections(FRESH_POOL_SIZE)
+                .acquire_timeout(CONNECT_TIMEOUT)
+                .connect_lazy_with(owner_options.clone());
+            Ok(FreshDatabase {
+                name,
+                owner_url: urls.owner.clone(),
+                options,
+                owner_options,
+                pool,
+                owner_pool,
+                dropped: false,
+            })
+        }
         Err(e) => {
             // Best effort: the connection error is the one worth reporting.
-            let _ = drop_database(admin_url, &name).await;
+            let _ = drop_database(&urls.owner, &name).await;
             Err(e)
         }
     }
@@ -710,14 +999,19 @@ mod tests {
         ));
         let wanted =
             "constraint:tenants:ck_tenants_id_not_blank,trigger:ledger_entries:ledger_append_only";
-        drop_guards(db.pool(), wanted, Some(&log)).await?;
+        drop_guards(db.owner_pool(), wanted, Some(&log)).await?;
         sqlx::query("INSERT INTO tenants (id) VALUES ('  ')")
             .execute(db.pool())
             .await?;
         sqlx::query("DELETE FROM ledger_entries")
-            .execute(db.pool())
+            .execute(db.owner_pool())
             .await?;
-        let missing = drop_guards(db.pool(), "index:approvals:uq_no_such_index", Some(&log)).await;
+        let missing = drop_guards(
+            db.owner_pool(),
+            "index:approvals:uq_no_such_index",
+            Some(&log),
+        )
+        .await;
         assert!(
             matches!(&missing, Err(DbError::DropGuard { spec, .. }) if spec == "index:approvals:uq_no_such_index"),
             "{missing:?}"
@@ -740,6 +1034,79 @@ mod tests {
         );
         db.drop().await?;
         Ok(())
+    }
+
+    #[test]
+    fn with_user_changes_the_user_and_nothing_else() {
+        let ok = |url: &str, user: &str| with_user(url, user).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            ok("postgresql://postgres@%2Ftmp%2Fpg:5432/postgres", APP_ROLE),
+            "postgresql://spendgate_app@%2Ftmp%2Fpg:5432/postgres"
+        );
+        assert_eq!(
+            ok(
+                "postgres://postgres:sp%40nd@localhost:5432/postgres?sslmode=disable",
+                OWNER_ROLE
+            ),
+            "postgres://spendgate_owner:sp%40nd@localhost:5432/postgres?sslmode=disable"
+        );
+        assert_eq!(
+            ok("postgres://localhost/db", APP_ROLE),
+            "postgres://spendgate_app@localhost/db"
+        );
+        assert_eq!(
+            ok(
+                "postgres:///db?host=/tmp&user=postgres&password=x",
+                APP_ROLE
+            ),
+            "postgres:///db?host=/tmp&user=spendgate_app&password=x"
+        );
+        for (url, user) in [
+            ("mysql://root@localhost/db", APP_ROLE),
+            ("not a url", APP_ROLE),
+            ("postgres://localhost/db", "app; DROP ROLE x"),
+            ("postgres://localhost/db", "a.b"),
+        ] {
+            assert!(
+                matches!(with_user(url, user), Err(DbError::Roles { .. })),
+                "{url} / {user}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_password_of_a_url_is_percent_decoded() {
+        assert_eq!(
+            url_password("postgres://u:sp%40nd%3A1@h/db").as_deref(),
+            Some("sp@nd:1")
+        );
+        assert_eq!(url_password("postgres://u@h/db"), None);
+        assert_eq!(url_password("postgres://h/db"), None);
+        assert_eq!(
+            url_password("postgres://u:%zz@h/db").as_deref(),
+            Some("%zz")
+        );
+    }
+
+    #[test]
+    fn a_given_owner_url_is_used_as_is_and_a_missing_one_means_derive() {
+        assert_eq!(
+            given_urls("postgres://app@h/db", Some("postgres://own@h/db".into())),
+            Some(ServerUrls {
+                app: "postgres://app@h/db".into(),
+                owner: "postgres://own@h/db".into()
+            })
+        );
+        assert_eq!(given_urls("postgres://a@h/db", Some("  ".into())), None);
+        assert_eq!(given_urls("postgres://a@h/db", None), None);
+        let shown = format!(
+            "{:?}",
+            ServerUrls {
+                app: "postgres://a:s3cret@h/db".into(),
+                owner: "postgres://o:s3cret@h/db".into()
+            }
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
     }
 
     #[test]

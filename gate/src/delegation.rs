@@ -59,6 +59,11 @@ pub struct DelegationChain {
     pub hops: Vec<DelegationHop>,
 }
 
+/// The most hops a chain may have, root included: a grant that would make a
+/// longer one is refused `DELEGATION_DEPTH_EXCEEDED` (and `ck_delegation_depth`
+/// refuses it in the database too).
+pub const MAX_CHAIN_HOPS: usize = 8;
+
 impl DelegationChain {
     pub fn new(hops: Vec<DelegationHop>) -> Self {
         DelegationChain { hops }

@@ -9,6 +9,7 @@
 pub mod catalog;
 pub mod db;
 pub mod delegation;
+pub mod ident;
 pub mod mutant;
 pub mod policy;
 pub mod proposal;
@@ -17,6 +18,7 @@ pub mod reason;
 pub mod redact;
 pub mod service;
 pub mod spend;
+pub mod text;
 
 pub use catalog::{Catalog, CatalogItem, Purchase};
 pub use delegation::{DelegationChain, DelegationHop};

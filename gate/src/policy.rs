@@ -108,14 +108,42 @@ impl Policy {
         if from > until
             || caps.iter().any(|c| *c < 0)
             || !is_currency_code(&self.currency)
-            || self.velocity.window_minutes == 0
-            || self.denial_rate.window_minutes == 0
+            || !rate_window_ok(self.velocity.window_minutes)
+            || !rate_window_ok(self.denial_rate.window_minutes)
         {
             return Err(Reason::PolicyInvalid);
         }
         Ok((from, until))
     }
+
+    /// Whether an operator may publish this policy: it must be enforceable
+    /// ([`Policy::validated`]), its validity window must have a length (a
+    /// window that ends where it starts, or before, is a mistake, never an
+    /// intent), and every merchant and category it names must be an
+    /// identifier. `POLICY_INVALID` otherwise, and nothing is published.
+    pub fn publishable(&self) -> Result<(), Reason> {
+        let (from, until) = self.validated()?;
+        let names_ok = self
+            .allowed_merchants
+            .iter()
+            .chain(&self.allowed_categories)
+            .all(|name| crate::ident::is_ident(name));
+        if from >= until || !names_ok {
+            return Err(Reason::PolicyInvalid);
+        }
+        Ok(())
+    }
 }
+
+/// A rate window of at least a minute and at most [`MAX_RATE_WINDOW_MINUTES`].
+fn rate_window_ok(minutes: u32) -> bool {
+    (1..=MAX_RATE_WINDOW_MINUTES).contains(&minutes)
+}
+
+/// The longest velocity or denial-rate window: 31 days. A longer one is
+/// refused `POLICY_INVALID` (a window of billions of minutes would reach
+/// before any instant the database can store).
+pub const MAX_RATE_WINDOW_MINUTES: u32 = 31 * 24 * 60;
 
 fn parse_instant(text: &str) -> Result<DateTime<Utc>, Reason> {
     DateTime::parse_from_rfc3339(text)

@@ -3,9 +3,11 @@
 //! Guarantees: the agent can name only `sku`, `quantity` and `purpose`. Any
 //! other field, a duplicate key, malformed JSON, a wrong type, a body over
 //! [`MAX_BODY_BYTES`], a quantity that is not a whole number in
-//! `1..=MAX_QUANTITY`, or a purpose that is empty, longer than
-//! [`MAX_PURPOSE_CHARS`] characters or holds control or bidirectional-override
-//! characters is refused with the spec's reason code. Serde's own error text
+//! `1..=MAX_QUANTITY` (however it is written), or a purpose that breaks
+//! [`crate::text::check_purpose`] (empty, over [`MAX_PURPOSE_CHARS`]
+//! characters, nothing visible, or a control, format, separator, private-use,
+//! unassigned or default-ignorable code point) is refused with the spec's
+//! reason code. Serde's own error text
 //! never leaves this module: the only thing a caller learns is a [`Reason`].
 //! A body is never read past `MAX_BODY_BYTES + 1` bytes.
 
@@ -15,16 +17,16 @@ use std::io::Read;
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::reason::Reason;
+pub use crate::text::MAX_PURPOSE_CHARS;
+use crate::text::check_purpose;
 
 /// The largest request body the gate reads, in bytes.
 pub const MAX_BODY_BYTES: usize = 4096;
 /// The largest quantity the boundary accepts before the catalog is consulted.
 pub const MAX_QUANTITY: u64 = 10_000;
-/// The longest purpose, in Unicode scalar values.
-pub const MAX_PURPOSE_CHARS: usize = 200;
 
 /// The only thing an agent may ask for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +54,11 @@ pub fn read_body<R: Read>(reader: R) -> Result<Vec<u8>, Reason> {
 }
 
 /// Parses raw request bytes into a proposal, or refuses with a reason.
+///
+/// The object is split into its fields as raw JSON text first, so that a
+/// field's own problem is named by that field's code: a quantity written as a
+/// 400-digit number or `1e400` is `QUANTITY_INVALID` (not a malformed body),
+/// and a purpose holding a lone surrogate escape is `PURPOSE_INVALID`.
 pub fn parse_proposal(raw: &[u8]) -> Result<PurchaseProposal, Reason> {
     if raw.len() > MAX_BODY_BYTES {
         return Err(Reason::ProposalTooLarge);
@@ -69,11 +76,9 @@ pub fn parse_proposal(raw: &[u8]) -> Result<PurchaseProposal, Reason> {
     ) else {
         return Err(Reason::ProposalMalformed);
     };
-    let Value::String(sku) = sku else {
-        return Err(Reason::ProposalMalformed);
-    };
-    let quantity = parse_quantity(&quantity)?;
-    let purpose = parse_purpose(purpose)?;
+    let sku: String = serde_json::from_str(sku.get()).map_err(|_| Reason::ProposalMalformed)?;
+    let quantity = parse_quantity(quantity.get())?;
+    let purpose = parse_purpose(purpose.get())?;
     Ok(PurchaseProposal {
         sku,
         quantity,
@@ -81,41 +86,32 @@ pub fn parse_proposal(raw: &[u8]) -> Result<PurchaseProposal, Reason> {
     })
 }
 
-fn parse_quantity(value: &Value) -> Result<u32, Reason> {
-    let Value::Number(n) = value else {
+/// A whole number in `1..=MAX_QUANTITY`, however it is written; anything
+/// else (a fraction, an exponent, a sign, a string, a number too large for
+/// any machine type) is `QUANTITY_INVALID`.
+fn parse_quantity(raw: &str) -> Result<u32, Reason> {
+    let digits = raw.trim();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(Reason::QuantityInvalid);
-    };
-    let Some(q) = n.as_u64() else {
-        return Err(Reason::QuantityInvalid);
-    };
+    }
+    let q = digits.parse::<u64>().map_err(|_| Reason::QuantityInvalid)?;
     if q == 0 || q > MAX_QUANTITY {
         return Err(Reason::QuantityInvalid);
     }
     u32::try_from(q).map_err(|_| Reason::QuantityInvalid)
 }
 
-fn parse_purpose(value: Value) -> Result<String, Reason> {
-    let Value::String(purpose) = value else {
-        return Err(Reason::PurposeInvalid);
-    };
-    if purpose.trim().is_empty()
-        || purpose.chars().count() > MAX_PURPOSE_CHARS
-        || purpose.chars().any(is_forbidden_char)
-    {
-        return Err(Reason::PurposeInvalid);
-    }
+/// A JSON string that meets [`crate::text::check_purpose`]; a lone surrogate
+/// escape, a non-string or a refused character is `PURPOSE_INVALID`.
+fn parse_purpose(raw: &str) -> Result<String, Reason> {
+    let purpose: String = serde_json::from_str(raw).map_err(|_| Reason::PurposeInvalid)?;
+    check_purpose(&purpose).map_err(|_| Reason::PurposeInvalid)?;
     Ok(purpose)
-}
-
-/// Control characters, and the bidirectional overrides and isolates that make
-/// a human reviewer read text in another order than it is stored.
-fn is_forbidden_char(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A JSON object whose keys are all distinct: a duplicate key is ambiguous
 /// (which value wins depends on the parser) and so is refused.
-struct UniqueObject(BTreeMap<String, Value>);
+struct UniqueObject(BTreeMap<String, Box<RawValue>>);
 
 impl<'de> Deserialize<'de> for UniqueObject {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -127,7 +123,7 @@ impl<'de> Deserialize<'de> for UniqueObject {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UniqueObject, A::Error> {
                 let mut out = BTreeMap::new();
-                while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                while let Some((key, value)) = map.next_entry::<String, Box<RawValue>>()? {
                     if out.insert(key, value).is_some() {
                         return Err(de::Error::custom("duplicate key"));
                     }

@@ -115,6 +115,8 @@ reasons! {
     ApprovalRequired = "APPROVAL_REQUIRED" => Policy,
     /// The tenant has no policy, or its policy does not parse: fail closed.
     PolicyInvalid = "POLICY_INVALID" => Policy,
+    /// An operator's price change that is not a positive amount.
+    PriceInvalid = "PRICE_INVALID" => Policy,
     // delegation
     DelegationMissing = "DELEGATION_MISSING" => Delegation,
     DelegationBudgetExhausted = "DELEGATION_BUDGET_EXHAUSTED" => Delegation,
@@ -123,6 +125,10 @@ reasons! {
     DelegationExpired = "DELEGATION_EXPIRED" => Delegation,
     DelegationWidens = "DELEGATION_WIDENS" => Delegation,
     DelegationGrantorNotPermitted = "DELEGATION_GRANTOR_NOT_PERMITTED" => Delegation,
+    /// A grant whose id is not an identifier, or was ever used in the tenant (revoked ids included).
+    DelegationInvalid = "DELEGATION_INVALID" => Delegation,
+    /// A grant that would make a chain of more than eight hops.
+    DelegationDepthExceeded = "DELEGATION_DEPTH_EXCEEDED" => Delegation,
     /// The chain handed to the engine does not link up (a hop's parent is not the hop above it).
     DelegationChainBroken = "DELEGATION_CHAIN_BROKEN" => Delegation,
     // approval
@@ -149,6 +155,10 @@ reasons! {
     /// A signed event whose body does not parse or lacks a required field.
     WebhookMalformed = "WEBHOOK_MALFORMED" => ProviderEvent,
     StateTransitionInvalid = "STATE_TRANSITION_INVALID" => ProviderEvent,
+    /// The provider refused to create the order: the request fails and its reservations are released.
+    ProviderRejected = "PROVIDER_REJECTED" => ProviderEvent,
+    /// No answer in time, or a 5xx: the request stays PROVIDER_PENDING until reconcile settles it.
+    ProviderUnavailable = "PROVIDER_UNAVAILABLE" => ProviderEvent,
     // replay
     IdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED" => Replay,
 }
@@ -249,6 +259,14 @@ mod tests {
         "WEBHOOK_POST_DATED",
         "STATE_TRANSITION_INVALID",
         "IDEMPOTENCY_KEY_REUSED",
+        "PRICE_INVALID",
+        "POLICY_INVALID",
+        "DELEGATION_INVALID",
+        "DELEGATION_DEPTH_EXCEEDED",
+        "WEBHOOK_MALFORMED",
+        "WEBHOOK_CURRENCY_MISMATCH",
+        "PROVIDER_REJECTED",
+        "PROVIDER_UNAVAILABLE",
     ];
 
     #[test]
@@ -282,7 +300,7 @@ mod tests {
             .nth(1)
             .and_then(|s| s.split("### Which reason wins").next())
             .expect("the spec has a reason-code section");
-        let mut seen = 0;
+        let mut seen = std::collections::BTreeSet::new();
         for token in section.split('`') {
             if token.len() > 3 && token.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
                 assert!(
@@ -290,10 +308,10 @@ mod tests {
                     "spec code {token} missing from Reason"
                 );
                 assert!(SPEC_CODES.contains(&token), "copied list lacks {token}");
-                seen += 1;
+                seen.insert(token);
             }
         }
-        assert_eq!(seen, SPEC_CODES.len());
+        assert_eq!(seen.len(), SPEC_CODES.len());
     }
 
     #[test]

@@ -242,9 +242,10 @@ async fn fk_delegation_parent_same_tenant_refuses_a_parent_in_another_tenant() -
     let Some(w) = world().await? else {
         return Ok(());
     };
-    // The trigger refuses this first; switch it off to reach the foreign key itself.
+    // The trigger refuses this first; switch it off (as the owner: the
+    // application role may not) to reach the foreign key itself.
     exec(
-        w.pool(),
+        w.owner(),
         "ALTER TABLE delegations DISABLE TRIGGER delegation_attenuates",
     )
     .await?;
@@ -285,20 +286,17 @@ async fn request_state_transition_refuses_capturing_from_anywhere_else() -> Test
         return Ok(());
     };
     let request = authorized(&w).await?;
+    // An applied capture event recorded for the AUTHORIZED request (borrowing
+    // another request's order), so request_captured_by_event, which fires
+    // first and refuses any capture without one, lets the statement through
+    // to the transition guard. A capture without an event is refused by
+    // request_captured_by_event (gate/tests/db_roles.rs).
+    let (_, _, order) = paid_order(&w).await?;
+    exec(w.pool(), &event_row("acme", &request, &order)).await?;
     assert_refused_by(
         exec(
             w.pool(),
             &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{request}'"),
-        )
-        .await,
-        "request_state_transition",
-    );
-    // Even from PROVIDER_PENDING, CAPTURED needs a verified capture event.
-    let (paid, _, _) = paid_order(&w).await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{paid}'"),
         )
         .await,
         "request_state_transition",
@@ -317,7 +315,7 @@ async fn request_state_transition_refuses_reviving_a_final_state() -> TestResult
         .await?;
     let request = request_id(&p);
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("DENIED")
     );
     assert_refused_by(
@@ -381,7 +379,7 @@ async fn ck_daily_spend_within_cap_refuses_reserving_past_the_cap() -> TestResul
     assert_refused_by(
         exec(
             w.pool(),
-            "INSERT INTO daily_spend (tenant_id, day, reserved_paise, cap_paise) VALUES ('acme', '2026-09-04', 500001, 500000)",
+            "INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) VALUES ('acme', '2026-09-04', 'INR', 500001, 500000)",
         )
         .await,
         "ck_daily_spend_within_cap",
@@ -454,7 +452,12 @@ async fn ck_approval_consumed_once_refuses_a_second_consumption() -> TestResult 
         return Ok(());
     };
     let request = pending(&w).await?;
-    assert!(w.gate.approve(&request, "finance-lead").await?.is_ok());
+    assert!(
+        w.gate
+            .approve("acme", &request, "finance-lead")
+            .await?
+            .is_ok()
+    );
     assert_refused_by(
         exec(
             w.pool(),
@@ -501,7 +504,7 @@ async fn fk_approval_approver_same_tenant_refuses_another_tenants_human() -> Tes
     };
     let request = pending(&w).await?;
     exec(
-        w.pool(),
+        w.owner(),
         "ALTER TABLE approvals DISABLE TRIGGER approval_by_permitted_human",
     )
     .await?;
@@ -537,7 +540,7 @@ async fn ck_authority_one_consumer_refuses_a_human_and_an_agent_at_once() -> Tes
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = w.gate.checkout(&request, "finance-lead").await?;
+    let authority = w.gate.checkout("acme", &request, "finance-lead").await?;
     let authority = authority.id.expect("an authority id");
     assert_refused_by(
         exec(
@@ -559,7 +562,7 @@ async fn fk_authority_agent_consumer_same_tenant_refuses_another_tenants_agent()
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = w.gate.checkout(&request, "finance-lead").await?;
+    let authority = w.gate.checkout("acme", &request, "finance-lead").await?;
     let authority = authority.id.expect("an authority id");
     assert_refused_by(
         exec(
@@ -580,7 +583,12 @@ async fn uq_authority_per_request_refuses_a_second_authority() -> TestResult {
         return Ok(());
     };
     let request = authorized(&w).await?;
-    assert!(w.gate.checkout(&request, "finance-lead").await?.is_ok());
+    assert!(
+        w.gate
+            .checkout("acme", &request, "finance-lead")
+            .await?
+            .is_ok()
+    );
     assert_refused_by(
         exec(
             w.pool(),
@@ -686,7 +694,7 @@ async fn fk_provider_order_matches_authority_refuses_an_order_for_another_amount
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     assert_refused_by(
         exec(
             w.pool(),
@@ -747,8 +755,8 @@ async fn paid_in(
         .propose(tenant, agent, &body("CLOUD-STARTER", 1), None)
         .await?;
     let request = request_id(&p);
-    let authority = id(&w.gate.checkout(&request, human).await?);
-    let order = id(&w.gate.pay(&authority, Some(human)).await?);
+    let authority = id(&w.gate.checkout(tenant, &request, human).await?);
+    let order = id(&w.gate.pay(tenant, &authority, human).await?);
     Ok((request, order))
 }
 
@@ -766,9 +774,10 @@ async fn fk_delegation_grantor_same_tenant_refuses_another_tenants_human() -> Te
     let Some(w) = world().await? else {
         return Ok(());
     };
-    // The trigger refuses this first; switch it off to reach the foreign key itself.
+    // The trigger refuses this first; switch it off (as the owner: the
+    // application role may not) to reach the foreign key itself.
     exec(
-        w.pool(),
+        w.owner(),
         "ALTER TABLE delegations DISABLE TRIGGER delegation_attenuates",
     )
     .await?;
@@ -893,7 +902,7 @@ async fn fk_authority_consumer_same_tenant_refuses_another_tenants_human() -> Te
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     assert_refused_by(
         exec(
             w.pool(),
@@ -977,16 +986,18 @@ async fn policy_versions_append_only_refuses_editing_a_published_version() -> Te
     let Some(w) = world().await? else {
         return Ok(());
     };
+    // As the owner: the application role holds no UPDATE or DELETE here, so
+    // it would be refused for want of privilege before reaching the guard.
     assert_refused_by(
         exec(
-            w.pool(),
+            w.owner(),
             "UPDATE policy_versions SET policy = jsonb_set(policy, '{daily_cap_paise}', '99999999') WHERE tenant_id = 'acme'",
         )
         .await,
         "policy_versions_append_only",
     );
     assert_refused_by(
-        exec(w.pool(), "DELETE FROM policy_versions").await,
+        exec(w.owner(), "DELETE FROM policy_versions").await,
         "policy_versions_append_only",
     );
     w.drop().await
@@ -998,9 +1009,11 @@ async fn ledger_append_only_refuses_update() -> TestResult {
         return Ok(());
     };
     authorized(&w).await?;
+    // As the owner: the application role may not UPDATE, DELETE or TRUNCATE
+    // the ledger at all (gate/tests/db_roles.rs), so the guard is for everyone else.
     assert_refused_by(
         exec(
-            w.pool(),
+            w.owner(),
             "UPDATE ledger_entries SET kind = 'nothing-happened' WHERE seq = 1",
         )
         .await,
@@ -1016,7 +1029,7 @@ async fn ledger_append_only_refuses_delete() -> TestResult {
     };
     authorized(&w).await?;
     assert_refused_by(
-        exec(w.pool(), "DELETE FROM ledger_entries WHERE seq > 1").await,
+        exec(w.owner(), "DELETE FROM ledger_entries WHERE seq > 1").await,
         "ledger_append_only",
     );
     w.drop().await
@@ -1029,7 +1042,7 @@ async fn ledger_append_only_refuses_truncate() -> TestResult {
     };
     authorized(&w).await?;
     assert_refused_by(
-        exec(w.pool(), "TRUNCATE ledger_entries").await,
+        exec(w.owner(), "TRUNCATE ledger_entries").await,
         "ledger_append_only",
     );
     let left: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")

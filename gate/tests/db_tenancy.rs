@@ -86,7 +86,7 @@ async fn a_fresh_database_is_migrated_and_dropped_on_request() {
     let Some(db) = fresh().await else { return };
     let applied: Vec<i64> =
         sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
-            .fetch_all(db.pool())
+            .fetch_all(db.owner_pool())
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     let embedded: Vec<i64> = db::MIGRATOR.iter().map(|m| m.version).collect();
@@ -206,14 +206,17 @@ async fn rows_need_an_existing_tenant() {
             "INSERT INTO merchants (tenant_id, id, display_name) VALUES ('initech', 'm', 'M')",
             "fk_merchants_tenant",
         ),
-        (
-            "DELETE FROM tenants WHERE id = 'acme'",
-            "fk_merchants_tenant",
-        ),
     ];
     for (sql, constraint) in cases {
         assert_refused_by(db.pool(), sql, constraint).await;
     }
+    // As the owner: the application role may not DELETE tenants at all.
+    assert_refused_by(
+        db.owner_pool(),
+        "DELETE FROM tenants WHERE id = 'acme'",
+        "fk_merchants_tenant",
+    )
+    .await;
     db.drop().await.unwrap_or_else(|e| panic!("{e}"));
 }
 

@@ -30,15 +30,20 @@ async fn only_a_human_of_the_tenant_who_may_approve_and_is_not_the_requester_app
         ("globex-finance", Reason::TenantMismatch),
         ("nobody", Reason::ActorUnknown),
     ] {
-        let a = w.gate.approve(&request, approver).await?;
+        let a = w.gate.approve("acme", &request, approver).await?;
         assert_eq!(a.decision, Decision::Deny(reason), "{approver}");
     }
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("PENDING_APPROVAL")
     );
     assert_eq!(w.gate.spent_today_paise("acme").await?, 0);
-    assert!(w.gate.approve(&request, "finance-lead").await?.is_ok());
+    assert!(
+        w.gate
+            .approve("acme", &request, "finance-lead")
+            .await?
+            .is_ok()
+    );
     w.drop().await
 }
 
@@ -48,8 +53,13 @@ async fn an_approval_is_used_once() -> TestResult {
         return Ok(());
     };
     let request = step_up(&w).await?;
-    assert!(w.gate.approve(&request, "finance-lead").await?.is_ok());
-    let again = w.gate.approve(&request, "finance-lead").await?;
+    assert!(
+        w.gate
+            .approve("acme", &request, "finance-lead")
+            .await?
+            .is_ok()
+    );
+    let again = w.gate.approve("acme", &request, "finance-lead").await?;
     assert_eq!(again.decision, Decision::Deny(Reason::ApprovalAlreadyUsed));
     assert_eq!(
         w.gate.spent_today_paise("acme").await?,
@@ -65,8 +75,8 @@ async fn a_request_that_is_not_awaiting_approval_cannot_be_approved() -> TestRes
         return Ok(());
     };
     let expired = step_up(&w).await?;
-    assert!(w.gate.expire(&expired).await?.is_ok());
-    let a = w.gate.approve(&expired, "finance-lead").await?;
+    assert!(w.gate.expire("acme", &expired).await?.is_ok());
+    let a = w.gate.approve("acme", &expired, "finance-lead").await?;
     assert_eq!(a.decision, Decision::Deny(Reason::ApprovalNotPending));
     let allowed = request_id(
         &w.gate
@@ -79,7 +89,7 @@ async fn a_request_that_is_not_awaiting_approval_cannot_be_approved() -> TestRes
             .await?,
     );
     for request in [allowed.as_str(), denied.as_str(), "req_999999"] {
-        let a = w.gate.approve(request, "finance-lead").await?;
+        let a = w.gate.approve("acme", request, "finance-lead").await?;
         assert_eq!(
             a.decision,
             Decision::Deny(Reason::ApprovalNotPending),
@@ -103,13 +113,13 @@ async fn approval_re_evaluates_against_the_budget_at_that_moment() -> TestResult
             .decision,
         Decision::Allow
     );
-    let a = w.gate.approve(&request, "finance-lead").await?;
+    let a = w.gate.approve("acme", &request, "finance-lead").await?;
     assert_eq!(
         a.decision,
         Decision::Deny(Reason::DelegationBudgetExhausted)
     );
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("DENIED")
     );
     assert_eq!(
@@ -136,7 +146,7 @@ async fn approval_re_evaluates_against_the_policy_and_the_chain_at_that_moment()
             },
         )
         .await?;
-    let a = w.gate.approve(&capped, "finance-lead").await?;
+    let a = w.gate.approve("acme", &capped, "finance-lead").await?;
     assert_eq!(
         a.decision,
         Decision::Deny(Reason::AmountExceedsTransactionCap)
@@ -156,7 +166,7 @@ async fn approval_re_evaluates_against_the_policy_and_the_chain_at_that_moment()
             .await?
             .is_ok()
     );
-    let a = w.gate.approve(&revoked, "finance-lead").await?;
+    let a = w.gate.approve("acme", &revoked, "finance-lead").await?;
     assert_eq!(a.decision, Decision::Deny(Reason::DelegationRevoked));
     w.drop().await
 }
@@ -173,7 +183,7 @@ async fn an_approval_of_a_purchase_whose_price_moved_is_refused() -> TestResult 
             .await?
             .is_ok()
     );
-    let a = w.gate.approve(&request, "finance-lead").await?;
+    let a = w.gate.approve("acme", &request, "finance-lead").await?;
     assert_eq!(a.decision, Decision::Deny(Reason::AuthorityPurchaseChanged));
     assert_eq!(w.gate.spent_today_paise("acme").await?, 0);
     w.drop().await
@@ -205,7 +215,7 @@ async fn an_approved_request_uses_a_new_delegation_granted_meanwhile() -> TestRe
     assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
     assert!(
         w.gate
-            .approve(&request_id(&p), "finance-lead")
+            .approve("acme", &request_id(&p), "finance-lead")
             .await?
             .is_ok()
     );

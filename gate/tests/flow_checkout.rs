@@ -36,12 +36,12 @@ async fn only_a_human_of_the_tenant_who_may_approve_issues_a_checkout() -> TestR
         ("nobody", Reason::ActorUnknown),
     ] {
         assert_eq!(
-            w.gate.checkout(&request, actor).await?.decision,
+            w.gate.checkout("acme", &request, actor).await?.decision,
             Decision::Deny(reason),
             "{actor}"
         );
     }
-    let c = w.gate.checkout(&request, "finance-lead").await?;
+    let c = w.gate.checkout("acme", &request, "finance-lead").await?;
     assert!(c.is_ok(), "a human who may approve issues it: {c:?}");
     w.drop().await
 }
@@ -62,7 +62,7 @@ async fn checkout_needs_an_authorized_request_and_happens_once() -> TestResult {
             .await?,
     );
     for request in [pending.as_str(), denied.as_str(), "req_999999"] {
-        let c = w.gate.checkout(request, "finance-lead").await?;
+        let c = w.gate.checkout("acme", request, "finance-lead").await?;
         assert_eq!(
             c.decision,
             Decision::Deny(Reason::RequestNotAuthorized),
@@ -70,8 +70,13 @@ async fn checkout_needs_an_authorized_request_and_happens_once() -> TestResult {
         );
     }
     let request = authorized(&w).await?;
-    assert!(w.gate.checkout(&request, "finance-lead").await?.is_ok());
-    let again = w.gate.checkout(&request, "finance-lead").await?;
+    assert!(
+        w.gate
+            .checkout("acme", &request, "finance-lead")
+            .await?
+            .is_ok()
+    );
+    let again = w.gate.checkout("acme", &request, "finance-lead").await?;
     assert_eq!(again.decision, Decision::Deny(Reason::RequestNotAuthorized));
     let authorities: i64 = sqlx::query_scalar("SELECT count(*) FROM checkout_authorities")
         .fetch_one(w.pool())
@@ -87,7 +92,7 @@ async fn the_authority_binds_the_sha256_of_the_canonical_purchase_for_fifteen_mi
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     assert!(
         authority.starts_with("auth_") && authority.len() == 37,
         "{authority}"
@@ -123,10 +128,10 @@ async fn a_price_change_refuses_the_checkout_and_releases_the_budgets() -> TestR
     };
     let request = authorized(&w).await?;
     w.gate.set_price("acme", "CLOUD-STARTER", 59999).await?;
-    let c = w.gate.checkout(&request, "finance-lead").await?;
+    let c = w.gate.checkout("acme", &request, "finance-lead").await?;
     assert_eq!(c.decision, Decision::Deny(Reason::AuthorityPurchaseChanged));
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("CANCELLED")
     );
     assert!(released(&w).await?);
@@ -148,7 +153,7 @@ async fn a_new_policy_version_refuses_the_checkout() -> TestResult {
             },
         )
         .await?;
-    let c = w.gate.checkout(&request, "finance-lead").await?;
+    let c = w.gate.checkout("acme", &request, "finance-lead").await?;
     assert_eq!(c.decision, Decision::Deny(Reason::AuthorityPolicyChanged));
     assert!(released(&w).await?);
     w.drop().await
@@ -161,7 +166,7 @@ async fn a_revoked_chain_refuses_the_checkout() -> TestResult {
     };
     let request = authorized(&w).await?;
     w.gate.revoke("acme", "d-buyer", "finance-lead").await?;
-    let c = w.gate.checkout(&request, "finance-lead").await?;
+    let c = w.gate.checkout("acme", &request, "finance-lead").await?;
     assert_eq!(c.decision, Decision::Deny(Reason::DelegationRevoked));
     assert!(released(&w).await?);
     w.drop().await
@@ -173,19 +178,23 @@ async fn pay_consumes_the_authority_once_and_makes_one_provider_order() -> TestR
         return Ok(());
     };
     let (request, authority, order) = paid_order(&w).await?;
-    let again = w.gate.pay(&authority, Some("finance-lead")).await?;
+    let again = w.gate.pay("acme", &authority, "finance-lead").await?;
     assert_eq!(again.decision, Decision::Deny(Reason::AuthorityAlreadyUsed));
     assert_eq!(w.gate.provider().orders().len(), 1);
     assert_eq!(w.gate.provider_order_count("acme").await?, 1);
     assert_eq!(w.gate.provider().orders()[0].id, order);
     assert_eq!(w.gate.provider().orders()[0].amount_paise, 60000);
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     let unknown = w
         .gate
-        .pay("auth_00000000000000000000000000000000", None)
+        .pay(
+            "acme",
+            "auth_00000000000000000000000000000000",
+            "finance-lead",
+        )
         .await?;
     assert_eq!(
         unknown.decision,
@@ -200,9 +209,9 @@ async fn only_the_requesting_agent_or_an_approving_human_pays() -> TestResult {
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     for actor in ["procurement-agent", "intern"] {
-        let p = w.gate.pay(&authority, Some(actor)).await?;
+        let p = w.gate.pay("acme", &authority, actor).await?;
         assert_eq!(
             p.decision,
             Decision::Deny(Reason::ActorNotPermitted),
@@ -210,7 +219,7 @@ async fn only_the_requesting_agent_or_an_approving_human_pays() -> TestResult {
         );
     }
     assert!(w.gate.provider().orders().is_empty());
-    let p = w.gate.pay(&authority, Some("buyer-agent")).await?;
+    let p = w.gate.pay("acme", &authority, "buyer-agent").await?;
     assert!(
         p.is_ok(),
         "the agent that asked consumes its authority: {p:?}"
@@ -225,14 +234,19 @@ async fn an_authority_whose_request_was_cancelled_pays_nothing() -> TestResult {
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
-    assert!(w.gate.cancel(&request, "finance-lead").await?.is_ok());
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
+    assert!(
+        w.gate
+            .cancel("acme", &request, "finance-lead")
+            .await?
+            .is_ok()
+    );
     assert!(released(&w).await?);
-    let p = w.gate.pay(&authority, Some("finance-lead")).await?;
+    let p = w.gate.pay("acme", &authority, "finance-lead").await?;
     assert_eq!(p.decision, Decision::Deny(Reason::RequestNotAuthorized));
     assert!(w.gate.provider().orders().is_empty());
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("CANCELLED")
     );
     assert!(released(&w).await?, "the cancelled request holds nothing");
@@ -244,19 +258,23 @@ async fn a_price_or_policy_change_names_a_real_sku_and_tenant() -> TestResult {
     let Some(w) = world().await? else {
         return Ok(());
     };
-    let entries = || sqlx::query_scalar::<_, i64>("SELECT count(*) FROM ledger_entries");
+    let entries = || {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM ledger_entries WHERE kind IN ('catalog.price_refused', 'policy.refused')",
+        )
+    };
+    let prices =
+        || sqlx::query_scalar::<_, i64>("SELECT sum(price_paise)::bigint FROM catalog_items");
+    let prices_before = prices().fetch_one(w.pool()).await?;
     let before = entries().fetch_one(w.pool()).await?;
-    for (tenant, sku) in [
-        ("acme", "NOPE"),
-        ("acme", "cloud-starter"),
-        ("nobody", "CLOUD-STARTER"),
+    for (tenant, sku, reason) in [
+        ("acme", "NOPE", Reason::SkuUnknown),
+        ("acme", "cloud-starter", Reason::SkuUnknown),
+        ("acme", "CLOUD\0STARTER", Reason::SkuUnknown),
+        ("nobody", "CLOUD-STARTER", Reason::TenantUnknown),
     ] {
         let o = w.gate.set_price(tenant, sku, 1).await?;
-        assert_eq!(
-            o.decision,
-            Decision::Deny(Reason::SkuUnknown),
-            "{tenant}/{sku}"
-        );
+        assert_eq!(o.decision, Decision::Deny(reason), "{tenant}/{sku}");
     }
     let patch = PolicyPatch {
         daily_cap_paise: Some(1),
@@ -266,8 +284,13 @@ async fn a_price_or_policy_change_names_a_real_sku_and_tenant() -> TestResult {
     assert_eq!(o.decision, Decision::Deny(Reason::TenantUnknown));
     assert_eq!(
         entries().fetch_one(w.pool()).await?,
-        before,
-        "a refused change records no change"
+        before + 3,
+        "each refusal of a known tenant is on its ledger; an unknown tenant's writes nothing"
+    );
+    assert_eq!(
+        prices().fetch_one(w.pool()).await?,
+        prices_before,
+        "no price moved"
     );
     w.drop().await
 }
@@ -280,18 +303,18 @@ async fn the_authority_lives_fifteen_minutes_and_an_expired_one_releases_the_bud
     };
     let on_time = authorized(&w).await?;
     let late = authorized(&w).await?;
-    let a1 = id(&w.gate.checkout(&on_time, "finance-lead").await?);
-    let a2 = id(&w.gate.checkout(&late, "finance-lead").await?);
+    let a1 = id(&w.gate.checkout("acme", &on_time, "finance-lead").await?);
+    let a2 = id(&w.gate.checkout("acme", &late, "finance-lead").await?);
     w.clock.advance_minutes(15);
     assert!(
-        w.gate.pay(&a1, None).await?.is_ok(),
+        w.gate.pay("acme", &a1, "finance-lead").await?.is_ok(),
         "exactly 15 minutes is inside"
     );
     w.clock.advance(chrono::Duration::seconds(1));
-    let p = w.gate.pay(&a2, None).await?;
+    let p = w.gate.pay("acme", &a2, "finance-lead").await?;
     assert_eq!(p.decision, Decision::Deny(Reason::AuthorityExpired));
     assert_eq!(
-        w.gate.request_state(&late).await?.as_deref(),
+        w.gate.request_state("acme", &late).await?.as_deref(),
         Some("EXPIRED")
     );
     assert_eq!(
@@ -309,12 +332,12 @@ async fn a_lapsed_authority_is_swept_and_its_budgets_come_back() -> TestResult {
         return Ok(());
     };
     let request = authorized(&w).await?;
-    w.gate.checkout(&request, "finance-lead").await?;
+    w.gate.checkout("acme", &request, "finance-lead").await?;
     assert_eq!(w.gate.expire_lapsed("acme").await?, 0);
     w.clock.advance_minutes(16);
     assert_eq!(w.gate.expire_lapsed("acme").await?, 1);
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("EXPIRED")
     );
     assert!(released(&w).await?);
@@ -333,7 +356,7 @@ async fn pay_re_checks_the_policy_the_price_and_the_chain() -> TestResult {
                 .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
                 .await?;
             let request = request_id(&p);
-            let c = gate.checkout(&request, "finance-lead").await?;
+            let c = gate.checkout("acme", &request, "finance-lead").await?;
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>((request, id(&c)))
         }
     };
@@ -342,7 +365,7 @@ async fn pay_re_checks_the_policy_the_price_and_the_chain() -> TestResult {
     let (r3, a3) = issue(&w).await?;
     w.gate.set_price("acme", "SNACK-BOX", 26000).await?;
     assert_eq!(
-        w.gate.pay(&a1, None).await?.decision,
+        w.gate.pay("acme", &a1, "finance-lead").await?.decision,
         Decision::Deny(Reason::AuthorityPurchaseChanged)
     );
     w.gate.set_price("acme", "SNACK-BOX", 25000).await?;
@@ -356,18 +379,21 @@ async fn pay_re_checks_the_policy_the_price_and_the_chain() -> TestResult {
         )
         .await?;
     assert_eq!(
-        w.gate.pay(&a2, None).await?.decision,
+        w.gate.pay("acme", &a2, "finance-lead").await?.decision,
         Decision::Deny(Reason::AuthorityPolicyChanged)
     );
     w.gate.revoke("acme", "d-buyer", "finance-lead").await?;
-    let p3 = w.gate.pay(&a3, None).await?;
+    let p3 = w.gate.pay("acme", &a3, "finance-lead").await?;
     assert_eq!(
         p3.decision,
         Decision::Deny(Reason::AuthorityPolicyChanged),
         "policy is checked before the chain"
     );
     for r in [&r1, &r2, &r3] {
-        assert_eq!(w.gate.request_state(r).await?.as_deref(), Some("CANCELLED"));
+        assert_eq!(
+            w.gate.request_state("acme", r).await?.as_deref(),
+            Some("CANCELLED")
+        );
     }
     assert!(w.gate.provider().orders().is_empty());
     assert!(released(&w).await?);
@@ -380,9 +406,9 @@ async fn pay_re_checks_the_whole_chain_when_the_authority_is_consumed() -> TestR
         return Ok(());
     };
     let request = authorized(&w).await?;
-    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     w.gate.revoke("acme", "d-buyer", "finance-lead").await?;
-    let p = w.gate.pay(&authority, None).await?;
+    let p = w.gate.pay("acme", &authority, "finance-lead").await?;
     assert_eq!(p.decision, Decision::Deny(Reason::DelegationRevoked));
     assert!(w.gate.provider().orders().is_empty());
     assert!(released(&w).await?);

@@ -324,17 +324,25 @@ async fn budgets_come_back_together_on_cancel() -> TestResult {
         .await?;
     let request = request_id(&p);
     assert_eq!(
-        w.gate.cancel(&request, "intern").await?.decision,
-        Decision::Allow,
-        "any human of the tenant may cancel"
+        w.gate.cancel("acme", &request, "intern").await?.decision,
+        Decision::Deny(Reason::ActorNotPermitted),
+        "a human who may not approve may not cancel"
     );
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate
+            .cancel("acme", &request, "finance-lead")
+            .await?
+            .decision,
+        Decision::Allow,
+        "a human who may approve cancels"
+    );
+    assert_eq!(
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("CANCELLED")
     );
     assert_eq!(w.gate.spent_today_paise("acme").await?, 0);
     assert_eq!(row(&w, "d-ren").await?.spent_paise, 0);
-    let again = w.gate.cancel(&request, "finance-lead").await?;
+    let again = w.gate.cancel("acme", &request, "finance-lead").await?;
     assert_eq!(
         again.decision,
         Decision::Deny(Reason::StateTransitionInvalid)
@@ -345,11 +353,14 @@ async fn budgets_come_back_together_on_cancel() -> TestResult {
             .await?,
     );
     assert_eq!(
-        w.gate.cancel(&other, "buyer-agent").await?.decision,
+        w.gate.cancel("acme", &other, "buyer-agent").await?.decision,
         Decision::Deny(Reason::ActorNotPermitted)
     );
     assert!(
-        w.gate.cancel(&other, "renewals-agent").await?.is_ok(),
+        w.gate
+            .cancel("acme", &other, "renewals-agent")
+            .await?
+            .is_ok(),
         "the requester may withdraw"
     );
     w.drop().await

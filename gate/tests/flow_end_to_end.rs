@@ -14,14 +14,14 @@ async fn a_purchase_goes_from_proposal_to_capture() -> TestResult {
     };
     let (request, _authority, order) = paid_order(&w).await?;
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     let (body, sig) = event(&w, "evt_1", EVENT_CAPTURED, &order, 60000);
     let hook = w.gate.webhook(&body, Some(&sig)).await?;
     assert!(hook.is_ok(), "{hook:?}");
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("CAPTURED")
     );
     let inv = w.gate.invariants("acme").await?;
@@ -50,11 +50,11 @@ async fn a_step_up_purchase_is_approved_then_paid_and_captured() -> TestResult {
         "nothing is reserved before approval"
     );
     let request = request_id(&p);
-    let a = w.gate.approve(&request, "finance-lead").await?;
+    let a = w.gate.approve("acme", &request, "finance-lead").await?;
     assert_eq!(a.decision, Decision::Allow, "{a:?}");
     assert_eq!(w.gate.spent_today_paise("acme").await?, 180000);
-    let c = w.gate.checkout(&request, "finance-lead").await?;
-    let paid = w.gate.pay(&id(&c), None).await?;
+    let c = w.gate.checkout("acme", &request, "finance-lead").await?;
+    let paid = w.gate.pay("acme", &id(&c), "finance-lead").await?;
     let (body, sig) = event(&w, "evt_team", EVENT_CAPTURED, &id(&paid), 180000);
     assert!(w.gate.webhook(&body, Some(&sig)).await?.is_ok());
     let inv = w.gate.invariants("acme").await?;
@@ -72,7 +72,7 @@ async fn a_failed_payment_gives_both_budgets_back() -> TestResult {
     let (body, sig) = event(&w, "evt_fail", EVENT_FAILED, &order, 60000);
     assert!(w.gate.webhook(&body, Some(&sig)).await?.is_ok());
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("FAILED")
     );
     let inv = w.gate.invariants("acme").await?;

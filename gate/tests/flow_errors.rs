@@ -87,8 +87,9 @@ async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
         return Ok(());
     };
     let before = ledger_len(&w).await?;
-    // The server drops the gate's connection at the very last statement of propose.
-    w.db.pool()
+    // The server drops the gate's connection at the very last statement of
+    // propose (the trigger is the owner's to create and drop).
+    w.owner()
         .execute(
             "CREATE FUNCTION die() RETURNS trigger LANGUAGE plpgsql AS $$ \
              BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NEW; END $$; \
@@ -103,7 +104,7 @@ async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
         matches!(err, Err(ServiceError::DatabaseUnavailable { .. })),
         "{err:?}"
     );
-    w.db.pool()
+    w.owner()
         .execute("DROP TRIGGER die ON ledger_entries")
         .await?;
     nothing_written(&w, before).await?;
@@ -122,7 +123,8 @@ async fn a_ledger_that_cannot_be_appended_to_writes_nothing() -> TestResult {
         return Ok(());
     };
     let before = ledger_len(&w).await?;
-    w.db.pool().execute("DELETE FROM ledger_head").await?;
+    // As the owner: the gate's role may not DELETE the head.
+    w.owner().execute("DELETE FROM ledger_head").await?;
     let err = w
         .gate
         .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
@@ -222,9 +224,9 @@ async fn a_provider_timeout_leaves_the_request_pending_with_its_budget_reserved(
             .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
             .await?,
     );
-    let authority = id(&gate.checkout(&request, "finance-lead").await?);
+    let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
     let started = std::time::Instant::now();
-    let err = gate.pay(&authority, None).await;
+    let err = gate.pay("acme", &authority, "finance-lead").await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "the gate does not wait past its timeout"
@@ -243,7 +245,7 @@ async fn a_provider_timeout_leaves_the_request_pending_with_its_budget_reserved(
         "{message}"
     );
     assert_eq!(
-        gate.request_state(&request).await?.as_deref(),
+        gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     let inv = gate.invariants("acme").await?;
@@ -263,7 +265,7 @@ async fn a_provider_timeout_leaves_the_request_pending_with_its_budget_reserved(
             .await?;
     assert_eq!(kinds, vec!["provider.error", "authority.consumed"]);
     // The authority was used: it cannot be replayed into a second order.
-    let again = gate.pay(&authority, None).await?;
+    let again = gate.pay("acme", &authority, "finance-lead").await?;
     assert_eq!(again.decision, Decision::Deny(Reason::AuthorityAlreadyUsed));
     // Nothing can capture an order the gate never recorded.
     let body = gate::service::ProviderEvent {
@@ -280,7 +282,7 @@ async fn a_provider_timeout_leaves_the_request_pending_with_its_budget_reserved(
         .await?;
     assert_eq!(hook.decision, Decision::Deny(Reason::WebhookUnknownOrder));
     assert_eq!(
-        gate.request_state(&request).await?.as_deref(),
+        gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     drop(gate);
@@ -298,14 +300,14 @@ async fn a_provider_refusal_is_a_clear_error_and_nothing_is_released_silently() 
             .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
             .await?,
     );
-    let authority = id(&gate.checkout(&request, "finance-lead").await?);
-    let err = gate.pay(&authority, None).await;
+    let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
+    let err = gate.pay("acme", &authority, "finance-lead").await;
     assert!(
         matches!(&err, Err(ServiceError::Provider { cause: ProviderError::Rejected(m), .. }) if m.contains("suspended")),
         "{err:?}"
     );
     assert_eq!(
-        gate.request_state(&request).await?.as_deref(),
+        gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     assert_eq!(gate.spent_today_paise("acme").await?, 60000);

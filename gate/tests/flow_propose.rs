@@ -19,7 +19,10 @@ async fn an_allowed_proposal_reserves_the_daily_and_delegation_budgets() -> Test
         .await?;
     assert_eq!(p.decision, Decision::Allow);
     assert_eq!(
-        w.gate.request_state(&request_id(&p)).await?.as_deref(),
+        w.gate
+            .request_state("acme", &request_id(&p))
+            .await?
+            .as_deref(),
         Some("AUTHORIZED")
     );
     assert_eq!(w.gate.spent_today_paise("acme").await?, 100000);
@@ -87,7 +90,10 @@ async fn the_tool_boundary_refuses_a_known_agent_and_records_it() -> TestResult 
         .await?;
     assert_eq!(p.decision, Decision::Deny(Reason::ProposalUnknownField));
     assert_eq!(
-        w.gate.request_state(&request_id(&p)).await?.as_deref(),
+        w.gate
+            .request_state("acme", &request_id(&p))
+            .await?
+            .as_deref(),
         Some("DENIED")
     );
     assert_eq!(w.gate.spent_today_paise("acme").await?, 0);

@@ -32,7 +32,7 @@ async fn nothing_captured(
     request: &str,
 ) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
     Ok(w.gate.captured_paise("acme").await? == 0
-        && w.gate.request_state(request).await?.as_deref() == Some("PROVIDER_PENDING"))
+        && w.gate.request_state("acme", request).await?.as_deref() == Some("PROVIDER_PENDING"))
 }
 
 #[tokio::test]
@@ -241,7 +241,7 @@ async fn only_a_provider_pending_request_moves() -> TestResult {
         Decision::Deny(Reason::StateTransitionInvalid)
     );
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("CAPTURED")
     );
     assert_eq!(w.gate.captured_paise("acme").await?, 60000);

@@ -18,9 +18,14 @@ async fn history(w: &World) -> Result<String, Box<dyn std::error::Error + Send +
         .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
         .await?;
     let request = request_id(&p);
-    assert!(w.gate.approve(&request, "finance-lead").await?.is_ok());
-    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
-    let order = id(&w.gate.pay(&authority, None).await?);
+    assert!(
+        w.gate
+            .approve("acme", &request, "finance-lead")
+            .await?
+            .is_ok()
+    );
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
+    let order = id(&w.gate.pay("acme", &authority, "finance-lead").await?);
     let (raw, sig) = event(w, "evt_1", EVENT_CAPTURED, &order, 180000);
     assert!(w.gate.webhook(&raw, Some(&sig)).await?.is_ok());
     let forged = w
@@ -31,8 +36,10 @@ async fn history(w: &World) -> Result<String, Box<dyn std::error::Error + Send +
     Ok(request)
 }
 
+/// Edits the ledger as the database owner would (the application role may
+/// neither disable the trigger nor change an entry).
 async fn tamper(w: &World, sql: &str) -> TestResult {
-    let mut conn = w.db.pool().acquire().await?;
+    let mut conn = w.owner().acquire().await?;
     conn.execute("ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only")
         .await?;
     conn.execute(sql).await?;

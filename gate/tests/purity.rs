@@ -14,6 +14,8 @@ const PURE_MODULES: &[&str] = &[
     "proposal.rs",
     "reason.rs",
     "redact.rs",
+    "ident.rs",
+    "text.rs",
 ];
 
 /// A path is forbidden when it contains one of these runs of segments.

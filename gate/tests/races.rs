@@ -195,7 +195,12 @@ async fn sixty_four_approvals_of_one_request_authorize_it_once() -> TestResult {
     let gate = w.gate.clone();
     let decisions = race(move |_| {
         let (gate, request) = (gate.clone(), request.clone());
-        async move { Ok(gate.approve(&request, "finance-lead").await?.decision) }
+        async move {
+            Ok(gate
+                .approve("acme", &request, "finance-lead")
+                .await?
+                .decision)
+        }
     })
     .await?;
     assert_eq!(count(&decisions, &Decision::Allow), 1, "{decisions:?}");
@@ -228,7 +233,7 @@ async fn sixty_four_checkouts_of_one_request_issue_one_authority() -> TestResult
     let gate = w.gate.clone();
     let outcomes = race(move |_| {
         let (gate, request) = (gate.clone(), request.clone());
-        async move { Ok(gate.checkout(&request, "finance-lead").await?) }
+        async move { Ok(gate.checkout("acme", &request, "finance-lead").await?) }
     })
     .await?;
     assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 1);
@@ -256,11 +261,11 @@ async fn sixty_four_payments_with_one_authority_make_one_provider_order() -> Tes
             .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
             .await?,
     );
-    let authority = id(&w.gate.checkout(&request, "finance-lead").await?);
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     let gate = w.gate.clone();
     let outcomes = race(move |_| {
         let (gate, authority) = (gate.clone(), authority.clone());
-        async move { Ok(gate.pay(&authority, Some("finance-lead")).await?) }
+        async move { Ok(gate.pay("acme", &authority, "finance-lead").await?) }
     })
     .await?;
     assert_eq!(
@@ -311,7 +316,7 @@ async fn sixty_four_deliveries_of_one_capture_capture_once() -> TestResult {
     );
     assert_eq!(w.gate.captured_paise("acme").await?, 60000);
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("CAPTURED")
     );
     w.drop().await
@@ -367,7 +372,7 @@ async fn ck_daily_spend_within_cap_holds_against_racing_raw_writers() -> TestRes
     let Some(w) = world_with_pool(POOL).await? else {
         return Ok(());
     };
-    sqlx::query("INSERT INTO daily_spend (tenant_id, day, reserved_paise, cap_paise) VALUES ('acme', '2026-09-03', 0, 500000)")
+    sqlx::query("INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) VALUES ('acme', '2026-09-03', 'INR', 0, 500000)")
         .execute(w.pool())
         .await?;
     let pool = w.pool().clone();
@@ -481,8 +486,8 @@ fn every_row_lock_is_taken_by_the_one_locking_helper() -> Result<(), Error> {
         if file == &helper {
             assert_eq!(
                 found,
-                vec!["FOR UPDATE"],
-                "the helper takes exactly one kind of lock"
+                vec!["FOR UPDATE", "FOR NO KEY UPDATE"],
+                "the helper takes exactly these two kinds of lock"
             );
         } else if !found.is_empty() {
             offenders.push(format!("{}: {found:?}", file.display()));

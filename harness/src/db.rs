@@ -2,16 +2,23 @@
 //!
 //! Guarantees:
 //! - `db up` prints exactly one line on stdout, `DATABASE_URL=<url>`, once a
-//!   throwaway cluster answers (so `export "$(harness db up)"` works); if one
-//!   is already up in the folder it says so and prints the same line.
-//!   Everything else goes to stderr. The cluster outlives the command.
+//!   throwaway cluster answers and both database roles exist (so
+//!   `export "$(harness db up)"` works); if one is already up in the folder it
+//!   says so and prints the same line. The URL is the cluster superuser's: an
+//!   administrator's URL alone, from which `gate::db` derives the owner's and
+//!   the application's (`gate::db::server_urls`). Everything else goes to
+//!   stderr. The cluster outlives the command.
 //! - `db down` leaves no server process and no folder; with nothing up it
 //!   says so and exits 0.
 //! - `db run -- CMD ARGS...` runs CMD with `DATABASE_URL` in its environment:
-//!   the caller's if set, otherwise a throwaway cluster's, removed afterwards
-//!   whether CMD succeeds, fails, or the harness gets SIGINT or SIGTERM (which
-//!   is passed on to CMD). It exits with CMD's exit code (128 + signal when CMD
-//!   was killed by one).
+//!   the caller's if set, as is (with the caller's `MIGRATION_DATABASE_URL`,
+//!   if any), otherwise a throwaway cluster's, removed afterwards whether CMD
+//!   succeeds, fails, or the harness gets SIGINT or SIGTERM (which is passed
+//!   on to CMD). For a throwaway cluster it creates the two roles
+//!   (`spendgate_owner`, `spendgate_app`) and exports both URLs:
+//!   `DATABASE_URL` the application role's, `MIGRATION_DATABASE_URL` the
+//!   owner's. It exits with CMD's exit code (128 + signal when CMD was killed
+//!   by one).
 //!
 //! The cluster itself lives in [`cluster`].
 
@@ -35,14 +42,16 @@ pub struct DbArgs {
 
 #[derive(Debug, Subcommand)]
 enum DbCommand {
-    /// Start a throwaway Postgres cluster (unix socket only) and print `DATABASE_URL=...`.
+    /// Start a throwaway Postgres cluster (unix socket only), create the owner and application
+    /// roles, and print `DATABASE_URL=...` (the superuser's: both roles' URLs derive from it).
     ///
     /// Use it as `export "$(harness db up)"`. The cluster keeps running until `harness db down`.
     Up(UpArgs),
     /// Stop the throwaway cluster and remove its folder.
     Down(DirArgs),
-    /// Run a command with DATABASE_URL set, bringing up (and then removing) a throwaway
-    /// cluster unless DATABASE_URL is already set.
+    /// Run a command with DATABASE_URL (the application role's) and MIGRATION_DATABASE_URL
+    /// (the owner's) set, bringing up (and then removing) a throwaway cluster unless
+    /// DATABASE_URL is already set (then both are passed on as the caller set them).
     Run(RunArgs),
 }
 
@@ -105,6 +114,19 @@ fn dir_or_default(args: &DirArgs) -> PathBuf {
 async fn db_up(args: &UpArgs) -> Result<ExitCode> {
     let dir = dir_or_default(&args.dir);
     let running = cluster::start(&dir, args.bin.pg_bin.as_deref()).await?;
+    let urls = gate::db::ensure_roles(&running.url)
+        .await
+        .context("creating the database roles")?;
+    eprintln!(
+        "roles {owner} (migrations) and {app} (the gate) exist: {app_var}={app_url} \
+         {owner_var}={owner_url} (or keep the one URL below, from which both derive)",
+        owner = gate::db::OWNER_ROLE,
+        app = gate::db::APP_ROLE,
+        app_var = gate::db::DATABASE_URL_ENV,
+        owner_var = gate::db::MIGRATION_DATABASE_URL_ENV,
+        app_url = urls.app,
+        owner_url = urls.owner,
+    );
     let how_to_stop = match &args.dir.dir {
         Some(_) => format!("harness db down --dir {}", dir.display()),
         None => "harness db down".to_owned(),
@@ -152,7 +174,8 @@ async fn db_run(args: &RunArgs) -> Result<ExitCode> {
         .ok()
         .filter(|url| !url.trim().is_empty());
     if let Some(url) = existing {
-        return run_child(&args.command, &url, &mut interrupt, &mut terminate).await;
+        let env = [(gate::db::DATABASE_URL_ENV, url)];
+        return run_child(&args.command, &env, &mut interrupt, &mut terminate).await;
     }
 
     let dir = tempfile::Builder::new()
@@ -173,7 +196,16 @@ async fn db_run(args: &RunArgs) -> Result<ExitCode> {
         running.version,
         dir.display()
     );
-    let outcome = run_child(&args.command, &running.url, &mut interrupt, &mut terminate).await;
+    let outcome = match gate::db::ensure_roles(&running.url).await {
+        Ok(urls) => {
+            let env = [
+                (gate::db::DATABASE_URL_ENV, urls.app),
+                (gate::db::MIGRATION_DATABASE_URL_ENV, urls.owner),
+            ];
+            run_child(&args.command, &env, &mut interrupt, &mut terminate).await
+        }
+        Err(err) => Err(anyhow::Error::new(err).context("creating the database roles")),
+    };
     match (&outcome, cluster::stop(&dir)) {
         (_, Ok(cluster::Stopped::Removed { .. })) => {
             eprintln!(
@@ -195,14 +227,14 @@ async fn db_run(args: &RunArgs) -> Result<ExitCode> {
 /// Runs the command to completion, passing SIGINT/SIGTERM on; returns its exit code.
 async fn run_child(
     command: &[OsString],
-    url: &str,
+    env: &[(&str, String)],
     interrupt: &mut tokio::signal::unix::Signal,
     terminate: &mut tokio::signal::unix::Signal,
 ) -> Result<ExitCode> {
     let (program, args) = command.split_first().context("no command given")?;
     let mut child = tokio::process::Command::new(program)
         .args(args)
-        .env(gate::db::DATABASE_URL_ENV, url)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .spawn()
         .with_context(|| format!("running {}", program.to_string_lossy()))?;
     let received = tokio::select! {

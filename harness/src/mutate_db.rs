@@ -64,7 +64,12 @@ pub(crate) fn sweep_killed_test_databases(url: Option<&str>) -> Vec<String> {
 }
 
 async fn sweep(url: &str, pids: &[u32]) -> Result<Vec<String>, String> {
-    let pool = gate::db::connect(url).await.map_err(|e| e.to_string())?;
+    // The owner made (and owns) the test databases, so the owner drops them.
+    let owner = gate::db::server_urls(url)
+        .await
+        .map_err(|e| e.to_string())?
+        .owner;
+    let pool = gate::db::connect(&owner).await.map_err(|e| e.to_string())?;
     let mut dropped = Vec::new();
     for pid in pids {
         let names: Vec<String> =

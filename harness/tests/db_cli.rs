@@ -15,10 +15,12 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-/// The harness binary, never inheriting the caller's `DATABASE_URL`.
+/// The harness binary, never inheriting the caller's `DATABASE_URL` or `MIGRATION_DATABASE_URL`.
 fn harness() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
-    command.env_remove("DATABASE_URL");
+    command
+        .env_remove("DATABASE_URL")
+        .env_remove("MIGRATION_DATABASE_URL");
     command
 }
 
@@ -150,11 +152,14 @@ fn effective_uid() -> u32 {
     fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
 }
 
-/// The socket folder a `postgresql://postgres@<percent-encoded dir>:5432/postgres` URL names.
+/// The socket folder a `postgresql://<user>@<percent-encoded dir>:5432/postgres` URL
+/// names (the user: `postgres`, or `db run`'s `spendgate_app` and `spendgate_owner`).
 fn socket_dir(url: &str) -> PathBuf {
     let host = url
-        .strip_prefix("postgresql://postgres@")
-        .and_then(|rest| rest.split_once(':'))
+        .strip_prefix("postgresql://")
+        .and_then(|rest| rest.split_once('@'))
+        .filter(|(user, _)| ["postgres", "spendgate_app", "spendgate_owner"].contains(user))
+        .and_then(|(_, rest)| rest.split_once(':'))
         .map(|(host, _)| host)
         .unwrap_or_else(|| panic!("unexpected URL {url}"));
     let bytes = host.as_bytes();
@@ -275,6 +280,58 @@ fn run_gives_the_command_a_cluster_and_removes_it_whatever_the_exit_code() {
     let dir = socket_dir(url.trim());
     assert!(!dir.exists(), "{} is still there", dir.display());
     assert_eq!(gone(&dir), Vec::<String>::new());
+}
+
+/// `db run` creates the two roles and hands the command the application
+/// role's URL as DATABASE_URL and the owner's as MIGRATION_DATABASE_URL.
+#[test]
+fn run_exports_the_application_and_owner_urls() {
+    if skip() {
+        return;
+    }
+    let work = workdir();
+    let seen = work.path().join("urls");
+    let has_psql = Command::new("psql").arg("--version").output().is_ok();
+    let who = "SELECT current_user || ' ' || rolsuper || ' ' || rolcreatedb FROM pg_roles \
+               WHERE rolname = current_user";
+    let script = if has_psql {
+        format!(
+            "{{ echo \"$DATABASE_URL\"; echo \"$MIGRATION_DATABASE_URL\"; \
+             psql \"$DATABASE_URL\" -Atc \"{who}\" && psql \"$MIGRATION_DATABASE_URL\" -Atc \"{who}\"; }} > {}",
+            seen.display()
+        )
+    } else {
+        format!(
+            "{{ echo \"$DATABASE_URL\"; echo \"$MIGRATION_DATABASE_URL\"; }} > {}",
+            seen.display()
+        )
+    };
+    let out = run(harness().args(["db", "run", "--", "sh", "-c", &script]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<String> = fs::read_to_string(&seen)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let app = lines.first().map(String::as_str).unwrap_or_default();
+    let owner = lines.get(1).map(String::as_str).unwrap_or_default();
+    assert!(app.starts_with("postgresql://spendgate_app@"), "{lines:?}");
+    assert!(
+        owner.starts_with("postgresql://spendgate_owner@"),
+        "{lines:?}"
+    );
+    assert_eq!(socket_dir(app), socket_dir(owner));
+    if has_psql {
+        assert_eq!(
+            lines.get(2..).unwrap_or_default(),
+            ["spendgate_app false false", "spendgate_owner false true"],
+            "{lines:?}"
+        );
+    } else {
+        eprintln!(
+            "psql is not on PATH: the roles' attributes are checked by gate/tests/db_roles.rs"
+        );
+    }
 }
 
 #[test]

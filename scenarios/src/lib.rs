@@ -7,6 +7,7 @@
 //! through `gate::Reason`.
 #![forbid(unsafe_code)]
 
+pub mod clock;
 pub mod error;
 pub mod expect;
 pub mod generate;
@@ -27,11 +28,11 @@ pub use error::{LoadError, LoadErrorKind};
 pub use expect::{Counts, DecisionKind, Expect, StepExpect};
 pub use loader::{Corpus, LoadOptions, Origin, load_corpus, project_dir};
 pub use policy::{DenialRate, PolicyPatch, Velocity, WorldPolicy};
-pub use scenario::{Invariants, Label, Scenario};
+pub use scenario::{Invariants, Label, RequestStateName, Scenario};
 pub use step::{Concurrent, Step, VERBS, Verb};
 pub use taxonomy::{Taxonomy, ThreatClass, ThreatLayer};
 pub use verbs::{
-    AdvanceClock, Approve, Checkout, Grant, Pay, Propose, Replay, Revoke, SetPrice, Signature,
-    Webhook,
+    AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
+    ProviderMode, Replay, Revoke, SetClock, SetPrice, Signature, Webhook,
 };
 pub use world::{CatalogItem, Delegation, Person, Tenant, World};

@@ -16,7 +16,8 @@
 //! - Refused: unknown keys, unknown verbs, steps with zero or two verbs,
 //!   dangling step references, unknown taxonomy classes, unknown reason
 //!   codes, duplicate scenario ids (the later one), unknown or broken worlds,
-//!   non-kebab-case ids.
+//!   non-kebab-case ids, bad base64, and a clock moved or set beyond ±10
+//!   years of the world's `now` ([`crate::clock`]).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -365,6 +366,16 @@ impl Loader {
             if let Err(kind) = self.world(&scenario.world) {
                 let line = refine_line(&text, start, end, &kind);
                 self.error(file, line, id, kind);
+                continue;
+            }
+            let now = self
+                .worlds
+                .get(&scenario.world)
+                .and_then(|w| w.as_ref())
+                .map(|w| w.now);
+            if let Some(Err(e)) = now.map(|now| crate::clock::check(&scenario.steps, now)) {
+                let line = refine_line(&text, start, end, &e.0);
+                self.error(file, line, id, e.0);
                 continue;
             }
             self.corpus.origins.insert(

@@ -1,12 +1,17 @@
-//! Step references: `approve.request`, `checkout.request`, `pay.authority`,
-//! `webhook.order` and `replay.of` must each name an EARLIER step of the
-//! same scenario, of the kind that produces what they need.
+//! Step references: `approve.request`, `checkout.request`,
+//! `cancel.request`, `pay.authority`, `webhook.order`,
+//! `provider_capture.order` and `replay.of` must each name an EARLIER step
+//! of the same scenario, of the kind that produces what they need; the keys
+//! of the `request_states` invariant must each name a step that creates a
+//! request.
 //!
 //! Guarantees: [`check`] refuses a reference to a missing or later step, a
 //! reference to a step of the wrong kind (a request must come from a
 //! `propose`, an authority from a `checkout`, an order from a `pay`, seeing
 //! through `replay`s), a replay of a step that sends no request, and a step
-//! name used twice.
+//! name used twice. [`check_request_states`] refuses a `request_states` key
+//! that names no step, or a step that is not a `propose` (seen through
+//! replays).
 
 use std::collections::BTreeMap;
 
@@ -33,7 +38,7 @@ fn wanted(field: &str) -> &'static [&'static str] {
         "authority" => &["checkout"],
         "order" => &["pay"],
         _ => &[
-            "propose", "approve", "checkout", "pay", "webhook", "grant", "revoke",
+            "propose", "approve", "checkout", "pay", "webhook", "grant", "revoke", "cancel",
         ],
     }
 }
@@ -79,6 +84,40 @@ pub fn check(steps: &[Step]) -> Result<(), ParseError> {
                 }
                 .into());
             }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that each key of `request_states` names a step of `steps` that
+/// creates a request (a `propose`, or a replay of one).
+pub fn check_request_states<'a>(
+    steps: &[Step],
+    names: impl IntoIterator<Item = &'a String>,
+) -> Result<(), ParseError> {
+    let by_name: BTreeMap<&str, usize> = steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.name.as_deref().map(|n| (n, i)))
+        .collect();
+    for name in names {
+        let problem = match by_name.get(name.as_str()) {
+            None => Some("names no step of this scenario".to_string()),
+            Some(&i) => match effective(steps, &by_name, i).name() {
+                "propose" => None,
+                kind => Some(format!(
+                    "is a `{kind}` step; a request state needs a `propose` step"
+                )),
+            },
+        };
+        if let Some(problem) = problem {
+            return Err(LoadErrorKind::DanglingReference {
+                path: "invariants".into(),
+                field: "request_states".into(),
+                target: name.clone(),
+                problem,
+            }
+            .into());
         }
     }
     Ok(())

@@ -3,8 +3,10 @@
 //!
 //! Guarantees: [`Scenario::parse`] refuses unknown keys at every level, a
 //! non-kebab-case id, duplicate step names and any step reference that does
-//! not name an earlier step of the right kind (see [`crate::references`]);
-//! every refusal names the key or value. Serialization writes the keys in a
+//! not name an earlier step of the right kind (see [`crate::references`]),
+//! and a `request_states` invariant naming a step that creates no request;
+//! every refusal names the key or value. (The clock bound needs the world's
+//! `now`, so the loader checks it: [`crate::clock::check`].) Serialization writes the keys in a
 //! fixed order, so the same scenario always serializes to the same YAML.
 
 use std::collections::BTreeMap;
@@ -40,6 +42,67 @@ pub struct Invariants {
     pub delegation_spent_paise: Option<BTreeMap<String, i64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger_intact: Option<bool>,
+    /// What the simulated provider has captured, all tenants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_captured_paise: Option<i64>,
+    /// Every paisa the provider captured is captured in the gate's books, and
+    /// every reservation belongs to a request that still holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub books_balanced: Option<bool>,
+    /// The state of the request each named `propose` step created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_states: Option<BTreeMap<String, RequestStateName>>,
+}
+
+/// A payment request's state, as the spec and the gate spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RequestStateName {
+    Proposed,
+    PendingApproval,
+    Authorized,
+    CheckoutIssued,
+    ProviderPending,
+    Captured,
+    Failed,
+    Denied,
+    Expired,
+    Cancelled,
+    NeedsReview,
+}
+
+impl RequestStateName {
+    /// Every state, in the order a request meets them.
+    pub const ALL: [RequestStateName; 11] = [
+        RequestStateName::Proposed,
+        RequestStateName::PendingApproval,
+        RequestStateName::Authorized,
+        RequestStateName::CheckoutIssued,
+        RequestStateName::ProviderPending,
+        RequestStateName::Captured,
+        RequestStateName::Failed,
+        RequestStateName::Denied,
+        RequestStateName::Expired,
+        RequestStateName::Cancelled,
+        RequestStateName::NeedsReview,
+    ];
+
+    /// The spelling used by the corpus and the gate's database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestStateName::Proposed => "PROPOSED",
+            RequestStateName::PendingApproval => "PENDING_APPROVAL",
+            RequestStateName::Authorized => "AUTHORIZED",
+            RequestStateName::CheckoutIssued => "CHECKOUT_ISSUED",
+            RequestStateName::ProviderPending => "PROVIDER_PENDING",
+            RequestStateName::Captured => "CAPTURED",
+            RequestStateName::Failed => "FAILED",
+            RequestStateName::Denied => "DENIED",
+            RequestStateName::Expired => "EXPIRED",
+            RequestStateName::Cancelled => "CANCELLED",
+            RequestStateName::NeedsReview => "NEEDS_REVIEW",
+        }
+    }
 }
 
 impl Invariants {
@@ -119,6 +182,9 @@ impl Scenario {
             .map(|(i, v)| Step::parse(v, &format!("steps[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
         crate::references::check(&steps)?;
+        if let Some(states) = &invariants.request_states {
+            crate::references::check_request_states(&steps, states.keys())?;
+        }
         Ok(Scenario {
             id,
             label,

@@ -1,13 +1,21 @@
-//! One step of a scenario: exactly one verb, an optional name and an
-//! optional expectation.
+//! One step of a scenario: exactly one verb, an optional name, an optional
+//! caller's tenant and an optional expectation.
 //!
 //! Guarantees: [`Step::parse`] refuses a step with no verb, with two verbs,
-//! with an unknown verb or an unknown key, a `propose` with both or neither
-//! of `body` and `raw`, and a `concurrent` whose inner step is itself
-//! concurrent or carries its own name or expectation; every refusal names
-//! the step's path and the key. A `concurrent` step's expectation is counts,
-//! every other step's is `{decision, reason | reason_any}`. Serializing a
-//! step and parsing it back gives the same step.
+//! with an unknown verb or an unknown key; a `propose` without exactly one of
+//! `body`, `raw` and `raw_b64`; a `webhook` with both `raw` and `raw_b64`; a
+//! `raw_b64` that is not base64; an `advance_clock` without exactly one of
+//! `minutes` and `seconds`; a `provider` with `times: 0`; and a `concurrent`
+//! whose inner step is itself concurrent or carries its own name or
+//! expectation. Every refusal names the step's path and the key. The
+//! caller's `tenant` may be written beside the verb (`{tenant: globex,
+//! approve: {..}}`) or inside it (`{propose: {tenant: globex, ..}}`); both
+//! mean [`Step::tenant`], and two different values are refused. A `replay`
+//! resends its step as it was and takes no tenant; a `concurrent` step's
+//! tenant goes on its inner step. `expire` and `reconcile` take no fields
+//! (`expire: {}` or a bare `expire:`). A `concurrent` step's expectation is
+//! counts, every other step's is `{decision, reason | reason_any}`.
+//! Serializing a step and parsing it back gives the same step.
 
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -17,12 +25,13 @@ use crate::error::{LoadErrorKind, ParseError};
 use crate::expect::{Counts, Expect, StepExpect};
 use crate::policy::PolicyPatch;
 use crate::verbs::{
-    AdvanceClock, Approve, Checkout, Grant, Pay, Propose, Replay, Revoke, SetPrice, Webhook,
+    AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
+    Replay, Revoke, SetClock, SetPrice, Webhook, decode_b64,
 };
 use crate::yaml::{as_mapping, check_keys, decode, join, key_text, required};
 
 /// Every verb of the spec, in the spec's order.
-pub const VERBS: [&str; 12] = [
+pub const VERBS: [&str; 18] = [
     "propose",
     "approve",
     "checkout",
@@ -33,6 +42,12 @@ pub const VERBS: [&str; 12] = [
     "set_price",
     "set_policy",
     "advance_clock",
+    "set_clock",
+    "cancel",
+    "expire",
+    "provider",
+    "reconcile",
+    "provider_capture",
     "replay",
     "concurrent",
 ];
@@ -57,6 +72,14 @@ pub enum Verb {
     SetPrice(SetPrice),
     SetPolicy(PolicyPatch),
     AdvanceClock(AdvanceClock),
+    SetClock(SetClock),
+    Cancel(Cancel),
+    /// The expiry sweep at the gate's clock.
+    Expire,
+    Provider(Provider),
+    /// The reconcile job.
+    Reconcile,
+    ProviderCapture(ProviderCapture),
     Replay(Replay),
     Concurrent(Concurrent),
 }
@@ -75,6 +98,12 @@ impl Verb {
             Verb::SetPrice(_) => "set_price",
             Verb::SetPolicy(_) => "set_policy",
             Verb::AdvanceClock(_) => "advance_clock",
+            Verb::SetClock(_) => "set_clock",
+            Verb::Cancel(_) => "cancel",
+            Verb::Expire => "expire",
+            Verb::Provider(_) => "provider",
+            Verb::Reconcile => "reconcile",
+            Verb::ProviderCapture(_) => "provider_capture",
             Verb::Replay(_) => "replay",
             Verb::Concurrent(_) => "concurrent",
         }
@@ -85,8 +114,10 @@ impl Verb {
         match self {
             Verb::Approve(a) => vec![("request", a.request.as_str())],
             Verb::Checkout(c) => vec![("request", c.request.as_str())],
+            Verb::Cancel(c) => vec![("request", c.request.as_str())],
             Verb::Pay(p) => vec![("authority", p.authority.as_str())],
             Verb::Webhook(w) => vec![("order", w.order.as_str())],
+            Verb::ProviderCapture(p) => vec![("order", p.order.as_str())],
             Verb::Replay(r) => vec![("of", r.of.as_str())],
             Verb::Concurrent(c) => c.step.verb.references(),
             _ => Vec::new(),
@@ -105,7 +136,12 @@ impl Verb {
             Verb::SetPrice(x) => serde_yaml::to_value(x),
             Verb::SetPolicy(x) => serde_yaml::to_value(x),
             Verb::AdvanceClock(x) => serde_yaml::to_value(x),
+            Verb::SetClock(x) => serde_yaml::to_value(x),
+            Verb::Cancel(x) => serde_yaml::to_value(x),
+            Verb::Provider(x) => serde_yaml::to_value(x),
+            Verb::ProviderCapture(x) => serde_yaml::to_value(x),
             Verb::Replay(x) => serde_yaml::to_value(x),
+            Verb::Expire | Verb::Reconcile => Ok(Value::Mapping(Mapping::new())),
             Verb::Concurrent(c) => {
                 let mut m = Mapping::new();
                 m.insert("times".into(), c.times.into());
@@ -117,10 +153,13 @@ impl Verb {
     }
 }
 
-/// One step: a verb, an optional name, an optional expectation.
+/// One step: a verb, an optional name, the caller's tenant, an optional
+/// expectation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     pub name: Option<String>,
+    /// The caller's tenant; `None` means the world's first tenant.
+    pub tenant: Option<String>,
     pub verb: Verb,
     pub expect: Option<StepExpect>,
 }
@@ -130,6 +169,7 @@ impl Step {
     pub fn new(verb: Verb) -> Step {
         Step {
             name: None,
+            tenant: None,
             verb,
             expect: None,
         }
@@ -158,7 +198,7 @@ impl Step {
         for key in map.keys() {
             let text = key_text(key);
             match text.as_str() {
-                "name" | "expect" => {}
+                "name" | "expect" | "tenant" => {}
                 v if VERBS.contains(&v) => verbs.push(text),
                 _ => {
                     return Err(LoadErrorKind::UnknownVerb {
@@ -189,8 +229,36 @@ impl Step {
             None => None,
             Some(v) => Some(decode::<String>(v.clone(), &join(path, "name"))?),
         };
-        let body = map.get(verb_key.as_str()).cloned().unwrap_or(Value::Null);
+        let outer_tenant = match map.get("tenant") {
+            None => None,
+            Some(v) => Some(decode::<String>(v.clone(), &join(path, "tenant"))?),
+        };
+        let mut body = map.get(verb_key.as_str()).cloned().unwrap_or(Value::Null);
         let verb_path = join(path, &verb_key);
+        // A `tenant` written inside the verb is the step's tenant.
+        let inner_tenant = match body.as_mapping_mut().and_then(|m| m.remove("tenant")) {
+            None => None,
+            Some(v) => Some(decode::<String>(v, &join(&verb_path, "tenant"))?),
+        };
+        let tenant = match (outer_tenant, inner_tenant) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(LoadErrorKind::InvalidValue {
+                    path: join(path, "tenant"),
+                    message: format!(
+                        "the step names two tenants, `{a}` beside the verb and `{b}` inside it"
+                    ),
+                }
+                .into());
+            }
+            (a, b) => a.or(b),
+        };
+        if tenant.is_some() && matches!(verb_key.as_str(), "replay" | "concurrent") {
+            return Err(LoadErrorKind::UnknownKey {
+                path: path.to_string(),
+                key: "tenant".into(),
+            }
+            .into());
+        }
         let verb = parse_verb(&verb_key, body, &verb_path)?;
         let expect = match map.get("expect") {
             None => None,
@@ -202,14 +270,23 @@ impl Step {
                 })
             }
         };
-        Ok(Step { name, verb, expect })
+        Ok(Step {
+            name,
+            tenant,
+            verb,
+            expect,
+        })
     }
 
-    /// The step as a YAML mapping: `name`, the verb, `expect`, in that order.
+    /// The step as a YAML mapping: `name`, `tenant`, the verb, `expect`, in
+    /// that order.
     pub fn to_value(&self) -> Value {
         let mut m = Mapping::new();
         if let Some(name) = &self.name {
             m.insert("name".into(), name.clone().into());
+        }
+        if let Some(tenant) = &self.tenant {
+            m.insert("tenant".into(), tenant.clone().into());
         }
         m.insert(self.verb.name().into(), self.verb.to_value());
         if let Some(expect) = &self.expect {
@@ -220,28 +297,87 @@ impl Step {
     }
 }
 
+fn invalid(path: &str, message: impl Into<String>) -> ParseError {
+    LoadErrorKind::InvalidValue {
+        path: path.to_string(),
+        message: message.into(),
+    }
+    .into()
+}
+
+fn check_b64(value: Option<&String>, path: &str) -> Result<(), ParseError> {
+    match value {
+        Some(text) => decode_b64(text)
+            .map(|_| ())
+            .map_err(|m| invalid(&join(path, "raw_b64"), m)),
+        None => Ok(()),
+    }
+}
+
+/// A verb that takes no fields: `{}`, or nothing at all.
+fn no_fields(body: &Value, path: &str) -> Result<(), ParseError> {
+    match body {
+        Value::Null => Ok(()),
+        other => check_keys(as_mapping(other, path)?, &[], path),
+    }
+}
+
 fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
     Ok(match key {
         "propose" => {
             let p: Propose = decode(body, path)?;
-            if p.body.is_some() == p.raw.is_some() {
-                return Err(LoadErrorKind::InvalidValue {
-                    path: path.to_string(),
-                    message: "give exactly one of `body` and `raw`".into(),
-                }
-                .into());
+            if p.payload_count() != 1 {
+                return Err(invalid(
+                    path,
+                    "give exactly one of `body`, `raw` and `raw_b64`",
+                ));
             }
+            check_b64(p.raw_b64.as_ref(), path)?;
             Verb::Propose(p)
         }
         "approve" => Verb::Approve(decode(body, path)?),
         "checkout" => Verb::Checkout(decode(body, path)?),
         "pay" => Verb::Pay(decode(body, path)?),
-        "webhook" => Verb::Webhook(decode(body, path)?),
+        "webhook" => {
+            let w: Webhook = decode(body, path)?;
+            if w.raw.is_some() && w.raw_b64.is_some() {
+                return Err(invalid(path, "give at most one of `raw` and `raw_b64`"));
+            }
+            check_b64(w.raw_b64.as_ref(), path)?;
+            Verb::Webhook(w)
+        }
         "grant" => Verb::Grant(decode(body, path)?),
         "revoke" => Verb::Revoke(decode(body, path)?),
         "set_price" => Verb::SetPrice(decode(body, path)?),
         "set_policy" => Verb::SetPolicy(decode(body, path)?),
-        "advance_clock" => Verb::AdvanceClock(decode(body, path)?),
+        "advance_clock" => {
+            let a: AdvanceClock = decode(body, path)?;
+            if a.minutes.is_some() == a.seconds.is_some() {
+                return Err(invalid(path, "give exactly one of `minutes` and `seconds`"));
+            }
+            Verb::AdvanceClock(a)
+        }
+        "set_clock" => Verb::SetClock(decode::<SetClock>(body, path)?),
+        "cancel" => Verb::Cancel(decode::<Cancel>(body, path)?),
+        "expire" => {
+            no_fields(&body, path)?;
+            Verb::Expire
+        }
+        "reconcile" => {
+            no_fields(&body, path)?;
+            Verb::Reconcile
+        }
+        "provider" => {
+            let p: Provider = match body {
+                Value::Null => Provider::default(),
+                other => decode(other, path)?,
+            };
+            if p.times == Some(0) {
+                return Err(invalid(&join(path, "times"), "times must be at least 1"));
+            }
+            Verb::Provider(p)
+        }
+        "provider_capture" => Verb::ProviderCapture(decode::<ProviderCapture>(body, path)?),
         "replay" => Verb::Replay(decode(body, path)?),
         "concurrent" => {
             let map = as_mapping(&body, path)?;
@@ -335,6 +471,12 @@ mod tests {
             "{set_price: {sku: X, price_paise: 7}}",
             "{set_policy: {daily_cap_paise: 1, velocity: {max_proposals: 1, window_minutes: 2}}}",
             "{advance_clock: {minutes: 16}}",
+            "{set_clock: {at: '2026-09-04T10:00:00Z'}}",
+            "{tenant: globex, cancel: {request: p1, actor: a}}",
+            "{expire: {}, expect: {decision: ok}}",
+            "{provider: {mode: timeout, times: 1}}",
+            "{reconcile: {}}",
+            "{provider_capture: {order: o1}}",
             "{replay: {of: o1}}",
             "{concurrent: {times: 3, step: {pay: {authority: c1}}}, expect: {ok: 1, deny: 2}}",
         ];
@@ -381,9 +523,101 @@ mod tests {
     }
 
     #[test]
-    fn propose_needs_exactly_one_of_body_and_raw() {
+    fn propose_needs_exactly_one_of_body_raw_and_raw_b64() {
         assert!(parse("{propose: {actor: a}}").is_err());
         assert!(parse("{propose: {actor: a, raw: x, body: {}}}").is_err());
+        let both = parse("{propose: {actor: a, raw: x, raw_b64: eA==}}").unwrap_err();
+        assert!(
+            matches!(&both, LoadErrorKind::InvalidValue { path, message }
+                if path == "steps[1].propose" && message.contains("raw_b64")),
+            "{both:?}"
+        );
+        let step = parse("{propose: {actor: a, raw_b64: 'gP8A'}}").unwrap();
+        let Verb::Propose(p) = &step.verb else {
+            panic!("{step:?}")
+        };
+        assert_eq!(p.wire_bytes(), vec![0x80, 0xff, 0x00]);
+    }
+
+    #[test]
+    fn bad_base64_is_refused_where_it_stands() {
+        for text in [
+            "{propose: {actor: a, raw_b64: 'not base64!'}}",
+            "{propose: {actor: a, raw_b64: 'QQ'}}",
+            "{webhook: {order: o1, raw_b64: '@@@@'}}",
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(
+                matches!(&err, LoadErrorKind::InvalidValue { path, message }
+                    if path.ends_with(".raw_b64") && message.contains("base64")),
+                "{text}: {err:?}"
+            );
+        }
+        assert!(parse("{webhook: {order: o1, raw: x, raw_b64: eA==}}").is_err());
+    }
+
+    #[test]
+    fn the_tenant_may_sit_beside_or_inside_the_verb() {
+        let beside = parse("{tenant: globex, propose: {actor: a, raw: x}}").unwrap();
+        let inside = parse("{propose: {actor: a, raw: x, tenant: globex}}").unwrap();
+        assert_eq!(beside, inside);
+        assert_eq!(beside.tenant.as_deref(), Some("globex"));
+        let same = parse("{tenant: globex, pay: {authority: c1, tenant: globex}}").unwrap();
+        assert_eq!(same.tenant.as_deref(), Some("globex"));
+        let two = parse("{tenant: acme, approve: {request: p1, approver: h, tenant: globex}}")
+            .unwrap_err();
+        assert!(
+            matches!(&two, LoadErrorKind::InvalidValue { path, .. } if path == "steps[1].tenant"),
+            "{two:?}"
+        );
+        assert!(
+            matches!(parse("{tenant: acme, replay: {of: p1}}").unwrap_err(),
+            LoadErrorKind::UnknownKey { key, .. } if key == "tenant")
+        );
+        let inner = parse("{concurrent: {times: 2, step: {tenant: globex, pay: {authority: c1}}}}")
+            .unwrap();
+        let Verb::Concurrent(c) = &inner.verb else {
+            panic!()
+        };
+        assert_eq!(c.step.tenant.as_deref(), Some("globex"));
+    }
+
+    #[test]
+    fn clock_moves_take_minutes_or_seconds_of_either_sign() {
+        let back = parse("{advance_clock: {seconds: -1}}").unwrap();
+        let Verb::AdvanceClock(a) = back.verb else {
+            panic!()
+        };
+        assert_eq!(a.duration(), Some(chrono::TimeDelta::seconds(-1)));
+        assert!(parse("{advance_clock: {}}").is_err());
+        assert!(parse("{advance_clock: {minutes: 1, seconds: 1}}").is_err());
+        assert!(parse("{advance_clock: {hours: 1}}").is_err());
+        assert!(parse("{set_clock: {at: yesterday}}").is_err());
+        // Representable as an i64 but not as a duration: parsed here, refused
+        // by the loader's clock bound (see loader tests), never a panic.
+        let huge = parse("{advance_clock: {minutes: 9223372036854775807}}").unwrap();
+        let Verb::AdvanceClock(a) = huge.verb else {
+            panic!()
+        };
+        assert_eq!(a.duration(), None);
+    }
+
+    #[test]
+    fn new_verbs_refuse_what_they_do_not_take() {
+        assert!(matches!(parse("{expire: {request: p1}}").unwrap_err(),
+            LoadErrorKind::UnknownKey { key, .. } if key == "request"));
+        assert!(parse("{expire: }").is_ok());
+        assert!(parse("{reconcile: {now: 1}}").is_err());
+        let mode = parse("{provider: {mode: flaky}}").unwrap_err();
+        assert!(
+            matches!(&mode, LoadErrorKind::InvalidValue { path, message }
+                if path == "steps[1].provider" && message.contains("flaky")),
+            "{mode:?}"
+        );
+        assert!(parse("{provider: {times: 0}}").is_err());
+        assert!(parse("{provider: {}}").is_ok());
+        assert!(parse("{cancel: {request: p1}}").is_err());
+        assert!(parse("{provider_capture: {order: o1, amount: 5}}").is_err());
     }
 
     #[test]

@@ -3,11 +3,26 @@
 //! Guarantees: one struct per verb with exactly the spec's field names
 //! (plus nothing), each refusing unknown keys; defaults that the spec states
 //! (`webhook.event` = `payment.captured`, `signature` = `valid`,
-//! `created_at_offset_minutes` = 0) are exposed through accessors, and the
-//! raw optional fields are kept so a corpus round-trips unchanged.
+//! `created_at_offset_minutes` = 0, `provider.mode` = `ok`) are exposed
+//! through accessors, and the raw optional fields are kept so a corpus
+//! round-trips unchanged. The caller's `tenant` is not a verb field: it
+//! belongs to the step ([`crate::Step::tenant`]), wherever the file wrote it.
+//! Bytes given as base64 (`raw_b64`) are decoded with the standard alphabet,
+//! padding required; [`decode_b64`] is the one decoder the loader and the
+//! runners share. Durations are built with checked arithmetic only: a value
+//! chrono cannot represent is `None`, never a panic.
 
-use chrono::{DateTime, Utc};
+use base64::Engine as _;
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
+
+/// Decodes `raw_b64` text (standard alphabet, padded; surrounding whitespace
+/// ignored), or says why it is not base64.
+pub fn decode_b64(text: &str) -> Result<Vec<u8>, String> {
+    base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map_err(|e| format!("not valid base64: {e}"))
+}
 
 /// `propose`: the agent-facing call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,21 +35,37 @@ pub struct Propose {
     /// A string sent as is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
+    /// Bytes sent as is, written as base64 (for bytes that are not UTF-8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_b64: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
-    /// Defaults to the world's first tenant.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tenant: Option<String>,
 }
 
 impl Propose {
-    /// The bytes the agent sends: `raw` as is, or `body` as compact JSON.
-    pub fn wire_body(&self) -> String {
-        match (&self.raw, &self.body) {
-            (Some(raw), _) => raw.clone(),
-            (None, Some(body)) => body.to_string(),
-            (None, None) => String::new(),
+    /// The bytes the agent sends: `raw` as is, `raw_b64` decoded, or `body`
+    /// as compact JSON. (The loader refuses a `raw_b64` that does not decode;
+    /// a hand-built one that does not is sent as no bytes at all.)
+    pub fn wire_bytes(&self) -> Vec<u8> {
+        match (&self.raw, &self.raw_b64, &self.body) {
+            (Some(raw), _, _) => raw.clone().into_bytes(),
+            (None, Some(b64), _) => decode_b64(b64).unwrap_or_default(),
+            (None, None, Some(body)) => body.to_string().into_bytes(),
+            (None, None, None) => Vec::new(),
         }
+    }
+
+    /// The bytes as text, with any invalid UTF-8 replaced (U+FFFD): for
+    /// readers that work on text, such as the oracle's JSON parser.
+    pub fn wire_body(&self) -> String {
+        String::from_utf8_lossy(&self.wire_bytes()).into_owned()
+    }
+
+    /// How many of `body`, `raw` and `raw_b64` are given (the loader wants 1).
+    pub fn payload_count(&self) -> usize {
+        usize::from(self.body.is_some())
+            + usize::from(self.raw.is_some())
+            + usize::from(self.raw_b64.is_some())
     }
 }
 
@@ -90,12 +121,20 @@ pub struct Webhook {
     pub currency: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<Signature>,
+    /// A raw string sent as the signature header, overriding `signature`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_header: Option<String>,
+    /// Sent as the provider sends it, in the event-id header; default fresh.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at_offset_minutes: Option<i64>,
+    /// A body override, signed as given when `signature: valid`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw: Option<String>,
+    /// The same as base64, for bytes that are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_b64: Option<String>,
 }
 
 impl Webhook {
@@ -112,6 +151,15 @@ impl Webhook {
     /// The event's timestamp offset from the gate's clock, 0 by default.
     pub fn offset_minutes(&self) -> i64 {
         self.created_at_offset_minutes.unwrap_or(0)
+    }
+
+    /// The body override's bytes (`raw`, or `raw_b64` decoded), if any.
+    pub fn raw_bytes(&self) -> Option<Vec<u8>> {
+        match (&self.raw, &self.raw_b64) {
+            (Some(raw), _) => Some(raw.clone().into_bytes()),
+            (None, Some(b64)) => Some(decode_b64(b64).unwrap_or_default()),
+            (None, None) => None,
+        }
     }
 }
 
@@ -134,11 +182,103 @@ pub struct SetPrice {
     pub price_paise: i64,
 }
 
-/// `advance_clock`: move the gate's clock forward.
+/// `advance_clock`: move the gate's clock by `minutes` or `seconds` (exactly
+/// one; negative steps it back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdvanceClock {
-    pub minutes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minutes: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<i64>,
+}
+
+impl AdvanceClock {
+    /// A move of whole minutes.
+    pub fn minutes(minutes: i64) -> AdvanceClock {
+        AdvanceClock {
+            minutes: Some(minutes),
+            seconds: None,
+        }
+    }
+
+    /// The move, or `None` when chrono cannot represent it (or neither or
+    /// both fields are given).
+    pub fn duration(&self) -> Option<TimeDelta> {
+        match (self.minutes, self.seconds) {
+            (Some(m), None) => TimeDelta::try_minutes(m),
+            (None, Some(s)) => TimeDelta::try_seconds(s),
+            _ => None,
+        }
+    }
+
+    /// The field that carries the move, for error messages.
+    pub fn field(&self) -> &'static str {
+        if self.seconds.is_some() && self.minutes.is_none() {
+            "seconds"
+        } else {
+            "minutes"
+        }
+    }
+}
+
+/// `set_clock`: put the gate's clock at an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetClock {
+    pub at: DateTime<Utc>,
+}
+
+/// `cancel`: the requesting agent or an approving human cancels a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cancel {
+    /// The name of an earlier `propose` step.
+    pub request: String,
+    pub actor: String,
+}
+
+/// How the simulated provider answers the next `pay` calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderMode {
+    /// The order is created and the answer comes in time.
+    #[default]
+    Ok,
+    /// No order, no answer.
+    Timeout,
+    /// The order is created; the answer comes after the gate's timeout.
+    Late,
+    /// A 4xx: the provider refuses to create the order.
+    Reject,
+    /// A 5xx.
+    Unavailable,
+}
+
+/// `provider`: how the simulated provider answers the next `pay` calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provider {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ProviderMode>,
+    /// How many later `pay` calls; default every one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub times: Option<u32>,
+}
+
+impl Provider {
+    /// The mode, `ok` by default.
+    pub fn mode(&self) -> ProviderMode {
+        self.mode.unwrap_or_default()
+    }
+}
+
+/// `provider_capture`: the simulated provider captures an order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderCapture {
+    /// The name of an earlier `pay` step.
+    pub order: String,
 }
 
 /// `replay`: send an earlier step's request again, byte for byte.

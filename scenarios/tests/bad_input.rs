@@ -299,3 +299,138 @@ fn a_missing_path_is_an_error_not_a_panic() {
     let errors = scenarios::load_corpus("/definitely/not/here").unwrap_err();
     assert!(matches!(errors[0].kind, LoadErrorKind::Io { .. }));
 }
+
+fn step_scenario(id: &str, steps: &str) -> String {
+    format!("- id: {id}\n  label: legit\n  world: standard\n  steps:\n{steps}")
+}
+
+#[test]
+fn a_clock_beyond_ten_years_names_file_scenario_step_and_field() {
+    let huge = "    - advance_clock: {minutes: 9223372036854775807}\n";
+    let (err, file) = only_error(&step_scenario("clock-huge", huge));
+    assert_eq!(err.file, file);
+    assert_eq!(err.scenario.as_deref(), Some("clock-huge"));
+    assert!(
+        matches!(&err.kind, LoadErrorKind::InvalidValue { path, .. } if path == "steps[0].advance_clock.minutes"),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("10 years") && text.contains("clock-huge"),
+        "{text}"
+    );
+    // About 300,000 years in minutes: representable, far outside the bound.
+    let years = "    - advance_clock: {minutes: 157680000000}\n";
+    let (err, _) = only_error(&step_scenario("clock-years", years));
+    assert!(
+        err.to_string().contains("steps[0].advance_clock.minutes"),
+        "{err}"
+    );
+    let back =
+        "    - propose: {actor: buyer-agent, raw: x}\n    - advance_clock: {seconds: -315619201}\n";
+    let (err, _) = only_error(&step_scenario("clock-back", back));
+    assert!(
+        err.to_string().contains("steps[1].advance_clock.seconds"),
+        "{err}"
+    );
+    let at = "    - set_clock: {at: '2037-01-01T00:00:00Z'}\n";
+    let (err, _) = only_error(&step_scenario("clock-at", at));
+    assert!(err.to_string().contains("steps[0].set_clock.at"), "{err}");
+}
+
+#[test]
+fn bad_base64_and_two_raw_bodies_are_refused() {
+    let bad = "    - propose: {actor: buyer-agent, raw_b64: '%%%'}\n";
+    let (err, _) = only_error(&step_scenario("b64-bad", bad));
+    assert!(
+        matches!(&err.kind, LoadErrorKind::InvalidValue { path, message }
+            if path == "steps[0].propose.raw_b64" && message.contains("base64")),
+        "{err}"
+    );
+    let both = "    - propose: {actor: buyer-agent, raw: x, raw_b64: eA==}\n";
+    let (err, _) = only_error(&step_scenario("b64-both", both));
+    assert!(err.to_string().contains("raw_b64"), "{err}");
+}
+
+#[test]
+fn an_unknown_provider_mode_is_refused() {
+    let steps = "    - provider: {mode: sometimes}\n";
+    let (err, _) = only_error(&step_scenario("provider-mode", steps));
+    assert!(
+        matches!(&err.kind, LoadErrorKind::InvalidValue { path, message }
+            if path == "steps[0].provider" && message.contains("sometimes")),
+        "{err}"
+    );
+}
+
+#[test]
+fn request_states_must_name_a_proposing_step() {
+    let text = format!(
+        "{}  invariants: {{request_states: {{p9: AUTHORIZED}}}}\n",
+        step_scenario("states-unknown", STEP)
+    );
+    let (err, _) = only_error(&text);
+    assert_eq!(err.kind.subject(), Some("p9"), "{err}");
+    assert!(err.to_string().contains("request_states"), "{err}");
+    let clock = "    - {name: t, advance_clock: {minutes: 1}}\n";
+    let text = format!(
+        "{}  invariants: {{request_states: {{t: AUTHORIZED}}}}\n",
+        step_scenario("states-clock", clock)
+    );
+    let (err, _) = only_error(&text);
+    assert!(err.to_string().contains("`advance_clock` step"), "{err}");
+    let state = "    - {name: p1, propose: {actor: buyer-agent, raw: x}}\n";
+    let text = format!(
+        "{}  invariants: {{request_states: {{p1: SHIPPED}}}}\n",
+        step_scenario("states-bad-state", state)
+    );
+    let (err, _) = only_error(&text);
+    assert!(err.to_string().contains("SHIPPED"), "{err}");
+}
+
+#[test]
+fn every_new_field_loads_and_round_trips() {
+    let dir = TempDir::new();
+    let text = r#"
+- id: new-fields
+  label: legit
+  world: standard
+  steps:
+    - {name: p1, tenant: acme, propose: {actor: buyer-agent, raw_b64: "eyJza3UiOiJTTkFDSy1CT1giLCJxdWFudGl0eSI6MSwicHVycG9zZSI6InAifQ=="}}
+    - {name: c1, checkout: {request: p1, actor: finance-lead, tenant: acme}}
+    - {name: o1, pay: {authority: c1}}
+    - {webhook: {order: o1, signature_header: "sha256=00", event_id: "evt x", raw_b64: "e30="}}
+    - {advance_clock: {seconds: -30}}
+    - {set_clock: {at: '2026-09-04T10:00:00Z'}}
+    - {cancel: {request: p1, actor: buyer-agent}}
+    - {expire: {}}
+    - {provider: {mode: late, times: 2}}
+    - {reconcile: }
+    - {provider_capture: {order: o1}}
+  invariants: {provider_captured_paise: 0, books_balanced: true, request_states: {p1: CANCELLED}}
+"#;
+    dir.write("new.yaml", text);
+    let corpus = scenarios::load_corpus(&dir.0).unwrap_or_else(|e| panic!("{e:#?}"));
+    let s = corpus.get("new-fields").unwrap();
+    assert_eq!(s.steps[0].tenant.as_deref(), Some("acme"));
+    assert_eq!(s.steps[1].tenant.as_deref(), Some("acme"));
+    let again: Vec<scenarios::Scenario> = serde_yaml::from_str(&s.to_yaml()).unwrap();
+    assert_eq!(&again[0], s);
+    let names: Vec<&str> = s.steps.iter().map(|st| st.verb.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "propose",
+            "checkout",
+            "pay",
+            "webhook",
+            "advance_clock",
+            "set_clock",
+            "cancel",
+            "expire",
+            "provider",
+            "reconcile",
+            "provider_capture"
+        ]
+    );
+}

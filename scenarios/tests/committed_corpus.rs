@@ -78,8 +78,18 @@ fn every_verb_is_used() {
             }
         }
     }
+    // The provider's verbs are executed by the provider work (issue 10); its
+    // scenarios come with it. Until then they are loaded, never run here.
+    const LATER: [&str; 3] = ["provider", "reconcile", "provider_capture"];
     for verb in scenarios::VERBS {
-        assert!(used.contains(verb), "no scenario uses `{verb}`");
+        if LATER.contains(&verb) {
+            assert!(
+                !used.contains(verb),
+                "`{verb}` is used now: drop it from LATER so it stays covered"
+            );
+        } else {
+            assert!(used.contains(verb), "no scenario uses `{verb}`");
+        }
     }
 }
 
@@ -92,6 +102,14 @@ fn every_invariant_is_used() {
     assert!(inv(|i| i.spent_today_paise.is_some()));
     assert!(inv(|i| i.delegation_spent_paise.is_some()));
     assert!(inv(|i| i.ledger_intact == Some(true)));
+    assert!(inv(|i| i.provider_captured_paise.is_some()));
+    assert!(inv(|i| i.books_balanced == Some(true)));
+    assert!(inv(|i| i.request_states.is_some()));
+    assert!(
+        c.scenarios
+            .iter()
+            .any(|s| s.steps.iter().any(|st| st.tenant.is_some()))
+    );
 }
 
 #[test]

@@ -17,12 +17,13 @@ use super::identity::{self, Who};
 use super::ledger::{self, Entry};
 use super::lock::lock;
 use super::requests::{self, Hold};
-use super::rows::{RequestRow, TenantRow, state};
+use super::rows::{REQUEST_LIFETIME_HOURS, RequestRow, TenantRow, state};
 use super::world;
 use super::{Gate, Outcome};
+use crate::ident::is_ident;
 use crate::policy::PolicyPatch;
 use crate::provider::PaymentProvider;
-use crate::reason::Reason;
+use crate::reason::{Decision, Reason};
 
 /// States from which a request may still be expired or cancelled.
 const ENDABLE: &[&str] = &[
@@ -32,7 +33,9 @@ const ENDABLE: &[&str] = &[
 ];
 
 impl<P: PaymentProvider> Gate<P> {
-    /// The merchant changes a price. Refused `SKU_UNKNOWN` for a sku the tenant does not sell.
+    /// The merchant changes a price. Refused `PRICE_INVALID` for a price
+    /// that is not a positive amount, `SKU_UNKNOWN` for a sku the tenant does
+    /// not sell (or that is not an identifier).
     pub async fn set_price(
         &self,
         tenant: &str,
@@ -41,6 +44,34 @@ impl<P: PaymentProvider> Gate<P> {
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("changing a price").await?;
+        let refuse = |known: bool, reason: Reason| {
+            Entry::new(
+                known.then_some(tenant),
+                "catalog.price_refused",
+                sku,
+                json!({"sku": sku, "price_paise": price_paise, "decision": Decision::Deny(reason)}),
+            )
+        };
+        if !identity::tenant_exists(&mut tx, tenant).await? {
+            return self
+                .refuse(
+                    tx,
+                    now,
+                    refuse(false, Reason::TenantUnknown),
+                    Reason::TenantUnknown,
+                )
+                .await;
+        }
+        let refusal = if price_paise <= 0 {
+            Some(Reason::PriceInvalid)
+        } else if !is_ident(sku) {
+            Some(Reason::SkuUnknown)
+        } else {
+            None
+        };
+        if let Some(reason) = refusal {
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
+        }
         let changed = sqlx::query(
             "UPDATE catalog_items SET price_paise = $3 WHERE tenant_id = $1 AND sku = $2",
         )
@@ -52,8 +83,14 @@ impl<P: PaymentProvider> Gate<P> {
         .ctx("changing a price")?
         .rows_affected();
         if changed == 0 {
-            tx.rollback().await.ctx("ending a refused price change")?;
-            return Ok(Outcome::refused(Reason::SkuUnknown));
+            return self
+                .refuse(
+                    tx,
+                    now,
+                    refuse(true, Reason::SkuUnknown),
+                    Reason::SkuUnknown,
+                )
+                .await;
         }
         let entry = Entry::new(
             Some(tenant),
@@ -75,21 +112,55 @@ impl<P: PaymentProvider> Gate<P> {
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("publishing a policy").await?;
-        let locked: Option<TenantRow> = lock(&mut tx, &[tenant]).await.ctx("locking the tenant")?;
+        let refuse = |known: bool, reason: Reason| {
+            Entry::new(
+                known.then_some(tenant),
+                "policy.refused",
+                tenant,
+                json!({"patch": patch, "decision": Decision::Deny(reason)}),
+            )
+        };
+        let locked: Option<TenantRow> = if is_ident(tenant) {
+            lock(&mut tx, &[tenant]).await.ctx("locking the tenant")?
+        } else {
+            None
+        };
         if locked.is_none() {
-            tx.rollback().await.ctx("ending a refused policy change")?;
-            return Ok(Outcome::refused(Reason::TenantUnknown));
+            return self
+                .refuse(
+                    tx,
+                    now,
+                    refuse(false, Reason::TenantUnknown),
+                    Reason::TenantUnknown,
+                )
+                .await;
         }
         let current = world::current_policy(&mut tx, tenant).await?;
         let Some((version, Ok(policy))) = current.map(|c| (c.version, c.policy)) else {
-            tx.rollback().await.ctx("ending a refused policy change")?;
-            return Ok(Outcome::refused(Reason::PolicyInvalid));
+            return self
+                .refuse(
+                    tx,
+                    now,
+                    refuse(true, Reason::PolicyInvalid),
+                    Reason::PolicyInvalid,
+                )
+                .await;
         };
         let next = version + 1;
-        let patched =
-            serde_json::to_value(policy.patched(patch)).map_err(|e| ServiceError::Corrupt {
-                what: format!("a patched policy does not serialize: {e}"),
-            })?;
+        let patched = policy.patched(patch);
+        if patched.publishable().is_err() {
+            return self
+                .refuse(
+                    tx,
+                    now,
+                    refuse(true, Reason::PolicyInvalid),
+                    Reason::PolicyInvalid,
+                )
+                .await;
+        }
+        let patched = serde_json::to_value(patched).map_err(|e| ServiceError::Corrupt {
+            what: format!("a patched policy does not serialize: {e}"),
+        })?;
         sqlx::query(
             "INSERT INTO policy_versions (tenant_id, version, policy, published_at) VALUES ($1, $2, $3, $4)",
         )
@@ -112,19 +183,28 @@ impl<P: PaymentProvider> Gate<P> {
     }
 
     /// Expires a request that has not reached the provider, releasing its budgets.
-    pub async fn expire(&self, request_id: &str) -> Result<Outcome, ServiceError> {
-        self.end(request_id, None, state::EXPIRED).await
+    pub async fn expire(&self, tenant: &str, request_id: &str) -> Result<Outcome, ServiceError> {
+        self.end(tenant, request_id, None, state::EXPIRED).await
     }
 
     /// Cancels a request that has not reached the provider, releasing its
     /// budgets. `actor` is the requesting agent or a human of its tenant.
-    pub async fn cancel(&self, request_id: &str, actor: &str) -> Result<Outcome, ServiceError> {
-        self.end(request_id, Some(actor), state::CANCELLED).await
+    pub async fn cancel(
+        &self,
+        tenant: &str,
+        request_id: &str,
+        actor: &str,
+    ) -> Result<Outcome, ServiceError> {
+        self.end(tenant, request_id, Some(actor), state::CANCELLED)
+            .await
     }
 
     /// Expires every request of `tenant` whose checkout authority ran out
     /// unused; returns how many.
     pub async fn expire_lapsed(&self, tenant: &str) -> Result<u64, ServiceError> {
+        if !is_ident(tenant) {
+            return Ok(0);
+        }
         let now = self.now();
         let lapsed: Vec<String> = sqlx::query_scalar(
             "SELECT r.id FROM payment_requests r JOIN checkout_authorities a \
@@ -139,7 +219,38 @@ impl<P: PaymentProvider> Gate<P> {
         .ctx("looking for lapsed authorities")?;
         let mut ended = 0;
         for id in lapsed {
-            if self.expire(&id).await?.is_ok() {
+            if self.expire(tenant, &id).await?.is_ok() {
+                ended += 1;
+            }
+        }
+        Ok(ended)
+    }
+
+    /// The expiry sweep at the gate's clock: ends every request of `tenant`
+    /// whose checkout authority ran out unused, and every request that
+    /// outlived its lifetime (24 hours in PENDING_APPROVAL since it was
+    /// proposed, or in AUTHORIZED since it was authorized), releasing their
+    /// budgets. Returns how many requests it ended; running it twice ends
+    /// nothing more.
+    pub async fn expire_sweep(&self, tenant: &str) -> Result<u64, ServiceError> {
+        if !is_ident(tenant) {
+            return Ok(0);
+        }
+        let now = self.now();
+        let limit = now - chrono::Duration::hours(REQUEST_LIFETIME_HOURS);
+        let outlived: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM payment_requests WHERE tenant_id = $1 \
+               AND ((state = 'PENDING_APPROVAL' AND created_at < $2) \
+                 OR (state = 'AUTHORIZED' AND authorized_at < $2)) ORDER BY id",
+        )
+        .bind(tenant)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await
+        .ctx("looking for requests past their lifetime")?;
+        let mut ended = self.expire_lapsed(tenant).await?;
+        for id in outlived {
+            if self.expire(tenant, &id).await?.is_ok() {
                 ended += 1;
             }
         }
@@ -148,41 +259,61 @@ impl<P: PaymentProvider> Gate<P> {
 
     async fn end(
         &self,
+        tenant: &str,
         request_id: &str,
         actor: Option<&str>,
         to: &'static str,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("ending a request").await?;
-        let Some(found) = requests::find(&mut tx, request_id).await? else {
-            tx.rollback().await.ctx("ending a refused change")?;
-            return Ok(Outcome::refused(Reason::StateTransitionInvalid));
+        let kind = if to == state::EXPIRED {
+            "expiry.refused"
+        } else {
+            "cancellation.refused"
         };
-        let tenant = found.tenant_id.clone();
+        let refuse = |known: bool, reason: Reason| {
+            Entry::new(
+                known.then_some(tenant),
+                kind,
+                request_id,
+                json!({"request": request_id, "actor": actor, "decision": Decision::Deny(reason)}),
+            )
+        };
+        if !identity::tenant_exists(&mut tx, tenant).await? {
+            let reason = Reason::TenantUnknown;
+            return self.refuse(tx, now, refuse(false, reason), reason).await;
+        }
+        let Some(found) = requests::find(&mut tx, tenant, request_id).await? else {
+            let reason = Reason::StateTransitionInvalid;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
+        };
         if let Some(actor) = actor {
-            let refusal = match identity::resolve(&mut tx, &tenant, actor).await? {
+            let refusal = match identity::resolve(&mut tx, tenant, actor).await? {
                 Err(reason) => Some(reason),
+                // The requesting agent, or a human who may approve.
                 Ok(Who::Agent) if actor != found.agent_id => Some(Reason::ActorNotPermitted),
+                Ok(who @ Who::Person { .. }) if !who.may_approve() => {
+                    Some(Reason::ActorNotPermitted)
+                }
                 Ok(_) => None,
             };
             if let Some(reason) = refusal {
-                tx.rollback().await.ctx("ending a refused change")?;
-                return Ok(Outcome::refused(reason));
+                return self.refuse(tx, now, refuse(true, reason), reason).await;
             }
         }
-        let request: RequestRow = lock(&mut tx, &[&tenant, request_id])
+        let request: RequestRow = lock(&mut tx, &[tenant, request_id])
             .await
             .ctx("locking the request")?
             .ok_or_else(|| ServiceError::Corrupt {
                 what: format!("request {request_id} vanished"),
             })?;
         if !ENDABLE.contains(&request.state.as_str()) {
-            tx.rollback().await.ctx("ending a refused change")?;
-            return Ok(Outcome::refused(Reason::StateTransitionInvalid));
+            let reason = Reason::StateTransitionInvalid;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
         }
         requests::transition(&mut tx, &request, to, None, Hold::Keep, None, now).await?;
         let entry = Entry::new(
-            Some(&tenant),
+            Some(tenant),
             if to == state::EXPIRED {
                 "request.expired"
             } else {

@@ -16,7 +16,7 @@
 
 use serde_json::json;
 
-use super::budget::{self, Reservation};
+use super::budget;
 use super::decide::{self, Moment};
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
@@ -24,7 +24,7 @@ use super::ledger::{self, Entry};
 use super::lock::lock;
 use super::requests::{self, Hold};
 use super::rows::{RequestRow, state};
-use super::world::{self, CurrentPolicy};
+use super::world;
 use super::{Gate, Outcome};
 use crate::proposal::PurchaseProposal;
 use crate::provider::PaymentProvider;
@@ -34,7 +34,12 @@ impl<P: PaymentProvider> Gate<P> {
     /// `approver` approves the step-up request `request_id`. Allow: the request
     /// is AUTHORIZED; deny: refused with the reason (the request may have moved
     /// to DENIED on re-evaluation).
-    pub async fn approve(&self, request_id: &str, approver: &str) -> Result<Outcome, ServiceError> {
+    pub async fn approve(
+        &self,
+        tenant: &str,
+        request_id: &str,
+        approver: &str,
+    ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("approving").await?;
         let refuse = |tenant: Option<&str>, reason: Reason| {
@@ -45,13 +50,22 @@ impl<P: PaymentProvider> Gate<P> {
                 json!({"request": request_id, "approver": approver, "decision": Decision::Deny(reason)}),
             )
         };
-        let Some(found) = requests::find(&mut tx, request_id).await? else {
-            ledger::append(&mut tx, now, vec![refuse(None, Reason::ApprovalNotPending)]).await?;
-            tx.commit().await.ctx("committing a refused approval")?;
-            return Ok(Outcome::refused(Reason::ApprovalNotPending));
+        let who = identity::resolve(&mut tx, tenant, approver).await?;
+        if who == Err(Reason::TenantUnknown) {
+            tx.rollback().await.ctx("ending a refused approval")?;
+            return Ok(Outcome::refused(Reason::TenantUnknown));
+        }
+        let Some(found) = requests::find(&mut tx, tenant, request_id).await? else {
+            return self
+                .refuse(
+                    tx,
+                    now,
+                    refuse(Some(tenant), Reason::ApprovalNotPending),
+                    Reason::ApprovalNotPending,
+                )
+                .await;
         };
         let tenant = found.tenant_id.clone();
-        let who = identity::resolve(&mut tx, &tenant, approver).await?;
         let refusal = match who {
             Err(reason) => Some(reason),
             Ok(Who::Agent) if approver == found.agent_id => Some(Reason::ApprovalByRequester),
@@ -59,9 +73,9 @@ impl<P: PaymentProvider> Gate<P> {
             Ok(_) => None,
         };
         if let Some(reason) = refusal {
-            ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
-            tx.commit().await.ctx("committing a refused approval")?;
-            return Ok(Outcome::refused(reason));
+            return self
+                .refuse(tx, now, refuse(Some(&tenant), reason), reason)
+                .await;
         }
 
         let request: RequestRow = lock(&mut tx, &[&tenant, request_id])
@@ -86,9 +100,9 @@ impl<P: PaymentProvider> Gate<P> {
             None
         };
         if let Some(reason) = refusal {
-            ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
-            tx.commit().await.ctx("committing a refused approval")?;
-            return Ok(Outcome::refused(reason));
+            return self
+                .refuse(tx, now, refuse(Some(&tenant), reason), reason)
+                .await;
         }
 
         let approval_id: String = sqlx::query_scalar(
@@ -182,16 +196,14 @@ async fn reevaluate(
         }
     };
     let policy = world::current_policy(tx, tenant).await?;
-    let cap = policy.as_ref().map_or(0, CurrentPolicy::daily_cap);
-    let day = now.date_naive();
-    let spent_today = budget::lock_day(tx, tenant, day, cap).await?;
+    let today = budget::lock_day(tx, tenant, now.date_naive(), policy.as_ref()).await?;
     let decided = decide::decide(
         tx,
         tenant,
         &request.agent_id,
         &proposal,
         policy.as_ref(),
-        spent_today,
+        today.reserved_paise,
         now,
         Moment::Approval,
     )
@@ -209,12 +221,8 @@ async fn reevaluate(
     }
     let mut reserved = 0;
     if let (Decision::Allow, Some(p), Some(leaf)) = (decision, &purchase, &decided.leaf) {
-        let wanted = Reservation {
-            day,
-            delegation_id: leaf.clone(),
-            amount_paise: p.amount_paise,
-        };
-        match budget::reserve(tx, tenant, &wanted, cap).await? {
+        let wanted = today.reservation(leaf, p.amount_paise);
+        match budget::reserve(tx, tenant, &wanted, today.cap_paise).await? {
             Ok(()) => {
                 requests::transition(
                     tx,

@@ -16,42 +16,82 @@ use sqlx::{Connection, PgConnection};
 use super::error::{Ctx, ServiceError};
 use super::lock::lock;
 use super::rows::{DailyRow, RequestRow};
+use super::world::CurrentPolicy;
 use crate::reason::Reason;
 
 /// What an authorized request holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Reservation {
     pub day: NaiveDate,
+    /// The policy's currency: a day's cap only ever adds amounts in one currency.
+    pub currency: String,
     pub delegation_id: String,
     pub amount_paise: i64,
 }
 
-/// Makes sure the tenant's row for `day` exists, locks it, and returns what
-/// it holds. Holding it serializes the tenant's decisions for the day.
+/// The tenant's locked reservations for one UTC day in the policy's currency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Day {
+    pub day: NaiveDate,
+    pub currency: String,
+    pub cap_paise: i64,
+    pub reserved_paise: i64,
+}
+
+impl Day {
+    /// A reservation of `amount_paise` from `delegation_id` on this day.
+    pub fn reservation(&self, delegation_id: &str, amount_paise: i64) -> Reservation {
+        Reservation {
+            day: self.day,
+            currency: self.currency.clone(),
+            delegation_id: delegation_id.to_owned(),
+            amount_paise,
+        }
+    }
+}
+
+/// The currency code under which a tenant without an enforceable policy is
+/// serialized (ISO 4217's "no currency"); nothing is ever reserved under it.
+const NO_CURRENCY: &str = "XXX";
+
+/// Makes sure the tenant's row for `day` in the policy's currency exists,
+/// locks it, and returns what it holds. Holding it serializes the tenant's
+/// decisions for the day.
 pub(crate) async fn lock_day(
     conn: &mut PgConnection,
     tenant: &str,
     day: NaiveDate,
-    cap_paise: i64,
-) -> Result<i64, ServiceError> {
+    policy: Option<&CurrentPolicy>,
+) -> Result<Day, ServiceError> {
+    let cap_paise = policy.map_or(0, CurrentPolicy::daily_cap);
+    let currency = policy
+        .and_then(|p| p.policy.as_ref().ok())
+        .map_or(NO_CURRENCY, |p| p.currency.as_str())
+        .to_owned();
     sqlx::query(
-        "INSERT INTO daily_spend (tenant_id, day, reserved_paise, cap_paise) VALUES ($1, $2, 0, $3) \
-         ON CONFLICT (tenant_id, day) DO NOTHING",
+        "INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) \
+         VALUES ($1, $2, $3, 0, $4) ON CONFLICT (tenant_id, day, currency) DO NOTHING",
     )
     .bind(tenant)
     .bind(day)
-    .bind(cap_paise.max(0))
+    .bind(&currency)
+    .bind(cap_paise)
     .execute(&mut *conn)
     .await
     .ctx("opening the day's reservations")?;
     let day_key = day.to_string();
-    let row: DailyRow = lock(conn, &[tenant, &day_key])
+    let row: DailyRow = lock(conn, &[tenant, &day_key, &currency])
         .await
         .ctx("locking the day's reservations")?
         .ok_or_else(|| ServiceError::Corrupt {
             what: format!("the reservations row of {tenant} for {day} vanished"),
         })?;
-    Ok(row.reserved_paise)
+    Ok(Day {
+        day,
+        currency,
+        cap_paise,
+        reserved_paise: row.reserved_paise,
+    })
 }
 
 fn refused_by(err: &sqlx::Error, constraint: &str) -> bool {
@@ -69,9 +109,9 @@ pub(crate) async fn reserve(
 ) -> Result<Result<(), Reason>, ServiceError> {
     let mut savepoint = conn.begin().await.ctx("opening a savepoint")?;
     let daily: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(
-        "INSERT INTO daily_spend AS d (tenant_id, day, reserved_paise, cap_paise) \
-         VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (tenant_id, day) DO UPDATE \
+        "INSERT INTO daily_spend AS d (tenant_id, day, currency, reserved_paise, cap_paise) \
+         VALUES ($1, $2, $5, $3, $4) \
+         ON CONFLICT (tenant_id, day, currency) DO UPDATE \
             SET reserved_paise = d.reserved_paise + EXCLUDED.reserved_paise, \
                 cap_paise = EXCLUDED.cap_paise \
           WHERE d.reserved_paise + EXCLUDED.reserved_paise <= EXCLUDED.cap_paise \
@@ -81,6 +121,7 @@ pub(crate) async fn reserve(
     .bind(r.day)
     .bind(r.amount_paise)
     .bind(cap_paise)
+    .bind(&r.currency)
     .fetch_optional(&mut *savepoint)
     .await;
     let refusal = match daily {
@@ -146,12 +187,18 @@ pub(crate) async fn release(
         .delegation_id
         .as_deref()
         .ok_or_else(|| corrupt("delegation"))?;
+    let currency = request
+        .currency
+        .as_deref()
+        .ok_or_else(|| corrupt("currency"))?;
     let daily = sqlx::query(
-        "UPDATE daily_spend SET reserved_paise = reserved_paise - $3 WHERE tenant_id = $1 AND day = $2",
+        "UPDATE daily_spend SET reserved_paise = reserved_paise - $3 \
+         WHERE tenant_id = $1 AND day = $2 AND currency = $4",
     )
     .bind(&request.tenant_id)
     .bind(day)
     .bind(request.reserved_paise)
+    .bind(currency)
     .execute(&mut *conn)
     .await
     .ctx("releasing the daily budget")?;
@@ -166,6 +213,56 @@ pub(crate) async fn release(
     .ctx("releasing the delegation budget")?;
     if daily.rows_affected() != 1 || delegation.rows_affected() != 1 {
         return Err(corrupt("row to give it back to"));
+    }
+    return_to_live_ancestors(conn, &request.tenant_id, hop, request.reserved_paise).await
+}
+
+/// A release under a revoked hop goes back past it: each revoked hop on the
+/// path from `leaf` to the root claims `amount` less of its parent, and that
+/// parent has `amount` less allocated (`delegation_partition_exact` checks
+/// the sums at commit). Nothing changes when no hop on the path is revoked.
+/// Rows are changed from the leaf upwards, the order revocation locks them in.
+async fn return_to_live_ancestors(
+    conn: &mut PgConnection,
+    tenant: &str,
+    leaf: &str,
+    amount: i64,
+) -> Result<(), ServiceError> {
+    const REVOKED_ON_PATH: &str = "WITH RECURSIVE up AS ( \
+             SELECT id, parent_id, revoked_at, depth FROM delegations \
+              WHERE tenant_id = $1 AND id = $2 \
+             UNION ALL \
+             SELECT p.id, p.parent_id, p.revoked_at, p.depth FROM delegations p \
+               JOIN up ON p.tenant_id = $1 AND p.id = up.parent_id) \
+         SELECT id, parent_id FROM up WHERE revoked_at IS NOT NULL";
+    let revoked: Vec<(String, Option<String>)> = sqlx::query_as(REVOKED_ON_PATH)
+        .bind(tenant)
+        .bind(leaf)
+        .fetch_all(&mut *conn)
+        .await
+        .ctx("reading the revoked hops above a release")?;
+    for (hop, parent) in revoked {
+        sqlx::query(
+            "UPDATE delegations SET claim_paise = claim_paise - $3 WHERE tenant_id = $1 AND id = $2",
+        )
+        .bind(tenant)
+        .bind(&hop)
+        .bind(amount)
+        .execute(&mut *conn)
+        .await
+        .ctx("returning a release past a revoked hop")?;
+        if let Some(parent) = parent {
+            sqlx::query(
+                "UPDATE delegations SET allocated_paise = allocated_paise - $3 \
+                 WHERE tenant_id = $1 AND id = $2",
+            )
+            .bind(tenant)
+            .bind(&parent)
+            .bind(amount)
+            .execute(&mut *conn)
+            .await
+            .ctx("returning a release to the revoked hop's parent")?;
+        }
     }
     Ok(())
 }

@@ -39,7 +39,12 @@ pub const AUTHORITY_TTL_MINUTES: i64 = 15;
 impl<P: PaymentProvider> Gate<P> {
     /// `actor` (a human) issues the checkout authority for `request_id`; the
     /// outcome's id is the authority id.
-    pub async fn checkout(&self, request_id: &str, actor: &str) -> Result<Outcome, ServiceError> {
+    pub async fn checkout(
+        &self,
+        tenant: &str,
+        request_id: &str,
+        actor: &str,
+    ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("issuing a checkout authority").await?;
         let refuse = |tenant: Option<&str>, reason: Reason| {
@@ -50,28 +55,33 @@ impl<P: PaymentProvider> Gate<P> {
                 json!({"request": request_id, "actor": actor, "decision": Decision::Deny(reason)}),
             )
         };
-        let Some(found) = requests::find(&mut tx, request_id).await? else {
-            ledger::append(
-                &mut tx,
-                now,
-                vec![refuse(None, Reason::RequestNotAuthorized)],
-            )
-            .await?;
-            tx.commit().await.ctx("committing a refused checkout")?;
-            return Ok(Outcome::refused(Reason::RequestNotAuthorized));
+        let who = identity::resolve(&mut tx, tenant, actor).await?;
+        if who == Err(Reason::TenantUnknown) {
+            tx.rollback().await.ctx("ending a refused checkout")?;
+            return Ok(Outcome::refused(Reason::TenantUnknown));
+        }
+        let Some(found) = requests::find(&mut tx, tenant, request_id).await? else {
+            return self
+                .refuse(
+                    tx,
+                    now,
+                    refuse(Some(tenant), Reason::RequestNotAuthorized),
+                    Reason::RequestNotAuthorized,
+                )
+                .await;
         };
         let tenant = found.tenant_id.clone();
         // The authority is issued by a human who may approve: never by an
         // agent, and never by a human who may not approve.
-        let refusal = match identity::resolve(&mut tx, &tenant, actor).await? {
+        let refusal = match who {
             Err(reason) => Some(reason),
             Ok(who) if !who.may_approve() => Some(Reason::ActorNotPermitted),
             Ok(_) => None,
         };
         if let Some(reason) = refusal {
-            ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
-            tx.commit().await.ctx("committing a refused checkout")?;
-            return Ok(Outcome::refused(reason));
+            return self
+                .refuse(tx, now, refuse(Some(&tenant), reason), reason)
+                .await;
         }
         let request: RequestRow = lock(&mut tx, &[&tenant, request_id])
             .await
@@ -86,30 +96,23 @@ impl<P: PaymentProvider> Gate<P> {
             request.amount_paise,
             request.currency.clone(),
         ) else {
-            ledger::append(
-                &mut tx,
-                now,
-                vec![refuse(Some(&tenant), Reason::RequestNotAuthorized)],
-            )
-            .await?;
-            tx.commit().await.ctx("committing a refused checkout")?;
-            return Ok(Outcome::refused(Reason::RequestNotAuthorized));
+            return self
+                .refuse(
+                    tx,
+                    now,
+                    refuse(Some(&tenant), Reason::RequestNotAuthorized),
+                    Reason::RequestNotAuthorized,
+                )
+                .await;
         };
-        if request.state != state::AUTHORIZED {
-            ledger::append(
-                &mut tx,
-                now,
-                vec![refuse(Some(&tenant), Reason::RequestNotAuthorized)],
-            )
-            .await?;
-            tx.commit().await.ctx("committing a refused checkout")?;
-            return Ok(Outcome::refused(Reason::RequestNotAuthorized));
-        }
-        if let Err(reason) = still_valid(&mut tx, &request, version, &digest, now).await? {
+        if request.state == state::AUTHORIZED && request.lifetime_over(now) {
+            // Not checked out within its lifetime: it expires now, and its
+            // budgets come back.
+            let reason = Reason::RequestNotAuthorized;
             requests::transition(
                 &mut tx,
                 &request,
-                state::CANCELLED,
+                state::EXPIRED,
                 Some(reason),
                 Hold::Keep,
                 None,
@@ -117,11 +120,28 @@ impl<P: PaymentProvider> Gate<P> {
             )
             .await?;
             let mut entry = refuse(Some(&tenant), reason);
-            entry.body["request_state"] = json!(state::CANCELLED);
+            entry.body["request_state"] = json!(state::EXPIRED);
             entry.body["released_paise"] = json!(request.reserved_paise);
-            ledger::append(&mut tx, now, vec![entry]).await?;
-            tx.commit().await.ctx("committing a refused checkout")?;
-            return Ok(Outcome::refused(reason));
+            return self.refuse(tx, now, entry, reason).await;
+        }
+        if request.state != state::AUTHORIZED {
+            return self
+                .refuse(
+                    tx,
+                    now,
+                    refuse(Some(&tenant), Reason::RequestNotAuthorized),
+                    Reason::RequestNotAuthorized,
+                )
+                .await;
+        }
+        if let Err(reason) = still_valid(&mut tx, &request, version, &digest, now).await? {
+            let to = ends_in(reason);
+            requests::transition(&mut tx, &request, to, Some(reason), Hold::Keep, None, now)
+                .await?;
+            let mut entry = refuse(Some(&tenant), reason);
+            entry.body["request_state"] = json!(to);
+            entry.body["released_paise"] = json!(request.reserved_paise);
+            return self.refuse(tx, now, entry, reason).await;
         }
 
         let authority_id = self.authority_id(&tenant, request_id, now);
@@ -194,8 +214,19 @@ impl<P: PaymentProvider> Gate<P> {
     }
 }
 
+/// The state a request that failed [`still_valid`] for `reason` ends in:
+/// EXPIRED when the policy's validity window no longer holds it, CANCELLED
+/// when the world it was authorized in has changed.
+pub(crate) fn ends_in(reason: Reason) -> &'static str {
+    match reason {
+        Reason::PolicyExpired | Reason::PolicyNotYetValid => state::EXPIRED,
+        _ => state::CANCELLED,
+    }
+}
+
 /// Re-checks an authorized request against the world now: the policy
-/// version, the purchase's hash and the whole delegation chain.
+/// version and its validity window, the purchase's hash and the whole
+/// delegation chain.
 pub(crate) async fn still_valid(
     conn: &mut PgConnection,
     request: &RequestRow,
@@ -205,8 +236,19 @@ pub(crate) async fn still_valid(
 ) -> Result<Result<(), Reason>, ServiceError> {
     let tenant = request.tenant_id.as_str();
     let current = world::current_policy(conn, tenant).await?;
-    if current.as_ref().map(|c| c.version) != Some(version) {
+    let Some(current) = current.filter(|c| c.version == version) else {
         return Ok(Err(Reason::AuthorityPolicyChanged));
+    };
+    let window = current
+        .policy
+        .as_ref()
+        .map_err(|r| *r)
+        .and_then(|p| p.validated());
+    match window {
+        Err(reason) => return Ok(Err(reason)),
+        Ok((from, _)) if now < from => return Ok(Err(Reason::PolicyNotYetValid)),
+        Ok((_, until)) if now > until => return Ok(Err(Reason::PolicyExpired)),
+        Ok(_) => {}
     }
     let (Some(sku), Some(quantity), Some(purpose), Some(leaf)) = (
         &request.sku,

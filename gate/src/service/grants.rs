@@ -21,11 +21,13 @@ use sqlx::{Connection, PgConnection};
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
-use super::lock::lock;
-use super::rows::{DELEGATION_COLUMNS, DelegationRow};
+use super::lock::lock_all;
+use super::rows::{BranchRow, DELEGATION_COLUMNS, DelegationRow};
 use super::seed::GrantSeed;
+use super::world;
 use super::{Gate, Outcome};
-use crate::delegation::{GrantTerms, Grantor, check_grant};
+use crate::delegation::{GrantTerms, Grantor, MAX_CHAIN_HOPS, check_grant};
+use crate::ident::is_ident;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
 
@@ -78,6 +80,9 @@ pub(crate) async fn insert_delegation(
                     "delegation_attenuates" | "ck_delegation_budget_positive" => {
                         Reason::DelegationWidens
                     }
+                    "ck_delegation_depth" => Reason::DelegationDepthExceeded,
+                    // A concurrent twin took the id first.
+                    "pk_delegations" => Reason::DelegationInvalid,
                     "fk_delegation_grantor_same_tenant" | "fk_delegation_parent_same_tenant" => {
                         Reason::DelegationGrantorNotPermitted
                     }
@@ -153,6 +158,13 @@ impl<P: PaymentProvider> Gate<P> {
         if !identity::tenant_exists(tx, tenant).await? {
             return Ok(Some(Reason::TenantUnknown));
         }
+        let scope_ok = grant.skus.iter().flatten().all(|sku| is_ident(sku));
+        if !is_ident(&grant.id) || !scope_ok || id_ever_used(tx, tenant, &grant.id).await? {
+            return Ok(Some(Reason::DelegationInvalid));
+        }
+        if !is_ident(&grant.from) {
+            return Ok(Some(Reason::DelegationGrantorNotPermitted));
+        }
         match identity::resolve(tx, tenant, &grant.to).await? {
             Ok(Who::Agent) => {}
             Ok(Who::Person { .. }) => return Ok(Some(Reason::ActorNotPermitted)),
@@ -178,6 +190,12 @@ impl<P: PaymentProvider> Gate<P> {
                 .await
                 .ctx("looking up the parent delegation")?
         };
+        if let Some(parent) = &parent {
+            let above = world::chain(tx, tenant, &parent.id).await?;
+            if above.hops.len() >= MAX_CHAIN_HOPS {
+                return Ok(Some(Reason::DelegationDepthExceeded));
+            }
+        }
         let parent_hop = parent.as_ref().map(DelegationRow::to_hop);
         let grantor = match (may_approve, &parent_hop) {
             (Some(may_approve), _) => Grantor::Human { may_approve },
@@ -205,57 +223,82 @@ impl<P: PaymentProvider> Gate<P> {
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("revoking a delegation").await?;
-        let refusal = match identity::resolve(&mut tx, tenant, actor).await? {
+        let mut refusal = match identity::resolve(&mut tx, tenant, actor).await? {
             Err(reason) => Some(reason),
             Ok(who) if !may_revoke(who) => Some(Reason::ActorNotPermitted),
             Ok(_) => None,
         };
-        let hop: Option<DelegationRow> = match refusal {
-            Some(_) => None,
-            None => lock(&mut tx, &[tenant, delegation_id])
+        // The revoked branch, deepest hop first (the lock order).
+        let branch: Vec<BranchRow> = match refusal {
+            None if is_ident(delegation_id) => lock_all(&mut tx, &[tenant, delegation_id])
                 .await
-                .ctx("locking the delegation")?,
+                .ctx("locking the delegation's branch")?,
+            _ => Vec::new(),
         };
-        let mut refusal = refusal;
+        let hop = branch.iter().find(|h| h.id == delegation_id);
         if refusal.is_none() && hop.is_none() {
             refusal = Some(Reason::DelegationMissing);
         }
-        let already = hop.as_ref().is_some_and(|h| h.revoked_at.is_some());
-        if refusal.is_none() && !already {
+        let entry = |decision: Decision, already: bool, returned: i64| {
+            Entry::new(
+                (refusal != Some(Reason::TenantUnknown)).then_some(tenant),
+                if decision == Decision::Allow {
+                    "delegation.revoked"
+                } else {
+                    "revocation.refused"
+                },
+                delegation_id,
+                json!({
+                    "delegation": delegation_id,
+                    "actor": actor,
+                    "decision": decision,
+                    "already_revoked": already,
+                    "returned_paise": returned,
+                }),
+            )
+        };
+        let (Some(hop), None) = (hop, refusal) else {
+            let reason = refusal.unwrap_or(Reason::DelegationMissing);
+            return self
+                .refuse(tx, now, entry(Decision::Deny(reason), false, 0), reason)
+                .await;
+        };
+        let mut returned = 0;
+        if !hop.revoked {
+            // What the branch has spent or still reserves stays claimed from
+            // the parent; the rest goes back to it now, and each reservation
+            // comes back when its request ends (budget::release).
+            let held: i64 = branch.iter().map(|h| h.spent_paise).sum();
+            returned = hop.claim_paise - held;
             sqlx::query(
-                "UPDATE delegations SET revoked_at = $3, revoked_by = $4 WHERE tenant_id = $1 AND id = $2",
+                "UPDATE delegations SET revoked_at = $3, revoked_by = $4, claim_paise = $5 \
+                 WHERE tenant_id = $1 AND id = $2",
             )
             .bind(tenant)
             .bind(delegation_id)
             .bind(now)
             .bind(actor)
+            .bind(held)
             .execute(&mut *tx)
             .await
             .ctx("revoking the delegation")?;
+            if let Some(parent) = &hop.parent_id {
+                sqlx::query(
+                    "UPDATE delegations SET allocated_paise = allocated_paise - $3 \
+                     WHERE tenant_id = $1 AND id = $2",
+                )
+                .bind(tenant)
+                .bind(parent)
+                .bind(returned)
+                .execute(&mut *tx)
+                .await
+                .ctx("returning a revoked branch's budget to its parent")?;
+            }
         }
-        let outcome = match refusal {
-            Some(reason) => Outcome::refused(reason),
-            None => Outcome::ok(delegation_id.to_owned()),
-        };
-        let known = !matches!(refusal, Some(Reason::TenantUnknown));
-        let entry = Entry::new(
-            known.then_some(tenant),
-            if refusal.is_some() {
-                "revocation.refused"
-            } else {
-                "delegation.revoked"
-            },
-            delegation_id,
-            json!({
-                "delegation": delegation_id,
-                "actor": actor,
-                "decision": outcome.decision,
-                "already_revoked": already,
-            }),
-        );
+        let entry = entry(Decision::Allow, hop.revoked, returned);
         ledger::append(&mut tx, now, vec![entry]).await?;
         tx.commit().await.ctx("committing a revocation")?;
-        Ok(outcome)
+        Ok(Outcome::ok(delegation_id.to_owned()))
     }
 }
 
@@ -271,6 +314,21 @@ fn may_revoke(who: Who) -> bool {
             ..
         }
     )
+}
+
+/// True when `id` names a delegation of the tenant, live or revoked: an id
+/// is never granted twice.
+async fn id_ever_used(
+    conn: &mut PgConnection,
+    tenant: &str,
+    id: &str,
+) -> Result<bool, ServiceError> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM delegations WHERE tenant_id = $1 AND id = $2)")
+        .bind(tenant)
+        .bind(id)
+        .fetch_one(conn)
+        .await
+        .ctx("looking up the delegation id")
 }
 
 async fn is_person(conn: &mut PgConnection, tenant: &str, id: &str) -> Result<bool, ServiceError> {

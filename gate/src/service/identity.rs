@@ -4,12 +4,14 @@
 //! by the row the call is about), never against whichever tenant happens to
 //! know the id. The refusals are, in order: `TENANT_UNKNOWN` (no such
 //! tenant), `TENANT_MISMATCH` (the id exists only in another tenant),
-//! `ACTOR_UNKNOWN` (the id exists nowhere). What the caller may then do with
+//! `ACTOR_UNKNOWN` (the id exists nowhere). A tenant or actor that is not an
+//! identifier ([`crate::ident`]) is unknown and never reaches SQL. What the caller may then do with
 //! the identity is decided by each operation, not here.
 
 use sqlx::PgConnection;
 
 use super::error::{Ctx, ServiceError};
+use crate::ident::is_ident;
 use crate::reason::Reason;
 
 /// A known actor of the tenant.
@@ -43,12 +45,23 @@ struct Lookup {
     elsewhere: bool,
 }
 
-/// Resolves `actor` inside `tenant`.
+/// Resolves `actor` inside `tenant`. A tenant or actor that is not an
+/// identifier is unknown without asking the database.
 pub(crate) async fn resolve(
     conn: &mut PgConnection,
     tenant: &str,
     actor: &str,
 ) -> Result<Result<Who, Reason>, ServiceError> {
+    if !is_ident(actor) {
+        return Ok(Err(if tenant_exists(conn, tenant).await? {
+            Reason::ActorUnknown
+        } else {
+            Reason::TenantUnknown
+        }));
+    }
+    if !is_ident(tenant) {
+        return Ok(Err(Reason::TenantUnknown));
+    }
     let found: Lookup = sqlx::query_as(
         "SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1) AS tenant_known, \
                 EXISTS (SELECT 1 FROM agents WHERE tenant_id = $1 AND id = $2) AS is_agent, \
@@ -78,11 +91,14 @@ pub(crate) async fn resolve(
     })
 }
 
-/// True when `tenant` exists.
+/// True when `tenant` exists (never for a string that is not an identifier).
 pub(crate) async fn tenant_exists(
     conn: &mut PgConnection,
     tenant: &str,
 ) -> Result<bool, ServiceError> {
+    if !is_ident(tenant) {
+        return Ok(false);
+    }
     sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)")
         .bind(tenant)
         .fetch_one(conn)

@@ -96,8 +96,13 @@ impl<P: PaymentProvider> Gate<P> {
     }
 
     /// A request's state (`AUTHORIZED`, `CAPTURED`, ...); `None` for no such request.
-    pub async fn request_state(&self, request_id: &str) -> Result<Option<String>, ServiceError> {
-        sqlx::query_scalar("SELECT state FROM payment_requests WHERE id = $1")
+    pub async fn request_state(
+        &self,
+        tenant: &str,
+        request_id: &str,
+    ) -> Result<Option<String>, ServiceError> {
+        sqlx::query_scalar("SELECT state FROM payment_requests WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
             .bind(request_id)
             .fetch_optional(self.pool())
             .await

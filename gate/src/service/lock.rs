@@ -4,9 +4,19 @@
 //! [`lock`] (a test parses `gate/src` and fails if any other file holds a
 //! row-lock clause). [`lock`] takes a key, never a row: it returns the row as
 //! read under the lock, so a caller always decides on the locked, current
-//! version and never on a copy it read before. Callers lock in one order —
-//! request, then the tenant's day, then delegation hops, then the ledger
-//! head — so two operations never wait on each other in a cycle.
+//! version and never on a copy it read before.
+//!
+//! The one lock order. Every operation takes the locks it needs in this order
+//! and never another, so two operations never wait on each other in a cycle:
+//! 1. the tenant row, `FOR NO KEY UPDATE` (only `set_policy`, to number
+//!    versions). It never blocks the key-share locks that foreign-key
+//!    checks of other writers take on the same row, so a publication cannot
+//!    deadlock with a proposal whose insert references the tenant;
+//! 2. the request (then its checkout authority);
+//! 3. the tenant's day of reservations in one currency;
+//! 4. delegation hops, from the leaf upwards (a revocation locks the revoked
+//!    branch deepest first, and a release walks from the leaf to the root);
+//! 5. the tenant's ledger head, last, just before commit.
 
 use sqlx::postgres::PgRow;
 use sqlx::{FromRow, PgConnection};
@@ -17,6 +27,29 @@ pub(crate) trait Lockable: for<'r> FromRow<'r, PgRow> + Send + Unpin {
     const SELECT: &'static str;
     /// The WHERE condition over the key binds `$1`, `$2`, ... (all text).
     const KEY: &'static str;
+    /// How strongly the row is locked (see the module docs for the one weaker lock).
+    const STRENGTH: Strength = Strength::Update;
+    /// When several rows are locked: the `ORDER BY` they are locked in.
+    const ORDER: &'static str = "";
+}
+
+/// A row lock's strength.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Strength {
+    /// `FOR UPDATE`: the row will change.
+    Update,
+    /// `FOR NO KEY UPDATE`: the row is held, but the key-share locks that
+    /// foreign-key checks of other writers take on it are not blocked.
+    NoKeyUpdate,
+}
+
+impl Strength {
+    fn clause(self) -> &'static str {
+        match self {
+            Strength::Update => " FOR UPDATE",
+            Strength::NoKeyUpdate => " FOR NO KEY UPDATE",
+        }
+    }
 }
 
 /// Locks the row of `T` named by `key` until the transaction ends and returns
@@ -26,12 +59,27 @@ pub(crate) async fn lock<T: Lockable>(
     key: &[&str],
 ) -> Result<Option<T>, sqlx::Error> {
     let mut sql = format!("{} WHERE {}", T::SELECT, T::KEY);
-    sql.push_str(" FOR UPDATE");
+    sql.push_str(T::STRENGTH.clause());
     let mut query = sqlx::query_as::<_, T>(&sql);
     for part in key {
         query = query.bind(*part);
     }
     query.fetch_optional(conn).await
+}
+
+/// Locks every row of `T` the key selects, in `T::ORDER`, until the
+/// transaction ends, and returns them as read under the lock.
+pub(crate) async fn lock_all<T: Lockable>(
+    conn: &mut PgConnection,
+    key: &[&str],
+) -> Result<Vec<T>, sqlx::Error> {
+    let mut sql = format!("{} WHERE {}{}", T::SELECT, T::KEY, T::ORDER);
+    sql.push_str(T::STRENGTH.clause());
+    let mut query = sqlx::query_as::<_, T>(&sql);
+    for part in key {
+        query = query.bind(*part);
+    }
+    query.fetch_all(conn).await
 }
 
 #[cfg(test)]
@@ -53,21 +101,21 @@ mod tests {
             .execute(&pool)
             .await?;
         sqlx::query(
-            "INSERT INTO daily_spend (tenant_id, day, reserved_paise, cap_paise) \
-             VALUES ('acme', '2026-09-03', 100, 1000)",
+            "INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) \
+             VALUES ('acme', '2026-09-03', 'INR', 100, 1000)",
         )
         .execute(&pool)
         .await?;
         let mut first = pool.acquire().await?;
         let mut tx1 = first.begin().await?;
-        let seen: Option<DailyRow> = lock(&mut tx1, &["acme", "2026-09-03"]).await?;
+        let seen: Option<DailyRow> = lock(&mut tx1, &["acme", "2026-09-03", "INR"]).await?;
         assert_eq!(seen.map(|r| r.reserved_paise), Some(100));
         let waiter = {
             let pool = pool.clone();
             tokio::spawn(async move {
                 let mut conn = pool.acquire().await?;
                 let mut tx2 = conn.begin().await?;
-                let row: Option<DailyRow> = lock(&mut tx2, &["acme", "2026-09-03"]).await?;
+                let row: Option<DailyRow> = lock(&mut tx2, &["acme", "2026-09-03", "INR"]).await?;
                 tx2.rollback().await?;
                 Ok::<_, sqlx::Error>(row.map(|r| r.reserved_paise))
             })
@@ -82,7 +130,7 @@ mod tests {
             .await?;
         tx1.commit().await?;
         assert_eq!(waiter.await??, Some(700));
-        let missing: Option<DailyRow> = lock(&mut first, &["acme", "2026-09-04"]).await?;
+        let missing: Option<DailyRow> = lock(&mut first, &["acme", "2026-09-04", "INR"]).await?;
         assert!(missing.is_none());
         drop(first);
         db.drop().await?;

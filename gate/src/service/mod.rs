@@ -30,6 +30,7 @@ pub mod ledger;
 pub(crate) mod lock;
 mod pay;
 mod propose;
+mod refusal;
 mod requests;
 mod rows;
 mod seed;

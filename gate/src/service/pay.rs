@@ -18,7 +18,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use super::checkout::still_valid;
+use super::checkout::{ends_in, still_valid};
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
@@ -30,15 +30,17 @@ use crate::provider::{OrderRequest, PaymentProvider, ProviderError, ProviderOrde
 use crate::reason::{Decision, Reason};
 
 impl<P: PaymentProvider> Gate<P> {
-    /// Consumes the authority `authority_id`; the outcome's id is the provider's order id.
-    /// `actor`, when given, must be a human of the authority's tenant.
+    /// `actor` consumes the authority `authority_id` of `tenant`; the
+    /// outcome's id is the provider's order id. `actor` is the agent that
+    /// asked for the purchase or a human of the tenant who may approve.
     pub async fn pay(
         &self,
+        tenant: &str,
         authority_id: &str,
-        actor: Option<&str>,
+        actor: &str,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
-        let (authority, request) = match self.consume(authority_id, actor, now).await? {
+        let (authority, request) = match self.consume(tenant, authority_id, actor, now).await? {
             Ok(consumed) => consumed,
             Err(reason) => return Ok(Outcome::refused(reason)),
         };
@@ -83,8 +85,9 @@ impl<P: PaymentProvider> Gate<P> {
     /// request to PROVIDER_PENDING. Committed before the provider is called.
     async fn consume(
         &self,
+        tenant: &str,
         authority_id: &str,
-        actor: Option<&str>,
+        actor: &str,
         now: DateTime<Utc>,
     ) -> Result<Result<(AuthorityRow, RequestRow), Reason>, ServiceError> {
         let mut tx = self.begin("consuming a checkout authority").await?;
@@ -96,25 +99,32 @@ impl<P: PaymentProvider> Gate<P> {
                 json!({"authority": authority_id, "actor": actor, "decision": Decision::Deny(reason)}),
             )
         };
-        let sql = format!("SELECT {AUTHORITY_COLUMNS} FROM checkout_authorities WHERE id = $1");
-        let found: Option<AuthorityRow> = sqlx::query_as(&sql)
-            .bind(authority_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .ctx("reading the checkout authority")?;
+        let who = identity::resolve(&mut tx, tenant, actor).await?;
+        if who == Err(Reason::TenantUnknown) {
+            tx.rollback().await.ctx("ending a refused payment")?;
+            return Ok(Err(Reason::TenantUnknown));
+        }
+        let sql = format!(
+            "SELECT {AUTHORITY_COLUMNS} FROM checkout_authorities WHERE tenant_id = $1 AND id = $2"
+        );
+        let found: Option<AuthorityRow> = if crate::ident::is_ident(authority_id) {
+            sqlx::query_as(&sql)
+                .bind(tenant)
+                .bind(authority_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .ctx("reading the checkout authority")?
+        } else {
+            None
+        };
         let Some(found) = found else {
-            ledger::append(
-                &mut tx,
-                now,
-                vec![refuse(None, Reason::RequestNotAuthorized)],
-            )
-            .await?;
-            tx.commit().await.ctx("committing a refused payment")?;
+            self.close_refused(tx, now, refuse(Some(tenant), Reason::RequestNotAuthorized))
+                .await?;
             return Ok(Err(Reason::RequestNotAuthorized));
         };
         let tenant = found.tenant_id.clone();
         let mut consumer_is_agent = false;
-        if let Some(actor) = actor {
+        {
             // An authority is consumed by the agent that asked for it, or by
             // a human of the tenant who may approve.
             let requester: Option<String> = sqlx::query_scalar(
@@ -125,7 +135,7 @@ impl<P: PaymentProvider> Gate<P> {
             .fetch_optional(&mut *tx)
             .await
             .ctx("reading the requesting agent")?;
-            let refusal = match identity::resolve(&mut tx, &tenant, actor).await? {
+            let refusal = match who {
                 Err(reason) => Some(reason),
                 Ok(Who::Agent) if requester.as_deref() == Some(actor) => {
                     consumer_is_agent = true;
@@ -135,8 +145,8 @@ impl<P: PaymentProvider> Gate<P> {
                 Ok(_) => None,
             };
             if let Some(reason) = refusal {
-                ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
-                tx.commit().await.ctx("committing a refused payment")?;
+                self.close_refused(tx, now, refuse(Some(&tenant), reason))
+                    .await?;
                 return Ok(Err(reason));
             }
         }
@@ -147,13 +157,8 @@ impl<P: PaymentProvider> Gate<P> {
                 what: format!("authority {authority_id} vanished"),
             })?;
         if authority.consumptions > 0 {
-            ledger::append(
-                &mut tx,
-                now,
-                vec![refuse(Some(&tenant), Reason::AuthorityAlreadyUsed)],
-            )
-            .await?;
-            tx.commit().await.ctx("committing a refused payment")?;
+            self.close_refused(tx, now, refuse(Some(&tenant), Reason::AuthorityAlreadyUsed))
+                .await?;
             return Ok(Err(Reason::AuthorityAlreadyUsed));
         }
         let request: RequestRow = lock(&mut tx, &[&tenant, &authority.request_id])
@@ -177,7 +182,7 @@ impl<P: PaymentProvider> Gate<P> {
             )
             .await?
             .err()
-            .map(|reason| (reason, Some(state::CANCELLED)))
+            .map(|reason| (reason, Some(ends_in(reason))))
         };
         if let Some((reason, void)) = refusal {
             let mut entry = refuse(Some(&tenant), reason);
@@ -187,8 +192,7 @@ impl<P: PaymentProvider> Gate<P> {
                 entry.body["request_state"] = json!(to);
                 entry.body["released_paise"] = json!(request.reserved_paise);
             }
-            ledger::append(&mut tx, now, vec![entry]).await?;
-            tx.commit().await.ctx("committing a refused payment")?;
+            self.close_refused(tx, now, entry).await?;
             return Ok(Err(reason));
         }
 
@@ -201,8 +205,8 @@ impl<P: PaymentProvider> Gate<P> {
         .bind(&tenant)
         .bind(authority_id)
         .bind(now)
-        .bind(actor.filter(|_| !consumer_is_agent))
-        .bind(actor.filter(|_| consumer_is_agent))
+        .bind((!consumer_is_agent).then_some(actor))
+        .bind(consumer_is_agent.then_some(actor))
         .execute(&mut *tx)
         .await
         .ctx("consuming the checkout authority")?;

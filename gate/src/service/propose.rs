@@ -17,15 +17,16 @@
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::budget::{self, Reservation};
+use super::budget;
 use super::decide::{self, Moment, refused};
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
 use super::requests::{self, Hold, NewRequest};
 use super::rows::{RequestRow, state};
-use super::world::{self, CurrentPolicy};
+use super::world;
 use super::{Gate, ProposeOutcome};
+use crate::ident::Ident;
 use crate::proposal::parse_proposal;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
@@ -66,19 +67,23 @@ impl<P: PaymentProvider> Gate<P> {
                     "decision": Decision::Deny(reason),
                 }),
             );
-            ledger::append(&mut tx, now, vec![entry]).await?;
-            tx.commit().await.ctx("committing a refused proposal")?;
+            self.close_refused(tx, now, entry).await?;
             return Ok(ProposeOutcome::new(None, Decision::Deny(reason), false));
         }
 
         let policy = world::current_policy(&mut tx, tenant).await?;
-        let cap = policy.as_ref().map_or(0, CurrentPolicy::daily_cap);
-        let day = now.date_naive();
-        let spent_today = budget::lock_day(&mut tx, tenant, day, cap).await?;
+        let today = budget::lock_day(&mut tx, tenant, now.date_naive(), policy.as_ref()).await?;
 
-        let mut stored_key = idempotency_key;
-        let mut forced = parsed.as_ref().err().copied();
-        if let Some(key) = idempotency_key {
+        // A key outside the identifier grammar is never looked up or stored:
+        // the proposal is recorded without it and refused PROPOSAL_MALFORMED.
+        let key_malformed = idempotency_key.is_some_and(|k| Ident::parse_key(k).is_none());
+        let mut stored_key = idempotency_key.filter(|_| !key_malformed);
+        let mut forced = parsed
+            .as_ref()
+            .err()
+            .copied()
+            .or(key_malformed.then_some(Reason::ProposalMalformed));
+        if let Some(key) = stored_key {
             if let Some(first) = requests::by_idempotency_key(&mut tx, tenant, actor, key).await? {
                 if first.body_sha256 == body_sha256 {
                     tx.rollback().await.ctx("ending a replay")?;
@@ -98,7 +103,7 @@ impl<P: PaymentProvider> Gate<P> {
                     actor,
                     p,
                     policy.as_ref(),
-                    spent_today,
+                    today.reserved_paise,
                     now,
                     Moment::Proposal,
                 )
@@ -116,12 +121,8 @@ impl<P: PaymentProvider> Gate<P> {
         if let (Decision::Allow, Some(purchase), Some(leaf)) =
             (decision, &decided.evaluation.purchase, &decided.leaf)
         {
-            let wanted = Reservation {
-                day,
-                delegation_id: leaf.clone(),
-                amount_paise: purchase.amount_paise,
-            };
-            match budget::reserve(&mut tx, tenant, &wanted, cap).await? {
+            let wanted = today.reservation(leaf, purchase.amount_paise);
+            match budget::reserve(&mut tx, tenant, &wanted, today.cap_paise).await? {
                 Ok(()) => reservation = Some(wanted),
                 Err(reason) => decision = Decision::Deny(reason),
             }

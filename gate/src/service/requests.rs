@@ -16,6 +16,7 @@ use super::budget::{self, Reservation};
 use super::error::{Ctx, ServiceError};
 use super::rows::{REQUEST_COLUMNS, RequestRow, state};
 use crate::catalog::Purchase;
+use crate::ident::is_ident;
 use crate::proposal::PurchaseProposal;
 use crate::reason::{Decision, Reason};
 
@@ -56,7 +57,12 @@ pub(crate) async fn insert(
         .bind(new.agent)
         .bind(new.idempotency_key)
         .bind(new.body_sha256)
-        .bind(new.proposal.map(|p| p.sku.as_str()))
+        // A sku that is not an identifier is unknown, and is never stored.
+        .bind(
+            new.proposal
+                .map(|p| p.sku.as_str())
+                .filter(|sku| is_ident(sku)),
+        )
         .bind(quantity)
         .bind(new.proposal.map(|p| p.purpose.as_str()))
         .bind(new.purchase.map(|p| p.merchant.as_str()))
@@ -72,13 +78,20 @@ pub(crate) async fn insert(
         .ctx("recording the proposal")
 }
 
-/// The request with this id, in any tenant (ids are unique across tenants).
+/// The request with this id in `tenant`; another tenant's request is
+/// answered exactly as a missing one.
 pub(crate) async fn find(
     conn: &mut PgConnection,
+    tenant: &str,
     id: &str,
 ) -> Result<Option<RequestRow>, ServiceError> {
-    let sql = format!("SELECT {REQUEST_COLUMNS} FROM payment_requests WHERE id = $1");
+    if !is_ident(tenant) || !is_ident(id) {
+        return Ok(None);
+    }
+    let sql =
+        format!("SELECT {REQUEST_COLUMNS} FROM payment_requests WHERE tenant_id = $1 AND id = $2");
     sqlx::query_as(&sql)
+        .bind(tenant)
         .bind(id)
         .fetch_optional(conn)
         .await
@@ -139,7 +152,8 @@ pub(crate) async fn transition(
     sqlx::query(
         "UPDATE payment_requests SET state = $3, state_reason = COALESCE($4, state_reason), \
          reserved_paise = $5, reserved_day = $6, delegation_id = $7, \
-         policy_version = COALESCE($8, policy_version), updated_at = $9 \
+         policy_version = COALESCE($8, policy_version), updated_at = $9, \
+         authorized_at = CASE WHEN $3 = 'AUTHORIZED' THEN $9 ELSE authorized_at END \
          WHERE tenant_id = $1 AND id = $2",
     )
     .bind(&request.tenant_id)

@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::lock::Lockable;
+use super::lock::{Lockable, Strength};
 use crate::delegation::DelegationHop;
 
 /// Request states, exactly as the `request_state_transition` trigger spells them.
@@ -36,6 +36,30 @@ pub(crate) struct TenantRow {
 impl Lockable for TenantRow {
     const SELECT: &'static str = "SELECT id FROM tenants";
     const KEY: &'static str = "id = $1";
+    const STRENGTH: Strength = Strength::NoKeyUpdate;
+}
+
+/// One hop of a delegation branch: the hop named by the key and every hop
+/// below it, locked deepest first.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct BranchRow {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub claim_paise: i64,
+    pub spent_paise: i64,
+    pub revoked: bool,
+}
+
+impl Lockable for BranchRow {
+    const SELECT: &'static str = "SELECT id, parent_id, claim_paise, spent_paise, \
+        revoked_at IS NOT NULL AS revoked FROM delegations";
+    const KEY: &'static str = "tenant_id = $1 AND id IN ( \
+        WITH RECURSIVE down AS ( \
+            SELECT id FROM delegations WHERE tenant_id = $1 AND id = $2 \
+            UNION \
+            SELECT c.id FROM delegations c JOIN down ON c.tenant_id = $1 AND c.parent_id = down.id) \
+        SELECT id FROM down)";
+    const ORDER: &'static str = " ORDER BY depth DESC, id";
 }
 
 /// One payment request.
@@ -59,16 +83,36 @@ pub(crate) struct RequestRow {
     pub delegation_id: Option<String>,
     pub reserved_day: Option<NaiveDate>,
     pub reserved_paise: i64,
+    pub created_at: DateTime<Utc>,
+    pub authorized_at: Option<DateTime<Utc>>,
+}
+
+/// How long a request may wait, in PENDING_APPROVAL since it was proposed or
+/// in AUTHORIZED since it was authorized, before it expires.
+pub const REQUEST_LIFETIME_HOURS: i64 = 24;
+
+impl RequestRow {
+    /// True once the request has outlived its lifetime in its current state
+    /// (the limit itself is still inside it).
+    pub fn lifetime_over(&self, now: DateTime<Utc>) -> bool {
+        let since = match self.state.as_str() {
+            state::PENDING_APPROVAL => Some(self.created_at),
+            state::AUTHORIZED => self.authorized_at,
+            _ => None,
+        };
+        since.is_some_and(|t| now > t + chrono::Duration::hours(REQUEST_LIFETIME_HOURS))
+    }
 }
 
 pub(crate) const REQUEST_COLUMNS: &str = "tenant_id, id, agent_id, body_sha256, sku, quantity, \
     purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, state, \
-    policy_version, delegation_id, reserved_day, reserved_paise";
+    policy_version, delegation_id, reserved_day, reserved_paise, created_at, authorized_at";
 
 impl Lockable for RequestRow {
     const SELECT: &'static str = "SELECT tenant_id, id, agent_id, body_sha256, sku, quantity, \
         purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, state, \
-        policy_version, delegation_id, reserved_day, reserved_paise FROM payment_requests";
+        policy_version, delegation_id, reserved_day, reserved_paise, created_at, authorized_at \
+        FROM payment_requests";
     const KEY: &'static str = "tenant_id = $1 AND id = $2";
 }
 
@@ -145,7 +189,7 @@ pub(crate) struct DailyRow {
 
 impl Lockable for DailyRow {
     const SELECT: &'static str = "SELECT reserved_paise FROM daily_spend";
-    const KEY: &'static str = "tenant_id = $1 AND day = $2::date";
+    const KEY: &'static str = "tenant_id = $1 AND day = $2::date AND currency = $3";
 }
 
 /// The ledger's head: the number and hash of the latest entry.

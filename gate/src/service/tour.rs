@@ -190,9 +190,9 @@ pub async fn delegation_tour(pool: &PgPool) -> Result<TourReport, ServiceError> 
         .propose(ACME, "renewals-agent", &proposal("SNACK-BOX", 1), None)
         .await?;
     let request = p.request_id.clone().unwrap_or_default();
-    let checkout = gate.checkout(&request, "finance-lead").await?;
+    let checkout = gate.checkout("acme", &request, "finance-lead").await?;
     let authority = checkout.id.clone().unwrap_or_default();
-    let paid = gate.pay(&authority, Some("finance-lead")).await?;
+    let paid = gate.pay("acme", &authority, "finance-lead").await?;
     let order = paid.id.clone().unwrap_or_default();
     let capture = ProviderEvent {
         id: "evt_tour_capture".to_owned(),
@@ -284,7 +284,7 @@ pub async fn delegation_tour(pool: &PgPool) -> Result<TourReport, ServiceError> 
         readback,
     });
 
-    let twice = gate.pay(&authority, Some("finance-lead")).await?;
+    let twice = gate.pay("acme", &authority, "finance-lead").await?;
     let readback = vec![
         rows.int("provider orders", "SELECT count(*) FROM provider_orders")
             .await?,

@@ -98,12 +98,12 @@ pub(crate) async fn chain(
 ) -> Result<DelegationChain, ServiceError> {
     let sql = format!(
         "WITH RECURSIVE up AS ( \
-             SELECT d.*, 0 AS depth FROM delegations d WHERE d.tenant_id = $1 AND d.id = $2 \
+             SELECT d.*, 0 AS hops_up FROM delegations d WHERE d.tenant_id = $1 AND d.id = $2 \
              UNION ALL \
-             SELECT p.*, up.depth + 1 FROM delegations p \
+             SELECT p.*, up.hops_up + 1 FROM delegations p \
                JOIN up ON p.tenant_id = up.tenant_id AND p.id = up.parent_id \
-              WHERE up.depth < $3) \
-         SELECT {DELEGATION_COLUMNS} FROM up ORDER BY depth DESC"
+              WHERE up.hops_up < $3) \
+         SELECT {DELEGATION_COLUMNS} FROM up ORDER BY hops_up DESC"
     );
     let rows: Vec<DelegationRow> = sqlx::query_as(&sql)
         .bind(tenant)

@@ -27,8 +27,16 @@ pub struct World {
 }
 
 impl World {
+    /// The gate's own pool: the application role.
     pub fn pool(&self) -> &PgPool {
         self.gate.pool()
+    }
+
+    /// The owner's pool, for a guard violated by a statement the application
+    /// role may not even issue (it would be refused for want of privilege
+    /// before the guard is reached).
+    pub fn owner(&self) -> &PgPool {
+        self.db.owner_pool()
     }
 
     pub async fn drop(self) -> TestResult {
@@ -44,7 +52,7 @@ pub async fn fresh() -> Result<Option<FreshDatabase>, gate::db::DbError> {
     gate::db::fresh_test_database().await
 }
 
-/// A pool of `size` connections to `db` (the default pool has 10).
+/// A pool of `size` connections to `db` as the application role (the default pool has 10).
 pub async fn pool_of(db: &FreshDatabase, size: u32) -> Result<PgPool, sqlx::Error> {
     PgPoolOptions::new()
         .max_connections(size)
@@ -135,10 +143,13 @@ pub async fn paid_order(
         .await?;
     assert_eq!(p.decision, Decision::Allow, "{p:?}");
     let request = request_id(&p);
-    let c = world.gate.checkout(&request, "finance-lead").await?;
+    let c = world
+        .gate
+        .checkout("acme", &request, "finance-lead")
+        .await?;
     assert!(c.is_ok(), "{c:?}");
     let authority = id(&c);
-    let paid = world.gate.pay(&authority, Some("finance-lead")).await?;
+    let paid = world.gate.pay("acme", &authority, "finance-lead").await?;
     assert!(paid.is_ok(), "{paid:?}");
     Ok((request, authority, id(&paid)))
 }

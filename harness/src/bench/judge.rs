@@ -6,7 +6,8 @@
 //! every invariant holds and no step expected to come out `deny` or `step_up`
 //! came out `allow` or `ok`. The reported reasons are those of the first step
 //! that missed its expectation, else of the last step with an expectation.
-//! An engine error is a failure with its message, and never blocks.
+//! An error is a failure with its message, and never blocks; an engine
+//! error (the gate failed, panicked or timed out) is also marked as one.
 
 use scenarios::{DecisionKind, Scenario, StepExpect};
 
@@ -18,10 +19,24 @@ use super::results::{Label, ScenarioResult};
 pub struct Run {
     pub outcomes: Vec<StepOutcome>,
     pub state: Option<ObservedState>,
-    /// Set when the engine failed; the run stopped there.
+    /// Set when the run stopped early; its message.
     pub error: Option<String>,
+    /// True when what stopped it was the gate itself: an error of the gate,
+    /// a panic or a timeout (not a harness or corpus problem).
+    pub engine_error: bool,
     /// Database guards that refused a step, by name.
     pub guards: std::collections::BTreeSet<String>,
+}
+
+impl Run {
+    /// A run the engine could not finish: an engine error with its text.
+    pub fn engine_error(message: String) -> Run {
+        Run {
+            error: Some(message),
+            engine_error: true,
+            ..Run::default()
+        }
+    }
 }
 
 /// Judges a run.
@@ -107,7 +122,11 @@ pub fn judge(scenario: &Scenario, run: &Run, engine: &str, heldout: bool) -> Sce
     }
     let invariants_hold = check_invariants(scenario, run.state.as_ref(), &mut failures);
     if let Some(err) = &run.error {
-        failures.push(format!("engine error: {err}"));
+        if run.engine_error {
+            failures.push(format!("engine error: {err}"));
+        } else {
+            failures.push(format!("the run stopped: {err}"));
+        }
     }
     let passed = failures.is_empty();
     let blocked = run.error.is_none() && invariants_hold && !breached;
@@ -132,6 +151,7 @@ pub fn judge(scenario: &Scenario, run: &Run, engine: &str, heldout: bool) -> Sce
         expected_reason,
         actual_reason,
         failures,
+        engine_error: run.engine_error,
         engine: engine.to_string(),
         heldout,
     }
@@ -171,6 +191,9 @@ fn check_invariants(
             check(&format!("delegation_spent_paise.{id}"), *want, got);
         }
     }
+    if let Some(n) = inv.provider_captured_paise {
+        check("provider_captured_paise", n, state.provider_captured_paise);
+    }
     if let Some(want) = inv.ledger_intact {
         match state.ledger_intact {
             Some(got) if got == want => {}
@@ -178,6 +201,38 @@ fn check_invariants(
                 "invariant ledger_intact: expected {want}, got {got}"
             )),
             None => failures.push("invariant ledger_intact: this engine keeps no ledger".into()),
+        }
+    }
+    if let Some(want) = inv.books_balanced {
+        match state.books_balanced {
+            Some(got) if got == want => {}
+            Some(got) => failures.push(format!(
+                "invariant books_balanced: expected {want}, got {got}{}",
+                if state.books_problems.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", state.books_problems.join("; "))
+                }
+            )),
+            None => failures.push("invariant books_balanced: this engine keeps no books".into()),
+        }
+    }
+    if let Some(map) = &inv.request_states {
+        for (name, want) in map {
+            match state.request_states.get(name) {
+                Some(Some(got)) if got == want.as_str() => {}
+                Some(Some(got)) => failures.push(format!(
+                    "invariant request_states.{name}: expected {}, got {got}",
+                    want.as_str()
+                )),
+                Some(None) => failures.push(format!(
+                    "invariant request_states.{name}: expected {}, but the step created no request",
+                    want.as_str()
+                )),
+                None => failures.push(format!(
+                    "invariant request_states.{name}: this engine does not report request states"
+                )),
+            }
         }
     }
     failures.len() == before

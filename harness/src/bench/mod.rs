@@ -2,7 +2,9 @@
 //! `results.json` in the spec's shape.
 //!
 //! Guarantees: every scenario that loads is run and judged; one that errors
-//! is a failure with its message, never a crash of the run. A file the loader
+//! is a failure with its message, never a crash of the run: an error of the
+//! gate, a panic or a timeout fails that scenario with `engine_error: true`
+//! and the run goes on with the next one. A file the loader
 //! refuses is reported with its file, scenario id and key, and costs nothing
 //! else. Scenarios the pure engine can run faithfully run there too, and a
 //! disagreement between the pure and the database-backed engine is a failure.
@@ -65,6 +67,10 @@ pub struct BenchArgs {
     /// How many scenarios run at once (each in its own database).
     #[arg(long, default_value_t = 8)]
     pub jobs: usize,
+    /// The longest one scenario may run on the database engine, in
+    /// milliseconds; longer is that scenario's engine error.
+    #[arg(long, default_value_t = database::SCENARIO_TIMEOUT.as_millis() as u64)]
+    pub scenario_timeout_ms: u64,
 }
 
 /// `results.json`, plus the refusals of the loader (an addition to the spec's shape).
@@ -95,13 +101,21 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let heldout = heldout_ids(&corpus.root);
     let runtime = runtime()?;
-    let results = runtime.block_on(run_all(
-        &corpus,
-        &selected,
-        &heldout,
-        args.engines,
-        args.jobs,
-    ))?;
+    let timeout = std::time::Duration::from_millis(args.scenario_timeout_ms);
+    let results = runtime.block_on(async {
+        let db = match args.engines {
+            Engines::Pure => None,
+            _ => {
+                let url = database::DatabaseEngine::url_from_env()?;
+                Some(
+                    database::DatabaseEngine::start(&url)
+                        .await?
+                        .with_timeout(timeout),
+                )
+            }
+        };
+        run_with(&corpus, &selected, &heldout, db, args.jobs, true).await
+    })?;
     let file = ResultsFile {
         summary: Summary::of(&results),
         results,
@@ -189,13 +203,14 @@ pub async fn run_with(
     let plain = show_progress && bar.is_hidden();
     let permits = Arc::new(Semaphore::new(jobs.max(1)));
     let mut set = JoinSet::new();
+    let mut task_index = std::collections::HashMap::new();
     for (index, scenario) in selected.iter().enumerate() {
         let scenario = (*scenario).clone();
         let world = corpus.worlds.get(&scenario.world).cloned();
         let is_heldout = heldout.contains(&scenario.id);
         let db = db.clone();
         let permits = permits.clone();
-        set.spawn(async move {
+        let handle = set.spawn(async move {
             let _permit = permits.acquire_owned().await;
             let result = match &world {
                 None => judge::judge(
@@ -211,11 +226,30 @@ pub async fn run_with(
             };
             (index, result)
         });
+        task_index.insert(handle.id(), index);
     }
     let mut results: Vec<Option<ScenarioResult>> = vec![None; selected.len()];
     let mut done = 0;
-    while let Some(joined) = set.join_next().await {
-        let (index, result) = joined.context("a scenario task panicked")?;
+    while let Some(joined) = set.join_next_with_id().await {
+        // A panic outside the database run (the pure engine, the judge) still
+        // costs only its own scenario.
+        let (index, result) = match joined {
+            Ok((_, done)) => done,
+            Err(e) => {
+                let index = *task_index
+                    .get(&e.id())
+                    .context("a scenario task that was never started ended")?;
+                let scenario = selected[index];
+                let text = if e.is_panic() {
+                    format!("the run panicked: {}", database::panic_text(e.into_panic()))
+                } else {
+                    format!("the run was cancelled: {e}")
+                };
+                let run = Run::engine_error(text);
+                let heldout = heldout.contains(&scenario.id);
+                (index, judge::judge(scenario, &run, "none", heldout))
+            }
+        };
         done += 1;
         if plain {
             eprintln!(
@@ -293,10 +327,11 @@ fn print_summary(s: &Summary, path: &Path, refused: usize) {
         s.legit.passed
     );
     println!(
-        "precision {}, recall {}; {} failed; {} refused file entries",
+        "precision {}, recall {}; {} failed ({} engine errors); {} refused file entries",
         pct(s.precision),
         pct(s.recall),
         s.failed,
+        s.engine_errors,
         refused
     );
     println!("results: {}", path.display());

@@ -49,4 +49,13 @@ pub struct ObservedState {
     pub delegation_spent_paise: BTreeMap<String, i64>,
     /// `None` when the engine keeps no ledger (the pure engine).
     pub ledger_intact: Option<bool>,
+    /// What the simulated provider captured, all tenants.
+    pub provider_captured_paise: i64,
+    /// `None` when the engine keeps no books (the pure engine).
+    pub books_balanced: Option<bool>,
+    /// Why the books do not balance, when they do not.
+    pub books_problems: Vec<String>,
+    /// The state of the request each named step created (`None`: no such
+    /// request), for the names the scenario's `request_states` asks about.
+    pub request_states: BTreeMap<String, Option<String>>,
 }

@@ -24,9 +24,10 @@ use crate::world::{catalog, chain_for, delegation_hops, policy};
 /// engine, or reported as unchecked when the pure engine runs alone.)
 pub fn eligible(scenario: &Scenario) -> bool {
     scenario.steps.iter().all(|s| match &s.verb {
-        Verb::Propose(p) => p.idempotency_key.is_none() && p.tenant.is_none(),
+        Verb::Propose(p) => p.idempotency_key.is_none() && s.tenant.is_none(),
         _ => false,
-    })
+    }) && scenario.invariants.books_balanced.is_none()
+        && scenario.invariants.request_states.is_none()
 }
 
 /// One scenario's in-memory state.
@@ -135,6 +136,7 @@ impl<'w> PureDriver<'w> {
                 .map(|h| (h.id.clone(), h.spent_paise))
                 .collect(),
             ledger_intact: None,
+            ..ObservedState::default()
         }
     }
 }
@@ -151,9 +153,7 @@ pub fn run(scenario: &Scenario, world: &World) -> super::judge::Run {
     };
     for step in &scenario.steps {
         match &step.verb {
-            Verb::Propose(p) => run
-                .outcomes
-                .push(driver.propose(&p.actor, p.wire_body().as_bytes())),
+            Verb::Propose(p) => run.outcomes.push(driver.propose(&p.actor, &p.wire_bytes())),
             other => {
                 run.error = Some(format!(
                     "the pure engine cannot run a `{}` step",

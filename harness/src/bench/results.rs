@@ -27,6 +27,10 @@ pub struct ScenarioResult {
     pub expected_reason: Option<String>,
     pub actual_reason: Option<String>,
     pub failures: Vec<String>,
+    /// The gate could not answer a step: an error of the gate, a panic or a
+    /// timeout (the spec's field; its text is in `failures`).
+    #[serde(default)]
+    pub engine_error: bool,
     /// Which engine ran it: `pure` or `database` (an addition to the spec's fields).
     pub engine: String,
     /// Whether the id is listed in `heldout.txt` (an addition).
@@ -71,6 +75,9 @@ pub struct Summary {
     pub recall: Option<f64>,
     /// Scenarios that did not pass, attack or legit (an addition).
     pub failed: usize,
+    /// Scenarios that ended in an engine error (an addition).
+    #[serde(default)]
+    pub engine_errors: usize,
 }
 
 /// The confusion matrix, positive meaning blocked.
@@ -128,6 +135,7 @@ impl Summary {
             precision: confusion.precision(),
             recall: confusion.recall(),
             failed: results.iter().filter(|r| !r.passed).count(),
+            engine_errors: results.iter().filter(|r| r.engine_error).count(),
         }
     }
 }
@@ -153,6 +161,7 @@ mod tests {
             expected_reason: None,
             actual_reason: None,
             failures: vec![],
+            engine_error: false,
             engine: "pure".into(),
             heldout: false,
             reasons_seen: vec![],

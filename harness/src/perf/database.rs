@@ -57,9 +57,10 @@ impl Sampler {
             world,
             seed: crate::world::seed(world),
             template: gate::db::template_name(),
-            conn: PgConnection::connect(admin_url)
+            // The bare CREATE/DROP DATABASE samples need the owner (CREATEDB).
+            conn: PgConnection::connect(&gate::db::server_urls(admin_url).await?.owner)
                 .await
-                .context("connecting to DATABASE_URL")?,
+                .context("connecting as the database owner")?,
             fresh: Vec::new(),
             seeded: Vec::new(),
             dropped: Vec::new(),

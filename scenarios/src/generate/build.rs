@@ -40,8 +40,8 @@ pub fn propose(actor: &str, body: Json) -> Step {
         actor: actor.into(),
         body: Some(body),
         raw: None,
+        raw_b64: None,
         idempotency_key: None,
-        tenant: None,
     }))
 }
 
@@ -50,8 +50,8 @@ pub fn propose_raw(actor: &str, raw: String) -> Step {
         actor: actor.into(),
         body: None,
         raw: Some(raw),
+        raw_b64: None,
         idempotency_key: None,
-        tenant: None,
     }))
 }
 
@@ -89,9 +89,11 @@ pub fn webhook(
         amount_paise: Some(amount),
         currency: currency.map(str::to_string),
         signature: (signature != Signature::Valid).then_some(signature),
+        signature_header: None,
         event_id: None,
         created_at_offset_minutes: (offset != 0).then_some(offset),
         raw: None,
+        raw_b64: None,
     }))
 }
 
@@ -121,5 +123,6 @@ pub fn set_price(sku: &str, price: i64) -> Step {
 }
 
 pub fn advance(minutes: u64) -> Step {
-    Step::new(Verb::AdvanceClock(AdvanceClock { minutes }))
+    let minutes = i64::try_from(minutes).unwrap_or(i64::MAX);
+    Step::new(Verb::AdvanceClock(AdvanceClock::minutes(minutes)))
 }

@@ -25,7 +25,9 @@ pub fn class_of(reason: Reason) -> &'static str {
         CategoryNotAllowed => "policy.category-scope-drift",
         AmountExceedsTransactionCap => "policy.amount-over-cap",
         DailyBudgetExhausted => "policy.daily-budget-evasion",
-        PolicyNotYetValid | PolicyExpired | PolicyInvalid => "policy.validity-window",
+        PolicyNotYetValid | PolicyExpired | PolicyInvalid | PriceInvalid => {
+            "policy.validity-window"
+        }
         VelocityLimit => "policy.velocity-flood",
         DenialRateLimit => "policy.denial-probing",
         ApprovalRequired => "policy.step-up-evasion",
@@ -34,7 +36,7 @@ pub fn class_of(reason: Reason) -> &'static str {
         DelegationSkuOutOfScope => "delegation.sku-scope-escape",
         DelegationRevoked | DelegationChainBroken => "delegation.revocation-mid-chain",
         DelegationExpired => "delegation.expired",
-        DelegationWidens => "delegation.widening",
+        DelegationWidens | DelegationInvalid | DelegationDepthExceeded => "delegation.widening",
         DelegationGrantorNotPermitted => "delegation.self-granted-authority",
         ApprovalByRequester => "approval.self-approval",
         ApproverNotPermitted => "approval.unauthorized-approver",
@@ -51,7 +53,9 @@ pub fn class_of(reason: Reason) -> &'static str {
         WebhookUnknownOrder => "provider-event.unknown-order",
         WebhookEventIgnored | WebhookMalformed => "provider-event.malformed-or-ignored",
         WebhookStale | WebhookPostDated => "provider-event.stale-or-post-dated",
-        StateTransitionInvalid => "provider-event.out-of-order",
+        StateTransitionInvalid | ProviderRejected | ProviderUnavailable => {
+            "provider-event.out-of-order"
+        }
         IdempotencyKeyReused => "ledger.idempotency-key-collision",
     }
 }

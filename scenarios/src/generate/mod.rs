@@ -143,6 +143,7 @@ fn finish(world: &World, seed: u64, n: usize, draft: Draft) -> Scenario {
                 .collect(),
         ),
         ledger_intact: Some(true),
+        ..Invariants::default()
     };
     s
 }

@@ -57,10 +57,46 @@ pub fn still_live(state: &State, id: &str) -> Result<(), Reason> {
     Ok(())
 }
 
+/// What a delegation's children hold of its budget: a live child its whole
+/// budget; a revoked child only what its branch still has reserved (the rest
+/// came back when it was revoked, and each reservation comes back when its
+/// request ends).
+pub fn allocated(state: &State, id: &str) -> i64 {
+    state
+        .delegations
+        .values()
+        .filter(|c| c.parent.as_deref() == Some(id))
+        .map(|c| {
+            if c.revoked {
+                branch_reserved(state, &c.id, 0)
+            } else {
+                c.budget
+            }
+        })
+        .sum()
+}
+
+/// Reservations held by requests under a delegation and its descendants.
+fn branch_reserved(state: &State, id: &str, depth: usize) -> i64 {
+    if depth > state.delegations.len() {
+        return 0;
+    }
+    state.delegation_spent(id)
+        + state
+            .delegations
+            .values()
+            .filter(|c| c.parent.as_deref() == Some(id))
+            .map(|c| branch_reserved(state, &c.id, depth + 1))
+            .sum::<i64>()
+}
+
 /// The budget a delegation can still spend or hand down.
 pub fn free_budget(state: &State, d: &DelegationState) -> i64 {
-    d.budget - state.delegation_spent(&d.id) - d.allocated
+    d.budget - state.delegation_spent(&d.id) - allocated(state, &d.id)
 }
+
+/// The most hops a chain may have.
+pub const MAX_DEPTH: usize = 8;
 
 /// Precedence step 9: the delegation `actor` may spend `amount` of `sku`
 /// under, or the reason it may not.
@@ -97,11 +133,23 @@ pub fn authority(
     Ok(leaf.id.clone())
 }
 
-/// The `grant` verb.
-pub fn grant(state: &mut State, g: &Delegation) -> Result<(), Reason> {
+/// The `grant` verb, made by the operator of `caller` (the step's tenant).
+/// A delegation id is checked first: one that is not an identifier, or was
+/// ever used (revoked ids included), is `DELEGATION_INVALID`; a hop that
+/// would make a chain longer than [`MAX_DEPTH`] is
+/// `DELEGATION_DEPTH_EXCEEDED`, checked once the parent is known.
+pub fn grant(state: &mut State, caller: &str, g: &Delegation) -> Result<(), Reason> {
+    if state.tenant(caller).is_none() {
+        return Err(Reason::TenantUnknown);
+    }
+    if !super::proposal::is_identifier(&g.id, super::proposal::IDENTIFIER_MAX)
+        || state.delegations.contains_key(&g.id)
+    {
+        return Err(Reason::DelegationInvalid);
+    }
     let grantee_tenant = state.tenant_of(&g.to).map(|t| t.id.clone());
     let (tenant, parent) = if let Some(t) = state.tenant_of(&g.from).map(|t| t.id.clone()) {
-        if !state.may_approve(&t, &g.from) {
+        if t != caller || !state.may_approve(&t, &g.from) {
             return Err(Reason::DelegationGrantorNotPermitted);
         }
         if grantee_tenant.as_deref() != Some(t.as_str()) {
@@ -109,11 +157,14 @@ pub fn grant(state: &mut State, g: &Delegation) -> Result<(), Reason> {
         }
         (t, None)
     } else if let Some(p) = state.delegations.get(&g.from).cloned() {
-        if !is_live(state, &p.id) {
+        if p.tenant != caller || !is_live(state, &p.id) {
             return Err(Reason::DelegationGrantorNotPermitted);
         }
         if grantee_tenant.as_deref() != Some(p.tenant.as_str()) {
             return Err(Reason::TenantMismatch);
+        }
+        if chain(state, &p.id).len() >= MAX_DEPTH {
+            return Err(Reason::DelegationDepthExceeded);
         }
         (p.tenant.clone(), Some(p))
     } else {
@@ -121,6 +172,14 @@ pub fn grant(state: &mut State, g: &Delegation) -> Result<(), Reason> {
     };
     if !state.is_agent(&tenant, &g.to) {
         return Err(Reason::ActorUnknown);
+    }
+    if g.skus.iter().flatten().any(|s| {
+        !super::proposal::is_identifier(s, super::proposal::IDENTIFIER_MAX)
+            || state
+                .tenant(&tenant)
+                .is_some_and(|t| t.catalog.iter().all(|i| &i.sku != s))
+    }) {
+        return Err(Reason::SkuUnknown);
     }
     if g.budget_paise < 0 {
         return Err(Reason::DelegationWidens);
@@ -144,14 +203,6 @@ pub fn grant(state: &mut State, g: &Delegation) -> Result<(), Reason> {
             return Err(Reason::DelegationBudgetExhausted);
         }
     }
-    if state.delegations.contains_key(&g.id) {
-        return Err(Reason::DelegationGrantorNotPermitted);
-    }
-    if let Some(p) = &parent {
-        if let Some(ps) = state.delegations.get_mut(&p.id) {
-            ps.allocated += g.budget_paise;
-        }
-    }
     state.insert_delegation(DelegationState {
         id: g.id.clone(),
         tenant,
@@ -161,16 +212,20 @@ pub fn grant(state: &mut State, g: &Delegation) -> Result<(), Reason> {
         skus: g.skus.clone(),
         expires_at: g.expires_at,
         revoked: false,
-        allocated: 0,
     });
     Ok(())
 }
 
-/// The `revoke` verb: an approving human of the delegation's tenant.
-pub fn revoke(state: &mut State, id: &str, actor: &str) -> Result<(), Reason> {
+/// The `revoke` verb: an approving human of the delegation's tenant, which
+/// must be the caller's (another tenant's delegation is missing).
+pub fn revoke(state: &mut State, caller: &str, id: &str, actor: &str) -> Result<(), Reason> {
+    if state.tenant(caller).is_none() {
+        return Err(Reason::TenantUnknown);
+    }
     let tenant = state
         .delegations
         .get(id)
+        .filter(|d| d.tenant == caller)
         .map(|d| d.tenant.clone())
         .ok_or(Reason::DelegationMissing)?;
     if !state.may_approve(&tenant, actor) {

@@ -13,6 +13,16 @@
 //! event id, timestamp (24 h back, 5 min ahead, inclusive), order, type,
 //! amount, currency and state transition (CREATED -> CAPTURED | FAILED); a
 //! failure releases the request's reservation.
+//!
+//! Every operation is scoped to the caller's tenant: an unknown tenant is
+//! `TENANT_UNKNOWN`, and another tenant's request or authority is exactly a
+//! missing one. An authorized request lives [`REQUEST_LIFETIME_HOURS`] from
+//! authorization, inclusive: at that instant it may still be checked out,
+//! one second later it is EXPIRED and its reservation released (lazily at
+//! checkout, or by the `expire` sweep). Checkout and pay check the policy's
+//! validity window again (`POLICY_NOT_YET_VALID`, `POLICY_EXPIRED`) and end
+//! the request when it fails. `cancel` ends a request that holds no consumed
+//! authority, by the requesting agent or an approving human of its tenant.
 
 use chrono::Duration;
 use gate::Reason;
@@ -30,6 +40,87 @@ pub const AUTHORITY_MINUTES: i64 = 15;
 pub const STALE_MINUTES: i64 = 24 * 60;
 /// Furthest ahead a provider event may be, in minutes.
 pub const POST_DATED_MINUTES: i64 = 5;
+/// How long an authorized request waits for its checkout.
+pub const REQUEST_LIFETIME_HOURS: i64 = 24;
+
+/// The request a step names, if it belongs to the caller's tenant.
+pub fn scoped(state: &State, request: Option<usize>, tenant: &str) -> Option<usize> {
+    request.filter(|&ri| state.requests[ri].tenant == tenant)
+}
+
+/// Whether an authorized request has outlived its lifetime.
+fn lapsed(state: &State, ri: usize) -> bool {
+    let r = &state.requests[ri];
+    r.state == RequestState::Authorized
+        && r.authorized_at
+            .is_some_and(|t| state.now > t + Duration::hours(REQUEST_LIFETIME_HOURS))
+}
+
+/// The policy's validity window at the gate's clock.
+fn window(state: &State, tenant: &str) -> Result<(), Reason> {
+    let Some(t) = state.tenant(tenant) else {
+        return Err(Reason::TenantUnknown);
+    };
+    if state.now < t.policy.valid_from {
+        return Err(Reason::PolicyNotYetValid);
+    }
+    if state.now > t.policy.valid_until {
+        return Err(Reason::PolicyExpired);
+    }
+    Ok(())
+}
+
+/// The expiry sweep: authorized requests past their lifetime, and requests
+/// whose checkout authority lapsed unused, end and release their budgets.
+pub fn expire(state: &mut State, tenant: Option<&str>) {
+    let lapsed_authorities: Vec<usize> = state
+        .authorities
+        .iter()
+        .filter(|a| !a.used && state.now > a.issued_at + Duration::minutes(AUTHORITY_MINUTES))
+        .map(|a| a.request)
+        .collect();
+    for ri in 0..state.requests.len() {
+        if tenant.is_some_and(|t| state.requests[ri].tenant != t) {
+            continue;
+        }
+        let checked_out = state.requests[ri].state == RequestState::CheckedOut
+            && lapsed_authorities.contains(&ri);
+        if lapsed(state, ri) || checked_out {
+            end(state, ri);
+        }
+    }
+}
+
+/// `cancel`: the requesting agent, or a human of the tenant who may approve.
+pub fn cancel(state: &mut State, tenant: &str, actor: &str, request: Option<usize>) -> Outcome {
+    if state.tenant(tenant).is_none() {
+        return Outcome::deny(Reason::TenantUnknown);
+    }
+    let Some(ri) = scoped(state, request, tenant) else {
+        return Outcome::deny(Reason::StateTransitionInvalid);
+    };
+    let req = state.requests[ri].clone();
+    let permitted = match state.tenant_of(actor) {
+        None => Err(Reason::ActorUnknown),
+        Some(t) if t.id != tenant => Err(Reason::TenantMismatch),
+        Some(_) if actor == req.actor || state.may_approve(tenant, actor) => Ok(()),
+        Some(_) => Err(Reason::ActorNotPermitted),
+    };
+    if let Err(r) = permitted {
+        return Outcome::deny(r);
+    }
+    if lapsed(state, ri) {
+        end(state, ri);
+        return Outcome::deny(Reason::StateTransitionInvalid);
+    }
+    match req.state {
+        RequestState::Pending | RequestState::Authorized | RequestState::CheckedOut => {
+            end(state, ri);
+            Outcome::ok()
+        }
+        _ => Outcome::deny(Reason::StateTransitionInvalid),
+    }
+}
 
 fn price_now(state: &State, tenant: &str, sku: &str) -> Option<i64> {
     state
@@ -40,8 +131,11 @@ fn price_now(state: &State, tenant: &str, sku: &str) -> Option<i64> {
         .map(|i| i.price_paise)
 }
 
-pub fn approve(state: &mut State, a: &Approve, request: Option<usize>) -> Outcome {
-    let Some(ri) = request else {
+pub fn approve(state: &mut State, tenant: &str, a: &Approve, request: Option<usize>) -> Outcome {
+    if state.tenant(tenant).is_none() {
+        return Outcome::deny(Reason::TenantUnknown);
+    }
+    let Some(ri) = scoped(state, request, tenant) else {
         return Outcome::deny(Reason::ApprovalNotPending);
     };
     let req = state.requests[ri].clone();
@@ -88,6 +182,7 @@ pub fn approve(state: &mut State, a: &Approve, request: Option<usize>) -> Outcom
             r.state = RequestState::Authorized;
             r.approved = true;
             r.policy_version = version;
+            r.authorized_at = Some(state.now);
             r.purchase = Some(purchase);
             Outcome::allow()
         }
@@ -145,18 +240,30 @@ fn unchanged(state: &State, ri: usize, policy_version: u32) -> Result<(), Reason
 
 pub fn checkout(
     state: &mut State,
+    tenant: &str,
     c: &Checkout,
     request: Option<usize>,
 ) -> (Outcome, Option<usize>) {
-    let Some(ri) = request else {
+    if state.tenant(tenant).is_none() {
+        return (Outcome::deny(Reason::TenantUnknown), None);
+    }
+    let Some(ri) = scoped(state, request, tenant) else {
         return (Outcome::deny(Reason::RequestNotAuthorized), None);
     };
     let req = state.requests[ri].clone();
     if let Err(r) = checkout_actor(state, &req.tenant, &c.actor) {
         return (Outcome::deny(r), None);
     }
+    if lapsed(state, ri) {
+        end(state, ri);
+        return (Outcome::deny(Reason::RequestNotAuthorized), None);
+    }
     if req.state != RequestState::Authorized {
         return (Outcome::deny(Reason::RequestNotAuthorized), None);
+    }
+    if let Err(r) = window(state, &req.tenant) {
+        end(state, ri);
+        return (Outcome::deny(r), None);
     }
     if let Err(r) = unchanged(state, ri, req.policy_version) {
         end(state, ri);
@@ -173,7 +280,17 @@ pub fn checkout(
     (Outcome::ok(), Some(state.authorities.len() - 1))
 }
 
-pub fn pay(state: &mut State, p: &Pay, authority: Option<usize>) -> (Outcome, Option<usize>) {
+pub fn pay(
+    state: &mut State,
+    tenant: &str,
+    p: &Pay,
+    authority: Option<usize>,
+) -> (Outcome, Option<usize>) {
+    if state.tenant(tenant).is_none() {
+        return (Outcome::deny(Reason::TenantUnknown), None);
+    }
+    let authority =
+        authority.filter(|&ai| state.requests[state.authorities[ai].request].tenant == tenant);
     let Some(ai) = authority else {
         return (Outcome::deny(Reason::RequestNotAuthorized), None);
     };
@@ -191,6 +308,14 @@ pub fn pay(state: &mut State, p: &Pay, authority: Option<usize>) -> (Outcome, Op
         end(state, auth.request);
         return (Outcome::deny(Reason::AuthorityExpired), None);
     }
+    if state.requests[auth.request].state != RequestState::CheckedOut {
+        // Ended since checkout (cancelled, or swept).
+        return (Outcome::deny(Reason::RequestNotAuthorized), None);
+    }
+    if let Err(r) = window(state, &req.tenant) {
+        end(state, auth.request);
+        return (Outcome::deny(r), None);
+    }
     if let Err(r) = unchanged(state, auth.request, auth.policy_version) {
         end(state, auth.request);
         return (Outcome::deny(r), None);
@@ -207,6 +332,50 @@ pub fn pay(state: &mut State, p: &Pay, authority: Option<usize>) -> (Outcome, Op
     (Outcome::ok(), Some(state.orders.len() - 1))
 }
 
+/// A signed body given as is. The gate's order ids are its own, so a body
+/// written in a corpus file names no order the gate created: once it is
+/// well formed, fresh and not a duplicate, it is `WEBHOOK_UNKNOWN_ORDER`.
+fn raw_event(state: &State, raw: &[u8]) -> Outcome {
+    use serde_json::Value as Json;
+    let Some(v) = std::str::from_utf8(raw)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Json>(t).ok())
+    else {
+        return Outcome::deny(Reason::WebhookMalformed);
+    };
+    let entity = v
+        .pointer("/payload/payment/entity")
+        .or_else(|| v.pointer("/payload/order/entity"));
+    let fields = (
+        v.get("id").and_then(Json::as_str),
+        v.get("event").and_then(Json::as_str),
+        v.get("created_at").and_then(Json::as_i64),
+        entity.and_then(|e| {
+            e.get("order_id")
+                .or_else(|| e.get("id"))
+                .and_then(Json::as_str)
+        }),
+        entity.and_then(|e| e.get("amount")).and_then(Json::as_i64),
+        entity
+            .and_then(|e| e.get("currency"))
+            .and_then(Json::as_str),
+    );
+    let (Some(id), Some(_), Some(created), Some(_), Some(_), Some(_)) = fields else {
+        return Outcome::deny(Reason::WebhookMalformed);
+    };
+    if state.events.contains(id) {
+        return Outcome::deny(Reason::WebhookDuplicate);
+    }
+    let age_minutes = (state.now.timestamp() - created).div_euclid(60);
+    if age_minutes > STALE_MINUTES {
+        return Outcome::deny(Reason::WebhookStale);
+    }
+    if -age_minutes > POST_DATED_MINUTES {
+        return Outcome::deny(Reason::WebhookPostDated);
+    }
+    Outcome::deny(Reason::WebhookUnknownOrder)
+}
+
 pub fn webhook(
     state: &mut State,
     step: usize,
@@ -214,20 +383,14 @@ pub fn webhook(
     order: Option<usize>,
     event_id: &str,
 ) -> Result<Outcome, OracleError> {
-    if w.signature() != Signature::Valid {
+    // A header written in a corpus file cannot know the bench's secret.
+    if w.signature_header.is_some() || w.signature() != Signature::Valid {
         return Ok(Outcome::deny(Reason::WebhookSignatureInvalid));
     }
-    if let Some(raw) = &w.raw {
-        let parsed: Option<serde_json::Value> = serde_json::from_str(raw).ok();
-        let has_event = parsed.as_ref().and_then(|v| v.get("event")).is_some();
-        if !has_event {
-            return Ok(Outcome::deny(Reason::WebhookMalformed));
-        }
-        return Err(OracleError::Unsupported {
-            step,
-            message: "a signed raw provider body the oracle cannot read".into(),
-        });
+    if let Some(raw) = w.raw_bytes() {
+        return Ok(raw_event(state, &raw));
     }
+    let _ = step;
     if state.events.contains(event_id) {
         return Ok(Outcome::deny(Reason::WebhookDuplicate));
     }

@@ -34,8 +34,6 @@ pub struct DelegationState {
     pub skus: Option<Vec<String>>,
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked: bool,
-    /// Budget carved out for children.
-    pub allocated: i64,
 }
 
 /// What the gate derived from a proposal's sku and quantity.
@@ -74,6 +72,8 @@ pub struct Request {
     pub reserved_day: Option<NaiveDate>,
     pub approved: bool,
     pub policy_version: u32,
+    /// When the request became AUTHORIZED (its 24-hour lifetime starts).
+    pub authorized_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone)]
@@ -168,11 +168,6 @@ impl State {
         for t in &world.tenants {
             for d in &t.delegations {
                 let parent = (!t.people.iter().any(|p| p.id == d.from)).then(|| d.from.clone());
-                if let Some(p) = &parent {
-                    if let Some(ps) = state.delegations.get_mut(p) {
-                        ps.allocated += d.budget_paise;
-                    }
-                }
                 state.insert_delegation(DelegationState {
                     id: d.id.clone(),
                     tenant: t.id.clone(),
@@ -182,7 +177,6 @@ impl State {
                     skus: d.skus.clone(),
                     expires_at: d.expires_at,
                     revoked: false,
-                    allocated: 0,
                 });
             }
         }
@@ -234,6 +228,18 @@ impl State {
         self.requests
             .iter()
             .filter(|r| r.tenant == tenant && r.reserved_day == Some(today))
+            .map(|r| r.reserved)
+            .sum()
+    }
+
+    /// A tenant's reservations on the current UTC day in one currency: the
+    /// daily cap never adds amounts in different currencies.
+    pub fn spent_today_in(&self, tenant: &str, currency: &str) -> i64 {
+        let today = self.today();
+        self.requests
+            .iter()
+            .filter(|r| r.tenant == tenant && r.reserved_day == Some(today))
+            .filter(|r| r.purchase.as_ref().is_some_and(|p| p.currency == currency))
             .map(|r| r.reserved)
             .sum()
     }
