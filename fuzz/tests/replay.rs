@@ -5,7 +5,7 @@
 //! `fuzz/findings/<target>/*` are inputs that once broke a target's property
 //! and were fixed. Every one must now get a typed answer. A finding whose fix
 //! is still pending lives in `fuzz/pending/<target>/` with its own ignored
-//! test in `tests/pending.rs`; when it is fixed, move the file into
+//! test in `tests/findings.rs`; when it is fixed, move the file into
 //! `findings/` and delete that test.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -7,7 +7,7 @@
 //! and signed with the gate's secret, so its body reaches the parser and
 //! everything after it. Inputs known to give an engine error today, whose fix
 //! belongs to gate/src, are listed in [`PENDING`] and each has its own
-//! ignored test in `tests/pending.rs`; remove an entry when its fix lands.
+//! ignored test in `tests/findings.rs`; remove an entry when its fix lands.
 //!
 //! Extra inputs, for example an AFL++ queue, can be replayed once with
 //! `SPENDGATE_FUZZ_EXTRA=<target>:<folder>` (not used by `make verify`).
@@ -19,11 +19,9 @@ use std::path::{Path, PathBuf};
 use common::{TestResult, propose, standard_gate, webhook};
 
 /// Seeds that give an engine error until the named fix lands (see
-/// tests/pending.rs): `(target, seed file name)`.
+/// tests/findings.rs): `(target, seed file name)`.
 const PENDING: &[(&str, &str)] = &[
-    // tests/pending.rs: a_nul_in_the_sku_is_an_answer_not_a_database_error
-    ("proposal", "nul-escaped-sku"),
-    // tests/pending.rs: a_nul_in_a_signed_event_id_is_an_answer_not_a_database_error
+    // tests/findings.rs: a_nul_in_a_signed_event_id_is_an_answer_not_a_database_error
     ("webhook", "signed-nul-event-id"),
 ];
 
