@@ -139,10 +139,24 @@ SCENARIO = """\
   steps:
     - {name: p1, propose: {actor: buyer-agent, body: {sku: SNACK-BOX, quantity: 1, purpose: "snacks"}}, expect: {decision: allow}}
     - {name: c1, checkout: {request: p1, actor: finance-lead}, expect: {decision: ok}}
-    - {name: o1, pay: {authority: c1}, expect: {decision: ok}}
+    - {name: o1, pay: {authority: c1, actor: buyer-agent}, expect: {decision: ok}}
     - {webhook: {order: o1, amount_paise: 25000}, expect: {decision: ok}}
     - {advance_clock: {minutes: 16}, expect: {decision: ok}}
   invariants: {provider_orders: 1, captured_paise: 25000, ledger_intact: true}
+"""
+
+# The scenario format's newer verbs and keys (tenant, raw_b64, seconds, set_clock,
+# cancel, expire, signature_header).
+NEW_VERBS = """\
+- id: fuzz-seed-new-verbs
+  label: legit
+  world: standard
+  steps:
+    - {name: p1, tenant: acme, propose: {actor: buyer-agent, raw_b64: "eyJza3UiOiJTTkFDSy1CT1giLCJxdWFudGl0eSI6MSwicHVycG9zZSI6InNuYWNrcyJ9"}, expect: {decision: allow}}
+    - {advance_clock: {seconds: -120}}
+    - {set_clock: {at: '2026-12-20T10:00:00Z'}}
+    - {cancel: {request: p1, actor: finance-lead}, expect: {decision: ok}}
+    - {expire: {}, expect: {decision: ok}}
 """
 
 
@@ -190,6 +204,16 @@ def scenario_seeds() -> None:
     write("scenarios", "raw-body-nul", s.replace('body: {sku: SNACK-BOX, quantity: 1, purpose: "snacks"}', 'raw: "{\\"sku\\":\\"\\0\\"}"'))
     write("scenarios", "null-steps", s.split("  steps:")[0] + "  steps: ~\n")
     write("scenarios", "document-separator", s + "---\n" + s)
+    n = NEW_VERBS
+    write("scenarios", "valid-new-verbs", n)
+    write("scenarios", "raw-b64-invalid", n.replace('raw_b64: "eyJ', 'raw_b64: "!!!eyJ'))
+    write("scenarios", "raw-b64-nul", n.replace('raw_b64: "eyJ', 'raw_b64: "AA==eyJ'))
+    write("scenarios", "seconds-i64-min", n.replace("seconds: -120", "seconds: -9223372036854775808"))
+    write("scenarios", "set-clock-year-9999", n.replace("2026-12-20T10:00:00Z", "9999-12-31T23:59:59Z"))
+    write("scenarios", "set-clock-not-a-date", n.replace("2026-12-20T10:00:00Z", "2026-02-30T25:61:00Z"))
+    write("scenarios", "tenant-nul", n.replace("tenant: acme", 'tenant: "acme\\0"'))
+    write("scenarios", "tenant-u2028", n.replace("tenant: acme", 'tenant: "acme\\u2028"'))
+    write("scenarios", "expire-with-args", n.replace("expire: {}", "expire: {now: true}"))
 
 
 REGISTRY_HEAD = """\

@@ -281,3 +281,24 @@ fn a_bounded_mutation_pass_over_the_scenario_seeds() {
 fn a_bounded_mutation_pass_over_the_registry_seeds() {
     mutation_pass("registry", 2000);
 }
+
+#[test]
+fn the_valid_seeds_are_accepted_so_fuzzing_starts_deep() {
+    // A seed meant to be valid that the format has since outgrown would leave
+    // AFL++ mutating refusals only: each must still get through.
+    let read = |target: &str, name: &str| {
+        std::fs::read(fuzz_dir().join("seeds").join(target).join(name)).expect("seed")
+    };
+    let scratch = tempfile::tempdir().expect("a temporary folder");
+    assert_eq!(fuzz::proposal(&read("proposal", "valid")), "ok");
+    assert_eq!(fuzz::proposal(&read("proposal", "valid-devanagari")), "ok");
+    assert_eq!(
+        fuzz::webhook(&read("webhook", "signed-capture")),
+        "signature-valid"
+    );
+    for name in ["valid", "valid-attack-with-class", "valid-new-verbs"] {
+        let answer = fuzz::scenarios_in(scratch.path(), &read("scenarios", name));
+        assert_eq!(answer, "ok 1", "scenarios/{name}");
+    }
+    assert_eq!(fuzz::registry(&read("registry", "valid")), "ok 3");
+}
