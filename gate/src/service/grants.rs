@@ -133,15 +133,17 @@ impl<P: PaymentProvider> Gate<P> {
                 }
             }
         };
-        let entry = entry.unwrap_or_else(|| {
+        let Some(entry) = entry else {
             let known = !matches!(outcome.decision, Decision::Deny(Reason::TenantUnknown));
-            Entry::new(
+            let refusal = Entry::new(
                 known.then_some(tenant),
                 "delegation.refused",
                 &grant.id,
                 json!({"grant": grant, "decision": outcome.decision, "constraint": outcome.constraint}),
-            )
-        });
+            );
+            self.close_refused(tx, now, refusal).await?;
+            return Ok(outcome);
+        };
         ledger::append(&mut tx, now, vec![entry]).await?;
         tx.commit().await.ctx("committing a grant")?;
         Ok(outcome)
