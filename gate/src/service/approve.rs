@@ -46,7 +46,13 @@ impl<P: PaymentProvider> Gate<P> {
             )
         };
         let Some(found) = requests::find(&mut tx, request_id).await? else {
-            ledger::append(&mut tx, now, vec![refuse(None, Reason::ApprovalNotPending)]).await?;
+            ledger::append(
+                &mut tx,
+                self.ledger_key(),
+                now,
+                vec![refuse(None, Reason::ApprovalNotPending)],
+            )
+            .await?;
             tx.commit().await.ctx("committing a refused approval")?;
             return Ok(Outcome::refused(Reason::ApprovalNotPending));
         };
@@ -59,7 +65,13 @@ impl<P: PaymentProvider> Gate<P> {
             Ok(_) => None,
         };
         if let Some(reason) = refusal {
-            ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
+            ledger::append(
+                &mut tx,
+                self.ledger_key(),
+                now,
+                vec![refuse(Some(&tenant), reason)],
+            )
+            .await?;
             tx.commit().await.ctx("committing a refused approval")?;
             return Ok(Outcome::refused(reason));
         }
@@ -86,7 +98,13 @@ impl<P: PaymentProvider> Gate<P> {
             None
         };
         if let Some(reason) = refusal {
-            ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
+            ledger::append(
+                &mut tx,
+                self.ledger_key(),
+                now,
+                vec![refuse(Some(&tenant), reason)],
+            )
+            .await?;
             tx.commit().await.ctx("committing a refused approval")?;
             return Ok(Outcome::refused(reason));
         }
@@ -143,7 +161,7 @@ impl<P: PaymentProvider> Gate<P> {
                 }),
             ),
         ];
-        ledger::append(&mut tx, now, entries).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, entries).await?;
         tx.commit().await.ctx("committing an approval")?;
         Ok(Outcome {
             decision,

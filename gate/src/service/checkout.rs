@@ -53,6 +53,7 @@ impl<P: PaymentProvider> Gate<P> {
         let Some(found) = requests::find(&mut tx, request_id).await? else {
             ledger::append(
                 &mut tx,
+                self.ledger_key(),
                 now,
                 vec![refuse(None, Reason::RequestNotAuthorized)],
             )
@@ -69,7 +70,13 @@ impl<P: PaymentProvider> Gate<P> {
             Ok(_) => None,
         };
         if let Some(reason) = refusal {
-            ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
+            ledger::append(
+                &mut tx,
+                self.ledger_key(),
+                now,
+                vec![refuse(Some(&tenant), reason)],
+            )
+            .await?;
             tx.commit().await.ctx("committing a refused checkout")?;
             return Ok(Outcome::refused(reason));
         }
@@ -88,6 +95,7 @@ impl<P: PaymentProvider> Gate<P> {
         ) else {
             ledger::append(
                 &mut tx,
+                self.ledger_key(),
                 now,
                 vec![refuse(Some(&tenant), Reason::RequestNotAuthorized)],
             )
@@ -98,6 +106,7 @@ impl<P: PaymentProvider> Gate<P> {
         if request.state != state::AUTHORIZED {
             ledger::append(
                 &mut tx,
+                self.ledger_key(),
                 now,
                 vec![refuse(Some(&tenant), Reason::RequestNotAuthorized)],
             )
@@ -119,7 +128,7 @@ impl<P: PaymentProvider> Gate<P> {
             let mut entry = refuse(Some(&tenant), reason);
             entry.body["request_state"] = json!(state::CANCELLED);
             entry.body["released_paise"] = json!(request.reserved_paise);
-            ledger::append(&mut tx, now, vec![entry]).await?;
+            ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
             tx.commit().await.ctx("committing a refused checkout")?;
             return Ok(Outcome::refused(reason));
         }
@@ -171,7 +180,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "expires_at": expires_at,
             }),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a checkout authority")?;
         Ok(Outcome::ok(authority_id))
     }

@@ -137,7 +137,7 @@ impl<P: PaymentProvider> Gate<P> {
                 json!({"grant": grant, "decision": outcome.decision, "constraint": outcome.constraint}),
             )
         });
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a grant")?;
         Ok(outcome)
     }
@@ -253,7 +253,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "already_revoked": already,
             }),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a revocation")?;
         Ok(outcome)
     }

@@ -105,6 +105,7 @@ impl<P: PaymentProvider> Gate<P> {
         let Some(found) = found else {
             ledger::append(
                 &mut tx,
+                self.ledger_key(),
                 now,
                 vec![refuse(None, Reason::RequestNotAuthorized)],
             )
@@ -135,7 +136,13 @@ impl<P: PaymentProvider> Gate<P> {
                 Ok(_) => None,
             };
             if let Some(reason) = refusal {
-                ledger::append(&mut tx, now, vec![refuse(Some(&tenant), reason)]).await?;
+                ledger::append(
+                    &mut tx,
+                    self.ledger_key(),
+                    now,
+                    vec![refuse(Some(&tenant), reason)],
+                )
+                .await?;
                 tx.commit().await.ctx("committing a refused payment")?;
                 return Ok(Err(reason));
             }
@@ -149,6 +156,7 @@ impl<P: PaymentProvider> Gate<P> {
         if authority.consumptions > 0 {
             ledger::append(
                 &mut tx,
+                self.ledger_key(),
                 now,
                 vec![refuse(Some(&tenant), Reason::AuthorityAlreadyUsed)],
             )
@@ -187,7 +195,7 @@ impl<P: PaymentProvider> Gate<P> {
                 entry.body["request_state"] = json!(to);
                 entry.body["released_paise"] = json!(request.reserved_paise);
             }
-            ledger::append(&mut tx, now, vec![entry]).await?;
+            ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
             tx.commit().await.ctx("committing a refused payment")?;
             return Ok(Err(reason));
         }
@@ -229,7 +237,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "state": state::PROVIDER_PENDING,
             }),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a consumed authority")?;
         Ok(Ok((authority, request)))
     }
@@ -272,7 +280,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "currency": authority.currency,
             }),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a provider order")?;
         Ok(Outcome::ok(order.id.clone()))
     }
@@ -296,7 +304,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "reserved_paise": authority.amount_paise,
             }),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a provider failure")
     }
 }

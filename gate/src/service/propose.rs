@@ -66,7 +66,7 @@ impl<P: PaymentProvider> Gate<P> {
                     "decision": Decision::Deny(reason),
                 }),
             );
-            ledger::append(&mut tx, now, vec![entry]).await?;
+            ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
             tx.commit().await.ctx("committing a refused proposal")?;
             return Ok(ProposeOutcome::new(None, Decision::Deny(reason), false));
         }
@@ -215,7 +215,7 @@ impl<P: PaymentProvider> Gate<P> {
                 }),
             ),
         ];
-        ledger::append(&mut tx, now, entries).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, entries).await?;
         tx.commit().await.ctx("committing a proposal")?;
         Ok(ProposeOutcome::new(Some(row.id), decision, false))
     }
