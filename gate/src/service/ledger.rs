@@ -443,15 +443,29 @@ impl Anchor {
         })
     }
 
-    /// The anchor as `harness ledger anchor` prints it.
+    /// The anchor as `harness ledger anchor` prints it: JSON, one head a line.
     pub fn to_json(&self) -> String {
-        let heads: Vec<Value> = self
+        let heads: Vec<String> = self
             .heads
             .iter()
-            .map(|h| serde_json::json!({"tenant": h.tenant, "seq": h.seq, "hash": h.hash}))
+            .map(|h| {
+                format!(
+                    "    {{\"tenant\": {}, \"seq\": {}, \"hash\": {}}}",
+                    Value::from(h.tenant.as_str()),
+                    h.seq,
+                    Value::from(h.hash.as_str())
+                )
+            })
             .collect();
-        let value = serde_json::json!({"format": self.format, "heads": heads});
-        format!("{value:#}")
+        let heads = if heads.is_empty() {
+            "[]".to_owned()
+        } else {
+            format!("[\n{}\n  ]", heads.join(",\n"))
+        };
+        format!(
+            "{{\n  \"format\": {},\n  \"heads\": {heads}\n}}",
+            Value::from(self.format.as_str())
+        )
     }
 
     /// The anchored head of `tenant`, if any.
@@ -977,6 +991,23 @@ mod tests {
             },
         ]);
         assert_eq!(Anchor::parse(&good.to_json()).unwrap(), good);
+        let h = "ab".repeat(32);
+        assert_eq!(
+            good.to_json(),
+            format!(
+                "{{\n  \"format\": \"{ANCHOR_FORMAT}\",\n  \"heads\": [\n    \
+                 {{\"tenant\": \"acme\", \"seq\": 12, \"hash\": \"{h}\"}},\n    \
+                 {{\"tenant\": \"globex\", \"seq\": 0, \"hash\": \"{GENESIS_HASH}\"}}\n  ]\n}}"
+            )
+        );
+        let empty = Anchor::of(Vec::new());
+        assert_eq!(Anchor::parse(&empty.to_json()).unwrap(), empty);
+        let odd = Anchor::of(vec![ChainHead {
+            tenant: "a\"b\\c".into(),
+            seq: 1,
+            hash: h.clone(),
+        }]);
+        assert_eq!(Anchor::parse(&odd.to_json()).unwrap(), odd);
         assert_eq!(good.head_of("globex").map(|h| h.seq), Some(0));
         assert!(good.head_of("nobody").is_none());
 
