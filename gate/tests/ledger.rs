@@ -788,3 +788,68 @@ async fn the_printed_anchor_reads_back_and_verifies() -> TestResult {
     assert!(w.gate.verify_ledger_with(None, Some(&read)).await?.intact());
     w.drop().await
 }
+
+/// One append, as `ledger::append` does it, on its own connection: lock the
+/// tenant's head, insert the next entry, move the head. Waits at most 1 s
+/// for a lock (then Postgres refuses with 55P03, lock_not_available).
+async fn raw_append(w: &World, tenant: &str) -> Result<(), sqlx::Error> {
+    use sqlx::Connection;
+    let mut conn = w.pool().acquire().await?;
+    let mut tx = conn.begin().await?;
+    tx.execute("SET LOCAL lock_timeout = '1s'").await?;
+    let (seq, hash): (i64, String) =
+        sqlx::query_as("SELECT seq, hash FROM ledger_head WHERE tenant_id = $1 FOR UPDATE")
+            .bind(tenant)
+            .fetch_one(&mut *tx)
+            .await?;
+    sqlx::query(
+        "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+         VALUES ($1, $2, 'probe', now(), '{}', $3, $3)",
+    )
+    .bind(tenant)
+    .bind(seq + 1)
+    .bind(&hash)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("UPDATE ledger_head SET seq = $2 WHERE tenant_id = $1")
+        .bind(tenant)
+        .bind(seq + 1)
+        .execute(&mut *tx)
+        .await?;
+    tx.rollback().await
+}
+
+fn lock_not_available(result: &Result<(), sqlx::Error>) -> bool {
+    matches!(result, Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("55P03"))
+}
+
+/// Issue 9, seen 3 and 5: an append locks its own tenant's head and nothing
+/// of the tenant row (so it never waits on a policy publication holding
+/// that row), and tenants never queue on each other's heads.
+#[tokio::test]
+async fn an_append_locks_only_its_tenants_head_and_never_the_tenant_row() -> TestResult {
+    use sqlx::Connection;
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let mut holder = w.pool().acquire().await?;
+    let mut tenant_row = holder.begin().await?;
+    tenant_row
+        .execute("SELECT id FROM tenants WHERE id = 'acme' FOR UPDATE")
+        .await?;
+    raw_append(&w, "acme").await?;
+    tenant_row.rollback().await?;
+
+    let mut head = holder.begin().await?;
+    head.execute("SELECT seq FROM ledger_head WHERE tenant_id = 'acme' FOR UPDATE")
+        .await?;
+    raw_append(&w, "globex").await?;
+    let queued = raw_append(&w, "acme").await;
+    assert!(
+        lock_not_available(&queued),
+        "a second append to acme waits for acme's head: {queued:?}"
+    );
+    head.rollback().await?;
+    raw_append(&w, "acme").await?;
+    w.drop().await
+}
