@@ -782,10 +782,83 @@ async fn the_printed_anchor_reads_back_and_verifies() -> TestResult {
         return Ok(());
     };
     history(&w).await?;
+    // A tenant with an empty chain is anchored at 0, and that holds.
+    w.pool()
+        .execute("INSERT INTO tenants (id) VALUES ('initech')")
+        .await?;
     let anchor = w.gate.verify_ledger().await?.anchor();
     let read = Anchor::parse(&anchor.to_json())?;
     assert_eq!(read, anchor);
+    let heads: Vec<(&str, i64)> = read
+        .heads
+        .iter()
+        .map(|h| (h.tenant.as_str(), h.seq))
+        .collect();
+    assert_eq!(heads, vec![("acme", 9), ("globex", 1), ("initech", 0)]);
     assert!(w.gate.verify_ledger_with(None, Some(&read)).await?.intact());
+    w.drop().await
+}
+
+/// The anchored entry itself deleted, with the entries after it kept: the
+/// walk names the gap, the anchor names its entry as gone.
+#[tokio::test]
+async fn an_anchored_entry_deleted_from_the_middle_is_named_gone() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    history(&w).await?;
+    let mut anchor = w.gate.verify_ledger().await?.anchor();
+    let acme = chain(&w, "acme").await?;
+    for head in &mut anchor.heads {
+        if head.tenant == "acme" {
+            (head.seq, head.hash) = (5, acme[4].hash.clone());
+        }
+    }
+    tamper(
+        &w,
+        &["DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = 5".to_owned()],
+    )
+    .await?;
+    let report = w.gate.verify_ledger_with(None, Some(&anchor)).await?;
+    let breaks: Vec<(&str, i64, &str)> = report
+        .breaks()
+        .map(|b| (b.tenant.as_str(), b.seq, b.problem.as_str()))
+        .collect();
+    assert_eq!(
+        breaks,
+        vec![
+            ("acme", 5, "entry 5 is missing (the next entry is 6)"),
+            ("acme", 5, "the entry the anchor records is gone"),
+        ]
+    );
+    w.drop().await
+}
+
+/// Entries of a tenant that has neither a head nor a tenant row any more
+/// are still found (through the entries' own index) and walked.
+#[tokio::test]
+async fn a_chain_with_no_head_and_no_tenant_row_is_still_walked() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let entry = r#"{"seq":1,"at":"2026-09-03T10:00:00.000000Z","tenant":"ghost","kind":"seed","subject":"ghost","body":{}}"#;
+    w.db.pool()
+        .execute(
+            format!(
+                "ALTER TABLE ledger_entries DROP CONSTRAINT fk_ledger_entry_head; \
+                 INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+                 VALUES ('ghost', 1, 'seed', '2026-09-03T10:00:00Z', {}, '{GENESIS_HASH}', '{}')",
+                quoted(entry),
+                chain_hash(&key(), GENESIS_HASH, entry)
+            )
+            .as_str(),
+        )
+        .await?;
+    let report = w.gate.verify_ledger().await?;
+    let tenants: Vec<&str> = report.chains.iter().map(|c| c.tenant.as_str()).collect();
+    assert_eq!(tenants, vec!["acme", "ghost", "globex"]);
+    assert_break(&report, "ghost", 2, "the chain's head row is missing");
+    assert_eq!(report.chain("ghost").map(|c| c.entries), Some(1));
     w.drop().await
 }
 

@@ -725,23 +725,24 @@ async fn anchor_break(
         seq,
         problem,
     };
-    Ok(match at_anchor {
-        None => {
-            let last = last.unwrap_or(0).min(anchored.seq - 1);
-            Some(broken(
-                last + 1,
-                format!(
-                    "the tail was cut: the anchor records entry {} and the chain now ends at \
-                     entry {last}",
-                    anchored.seq
-                ),
-            ))
-        }
-        Some(hash) if hash != anchored.hash => Some(broken(
+    Ok(match (at_anchor, last.unwrap_or(0)) {
+        (None, last) if last < anchored.seq => Some(broken(
+            last + 1,
+            format!(
+                "the tail was cut: the anchor records entry {} and the chain now ends at \
+                 entry {last}",
+                anchored.seq
+            ),
+        )),
+        (None, _) => Some(broken(
+            anchored.seq,
+            "the entry the anchor records is gone".to_owned(),
+        )),
+        (Some(hash), _) if hash != anchored.hash => Some(broken(
             anchored.seq,
             "its hash is not the one the anchor records (the chain was rewritten)".to_owned(),
         )),
-        Some(_) => None,
+        (Some(_), _) => None,
     })
 }
 
