@@ -174,9 +174,12 @@ async fn every_step_is_appended_to_its_tenants_chain_and_each_entry_is_keyed() -
             ("globex".to_owned(), 1, globex[0].hash.clone()),
         ]
     );
-    // One tenant's chain alone.
+    // One tenant's chain alone; a tenant that does not exist has no chain to break.
     let one = verify_ledger(w.pool(), &key(), Some("globex"), None).await?;
     assert_eq!((one.chains.len(), one.entries), (1, 1));
+    let none = verify_ledger(w.pool(), &key(), Some("nobody"), None).await?;
+    assert!(none.intact(), "{none:#?}");
+    assert_eq!((none.chains.len(), none.entries), (1, 0));
     // The full decision is in the ledger.
     assert!(
         acme[2].entry.contains("\"decision\":\"step_up\"")
@@ -531,6 +534,19 @@ async fn verify_names_a_missing_head_row_and_the_gate_will_not_append() -> TestR
         .propose("globex", "globex-agent", &body("SNACK-BOX", 1), None)
         .await?;
     assert_eq!(globex.decision, Decision::Allow);
+    // A tenant whose chain is still empty loses its head: named too.
+    w.db.pool()
+        .execute(
+            "INSERT INTO tenants (id) VALUES ('initech'); \
+             DELETE FROM ledger_head WHERE tenant_id = 'initech'",
+        )
+        .await?;
+    let report = w.gate.verify_ledger().await?;
+    let breaks: Vec<(&str, i64)> = report
+        .breaks()
+        .map(|b| (b.tenant.as_str(), b.seq))
+        .collect();
+    assert_eq!(breaks, vec![("acme", 10), ("initech", 1)]);
     w.drop().await
 }
 

@@ -187,11 +187,11 @@ fn instant_text(at: DateTime<Utc>) -> String {
 /// Appends `entries` at `at`, each to its tenant's chain, hashed under
 /// `key`. Call it last, just before committing.
 ///
-/// Entries without a tenant are skipped, and so are entries of a tenant that
-/// does not exist: there is no chain to record them under (a call naming an
-/// unknown tenant writes nothing). A tenant that exists but whose head row
-/// is gone is [`ServiceError::LedgerHeadMissing`]: its chain cannot be
-/// continued, and nothing is written.
+/// Entries without a tenant are skipped: there is no chain to record them
+/// under (a call naming an unknown tenant writes nothing; its callers pass
+/// `None` for it). A tenant without a head row (gone, or never a tenant) is
+/// [`ServiceError::LedgerHeadMissing`]: its chain cannot be continued, and
+/// the caller's transaction, this append included, is rolled back.
 pub(crate) async fn append(
     conn: &mut PgConnection,
     key: &LedgerKey,
@@ -208,15 +208,10 @@ pub(crate) async fn append(
     }
     let at = stored_instant(at);
     for (tenant, entries) in chains {
-        let head: Option<LedgerHeadRow> = lock(conn, &[&tenant])
+        let head: LedgerHeadRow = lock(conn, &[&tenant])
             .await
-            .ctx("locking the tenant's ledger head")?;
-        let Some(head) = head else {
-            if tenant_exists(&mut *conn, &tenant).await? {
-                return Err(ServiceError::LedgerHeadMissing);
-            }
-            continue;
-        };
+            .ctx("locking the tenant's ledger head")?
+            .ok_or(ServiceError::LedgerHeadMissing)?;
         let (mut seq, mut prev) = (head.seq, head.hash);
         for e in entries {
             seq += 1;
@@ -858,6 +853,11 @@ mod tests {
         assert!(problem(check(&k, "acme", &moved, 1, GENESIS_HASH)).contains("columns"));
         let other_prev = chain_hash(&k, GENESIS_HASH, "something");
         assert!(problem(check(&k, "acme", &e, 1, &other_prev)).contains("prev_hash"));
+        // Renumbered: the stored number is where the walk expects it, the
+        // hashed one is not.
+        let mut renumbered = stored(1, GENESIS_HASH, "x");
+        renumbered.seq = 2;
+        assert!(problem(check(&k, "acme", &renumbered, 2, GENESIS_HASH)).contains("columns"));
         let in_another_chain = check(&k, "globex", &e, 1, GENESIS_HASH).unwrap_err();
         assert_eq!(
             (in_another_chain.tenant.as_str(), in_another_chain.seq),
