@@ -1038,8 +1038,13 @@ async fn fk_ledger_entry_head_refuses_an_entry_outside_every_chain() -> TestResu
         .await,
         "fk_ledger_entry_head",
     );
+    // As the owner: the gate's own role is not granted DELETE on the heads.
     assert_refused_by(
-        exec(w.pool(), "DELETE FROM ledger_head WHERE tenant_id = 'acme'").await,
+        exec(
+            w.db.pool(),
+            "DELETE FROM ledger_head WHERE tenant_id = 'acme'",
+        )
+        .await,
         "fk_ledger_entry_head",
     );
     w.drop().await
