@@ -144,7 +144,7 @@ impl<P: PaymentProvider> Gate<P> {
             self.close_refused(tx, now, refusal).await?;
             return Ok(outcome);
         };
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a grant")?;
         Ok(outcome)
     }
@@ -298,7 +298,7 @@ impl<P: PaymentProvider> Gate<P> {
             }
         }
         let entry = entry(Decision::Allow, hop.revoked, returned);
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a revocation")?;
         Ok(Outcome::ok(delegation_id.to_owned()))
     }
