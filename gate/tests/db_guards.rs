@@ -1054,7 +1054,7 @@ async fn fk_ledger_entry_head_refuses_an_entry_outside_every_chain() -> TestResu
     // As the owner: the gate's own role is not granted DELETE on the heads.
     assert_refused_by(
         exec(
-            w.db.pool(),
+            w.owner(),
             "DELETE FROM ledger_head WHERE tenant_id = 'acme'",
         )
         .await,

@@ -7,8 +7,8 @@
 //!
 //! The tampering statements need the owner's powers (ALTER TABLE ... DISABLE
 //! TRIGGER or DROP CONSTRAINT, UPDATE of entries and heads), and nothing
-//! more: they run on the test database's own pool (`w.db.pool()`), never on
-//! the gate's.
+//! more: they run on the owner's pool (`w.owner()`), never on the gate's,
+//! which connects as the application role.
 
 mod support;
 
@@ -212,7 +212,7 @@ async fn a_forged_entry_with_a_correct_plain_hash_and_the_head_moved_is_named() 
         .replace("evt_1", "evt_forged");
     let hash = plain(&last.hash, &forged);
     // No trigger stands in the way: INSERT into the ledger and moving the head are allowed.
-    let owner = w.db.pool();
+    let owner = w.owner();
     owner
         .execute(
             format!(
@@ -515,7 +515,7 @@ async fn verify_names_a_missing_head_row_and_the_gate_will_not_append() -> TestR
     history(&w).await?;
     // The head is referenced by every entry (fk_ledger_entry_head): only the
     // owner, dropping that constraint first, can take it away.
-    w.db.pool()
+    w.owner()
         .execute(
             "ALTER TABLE ledger_entries DROP CONSTRAINT fk_ledger_entry_head; \
              DELETE FROM ledger_head WHERE tenant_id = 'acme'",
@@ -540,7 +540,7 @@ async fn verify_names_a_missing_head_row_and_the_gate_will_not_append() -> TestR
         .await?;
     assert_eq!(globex.decision, Decision::Allow);
     // A tenant whose chain is still empty loses its head: named too.
-    w.db.pool()
+    w.owner()
         .execute(
             "INSERT INTO tenants (id) VALUES ('initech'); \
              DELETE FROM ledger_head WHERE tenant_id = 'initech'",
@@ -562,7 +562,7 @@ async fn verify_names_the_first_entry_past_a_head_that_is_behind() -> TestResult
     };
     history(&w).await?;
     let acme = chain(&w, "acme").await?;
-    w.db.pool()
+    w.owner()
         .execute(
             format!(
                 "UPDATE ledger_head SET seq = 7, hash = '{}' WHERE tenant_id = 'acme'",
@@ -587,7 +587,7 @@ async fn verify_names_the_first_missing_entry_below_a_head_that_is_ahead() -> Te
         return Ok(());
     };
     history(&w).await?;
-    w.db.pool()
+    w.owner()
         .execute("UPDATE ledger_head SET seq = 12 WHERE tenant_id = 'acme'")
         .await?;
     let report = w.gate.verify_ledger().await?;
@@ -607,7 +607,7 @@ async fn verify_names_the_last_entry_when_the_heads_hash_is_not_its_hash() -> Te
     };
     history(&w).await?;
     let acme = chain(&w, "acme").await?;
-    w.db.pool()
+    w.owner()
         .execute(
             format!(
                 "UPDATE ledger_head SET hash = '{}' WHERE tenant_id = 'acme'",
@@ -744,7 +744,10 @@ async fn cancel_and_expire_write_their_kinds_under_the_requests_tenant() -> Test
         .propose("globex", "globex-agent", &body("SNACK-BOX", 1), None)
         .await?;
     assert_eq!(globex.decision, Decision::Allow);
-    let cancelled = w.gate.cancel("acme", &request_id(&acme), "buyer-agent").await?;
+    let cancelled = w
+        .gate
+        .cancel("acme", &request_id(&acme), "buyer-agent")
+        .await?;
     assert!(cancelled.is_ok(), "{cancelled:?}");
     assert_eq!(
         last_entry(&w, "acme").await?,
@@ -863,7 +866,7 @@ async fn a_chain_with_no_head_and_no_tenant_row_is_still_walked() -> TestResult 
         return Ok(());
     };
     let entry = r#"{"seq":1,"at":"2026-09-03T10:00:00.000000Z","tenant":"ghost","kind":"seed","subject":"ghost","body":{}}"#;
-    w.db.pool()
+    w.owner()
         .execute(
             format!(
                 "ALTER TABLE ledger_entries DROP CONSTRAINT fk_ledger_entry_head; \
