@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod db;
 mod generate;
+mod keys;
 mod ledger;
 mod mutate;
 mod mutate_cross;
@@ -17,6 +18,7 @@ mod mutate_tour;
 mod naive_tool;
 mod perf;
 mod report;
+mod serve;
 mod triage;
 mod world;
 
@@ -46,6 +48,10 @@ enum Command {
     Mutate(mutate::MutateArgs),
     /// Measure the gate's speed and write reports/performance.md and .json.
     Perf(perf::PerfArgs),
+    /// Serve the gate over HTTP (docs/http.md) until SIGTERM.
+    Serve(serve::ServeArgs),
+    /// Issue, list or revoke the bearer API keys of `serve`.
+    Keys(keys::KeysArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +72,8 @@ fn main() -> ExitCode {
         Command::Triage(args) => triage::run(args),
         Command::Mutate(args) => mutate::run(args),
         Command::Perf(args) => perf::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Keys(args) => keys::run(args),
     };
     match result {
         Ok(code) => code,
