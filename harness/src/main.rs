@@ -11,6 +11,7 @@ mod db;
 mod generate;
 mod keys;
 mod ledger;
+mod mcp;
 mod mutate;
 mod mutate_cross;
 mod mutate_db;
@@ -52,6 +53,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Issue, list or revoke the bearer API keys of `serve`.
     Keys(keys::KeysArgs),
+    /// The agent's MCP tools over stdio, as the agent whose key is in SPENDGATE_AGENT_KEY.
+    Mcp(mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Command::Perf(args) => perf::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Keys(args) => keys::run(args),
+        Command::Mcp(args) => mcp::run(args),
     };
     match result {
         Ok(code) => code,

@@ -108,9 +108,14 @@ const DUMMY_DIGEST: [u8; 32] = [0u8; 32];
 
 /// Checks the request's bearer key.
 pub async fn authenticate(pool: &PgPool, headers: &HeaderMap) -> Result<Caller, AuthFailure> {
-    let Some(token) = bearer_token(headers) else {
-        return Err(AuthFailure::Unauthenticated);
-    };
+    match bearer_token(headers) {
+        Some(token) => authenticate_token(pool, token).await,
+        None => Err(AuthFailure::Unauthenticated),
+    }
+}
+
+/// Checks a key given as is (the MCP server's, from its environment).
+pub async fn authenticate_token(pool: &PgPool, token: &str) -> Result<Caller, AuthFailure> {
     let Some(key_id) = key_id_of(token) else {
         return Err(AuthFailure::Unauthenticated);
     };

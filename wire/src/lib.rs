@@ -26,6 +26,7 @@
 pub mod answer;
 pub mod auth;
 pub mod keys;
+pub mod mcp;
 pub mod read;
 mod routes;
 
