@@ -7,6 +7,7 @@ mod support;
 
 use std::time::Duration;
 
+use gate::service::sign_webhook;
 use gate::service::webhook::EVENT_CAPTURED;
 use serde_json::{Value, json};
 use support::*;
@@ -947,6 +948,26 @@ async fn webhook_header_tricks_are_refused() -> TestResult {
     assert_eq!(
         s.gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
+    );
+    // Past 64 KiB: 413 before the gate, for the provider and for a human route.
+    let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(70 * 1024));
+    let r = s
+        .client
+        .post(s.url("/webhooks/razorpay"))
+        .header("content-type", "application/json")
+        .header("x-razorpay-signature", sign_webhook(SECRET, big.as_bytes()))
+        .body(big.clone())
+        .send()
+        .await?;
+    let (status, b) = answer(r).await?;
+    assert_eq!(
+        (status, b["reason"].as_str()),
+        (413, Some("BODY_TOO_LARGE"))
+    );
+    let (status, b) = answer(s.put("/v1/policy", Some(&lead), &big).await?).await?;
+    assert_eq!(
+        (status, b["reason"].as_str()),
+        (413, Some("BODY_TOO_LARGE"))
     );
     // A bearer key does not make an event trusted.
     let r = s
