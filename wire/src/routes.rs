@@ -150,7 +150,11 @@ async fn scoped<P: PaymentProvider>(
     };
     match read::exists(s.gate.pool(), &caller.tenant, what, &id).await {
         Ok(true) => Ok(id),
-        Ok(false) => Err(WireCode::NotFound.response()),
+        Ok(false) => {
+            // Probes for other tenants' ids end here, before the gate: the log keeps them.
+            tracing::info!(key = %caller.key_id, tenant = %caller.tenant, object = ?what, "an id not of the caller's tenant");
+            Err(WireCode::NotFound.response())
+        }
         Err(e) => Err(engine_error("scoping an object", &e)),
     }
 }
