@@ -9,6 +9,8 @@ HARNESS = $(CARGO) run -q -p harness --
 WITH_DB = $(HARNESS) db run --
 # Extra arguments for triage, bench, reports and mutation: make bench ARGS='--corpus x'
 ARGS ?=
+# harness perf's arguments for make bench (--db: the database load phase beside pgbench).
+PERF_ARGS ?= --db
 
 .DEFAULT_GOAL := help
 .PHONY: help verify fmt-check clippy test triage reports bench mutation mutation-verify mutation-report db-up db-down fuzz fuzz-replay

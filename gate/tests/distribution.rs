@@ -61,17 +61,17 @@ const KNOWN: &[Known] = &[
         in_transition: false,
     },
     Known {
-        name: "pk_ledger_entries",
-        why: "today one hash chain numbers every entry of every tenant (seq is global). \
-              The per-tenant chain (another branch) keys entries by (tenant_id, seq).",
-        in_transition: true,
+        name: "pk_api_keys",
+        why: "a bearer key names its row by the key id alone (the caller has no tenant \
+              until the key is read); the key decides the tenant. Sharded: a small \
+              reference table key id -> tenant_id routes the call.",
+        in_transition: false,
     },
     Known {
-        name: "ledger_entries.tenant_id",
-        why: "entries that belong to no tenant (a proposal naming an unknown tenant) \
-              have a NULL tenant_id in the one global chain; the per-tenant chain gives \
-              them a chain of their own.",
-        in_transition: true,
+        name: "uq_api_keys_sha256",
+        why: "a key's digest is unique across every tenant so that one secret can never \
+              authenticate two actors. Sharded: it lives with the key-id routing table.",
+        in_transition: false,
     },
 ];
 
@@ -80,11 +80,6 @@ const GLOBAL_TABLES: &[(&str, &str)] = &[
     (
         "tenants",
         "distributed by its own id (co-located with every tenant-owned table)",
-    ),
-    (
-        "ledger_head",
-        "the one global head row of today's ledger: replaced by a head per tenant \
-         (another branch); until then the reason writes of all tenants queue on one row",
     ),
     ("_sqlx_migrations", "the migrations' bookkeeping, not data"),
 ];
