@@ -27,10 +27,15 @@ async fn history(w: &World) -> Result<String, Box<dyn std::error::Error + Send +
     let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     let order = id(&w.gate.pay("acme", &authority, "finance-lead").await?);
     let (raw, sig) = event(w, "evt_1", EVENT_CAPTURED, &order, 180000);
-    assert!(w.gate.webhook(&raw, Some(&sig)).await?.is_ok());
+    assert!(
+        w.gate
+            .webhook(&raw, Some(&sig), Some("evt_1"))
+            .await?
+            .is_ok()
+    );
     let forged = w
         .gate
-        .webhook(&raw, Some(&sign_webhook(b"guess", &raw)))
+        .webhook(&raw, Some(&sign_webhook(b"guess", &raw)), Some("evt_1"))
         .await?;
     assert!(matches!(forged.decision, Decision::Deny(_)));
     Ok(request)

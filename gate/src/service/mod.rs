@@ -30,6 +30,7 @@ pub mod ledger;
 pub(crate) mod lock;
 mod pay;
 mod propose;
+mod reconcile;
 mod requests;
 mod rows;
 mod seed;
@@ -50,10 +51,14 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::ServiceError;
 pub use invariants::Invariants;
 pub use ledger::{LedgerBreak, LedgerReport, verify as verify_ledger};
+pub use reconcile::{Books, Reconciled};
 pub use seed::{GrantSeed, PersonSeed, Seed, TenantSeed};
-pub use webhook::{ProviderEvent, sign_webhook};
+pub use webhook::{
+    MIN_WEBHOOK_SECRET_BYTES, NEEDS_REVIEW, ProviderEvent, WebhookSecretError, razorpay_envelope,
+    sign_webhook,
+};
 
-use crate::provider::PaymentProvider;
+use crate::provider::{PaymentProvider, ProviderHealth};
 use crate::reason::{Decision, Reason};
 use crate::redact::AgentView;
 use error::Ctx;
@@ -62,31 +67,67 @@ use error::Ctx;
 pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The gate: a pool, a provider, the webhook secret and a clock.
-#[derive(Debug)]
 pub struct Gate<P> {
     pool: PgPool,
     provider: P,
     secret: Vec<u8>,
+    previous_secret: Option<Vec<u8>>,
     clock: Arc<dyn Clock>,
     provider_timeout: Duration,
 }
 
+impl<P: std::fmt::Debug> std::fmt::Debug for Gate<P> {
+    /// Never shows a webhook secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("provider", &self.provider)
+            .field("secret", &"[redacted]")
+            .field(
+                "previous_secret",
+                &self.previous_secret.as_ref().map(|_| "[redacted]"),
+            )
+            .field("provider_timeout", &self.provider_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<P: PaymentProvider> Gate<P> {
     /// A gate over `pool` (already migrated). `webhook_secret` verifies
-    /// provider events and keys checkout authority ids.
+    /// provider events and keys checkout authority ids; one shorter than
+    /// [`MIN_WEBHOOK_SECRET_BYTES`] refuses to build a gate.
     pub fn new(
         pool: PgPool,
         provider: P,
         webhook_secret: impl Into<Vec<u8>>,
         clock: Arc<dyn Clock>,
-    ) -> Self {
-        Gate {
+    ) -> Result<Self, WebhookSecretError> {
+        let secret = webhook_secret.into();
+        webhook::check_secret("current", &secret)?;
+        Ok(Gate {
             pool,
             provider,
-            secret: webhook_secret.into(),
+            secret,
+            previous_secret: None,
             clock,
             provider_timeout: DEFAULT_PROVIDER_TIMEOUT,
-        }
+        })
+    }
+
+    /// Also accepts events signed with the previous webhook secret (rotation:
+    /// the provider retries older events for 24 hours).
+    pub fn with_previous_webhook_secret(
+        mut self,
+        previous: impl Into<Vec<u8>>,
+    ) -> Result<Self, WebhookSecretError> {
+        let previous = previous.into();
+        webhook::check_secret("previous", &previous)?;
+        self.previous_secret = Some(previous);
+        Ok(self)
+    }
+
+    /// Which provider the gate talks to and whether it has keys (never the keys).
+    pub fn provider_health(&self) -> ProviderHealth {
+        self.provider.health()
     }
 
     /// How long `pay` waits for the provider before calling it a timeout.
@@ -115,6 +156,10 @@ impl<P: PaymentProvider> Gate<P> {
 
     pub(crate) fn secret(&self) -> &[u8] {
         &self.secret
+    }
+
+    pub(crate) fn previous_secret(&self) -> Option<&[u8]> {
+        self.previous_secret.as_deref()
     }
 
     pub(crate) fn provider_timeout(&self) -> Duration {

@@ -26,7 +26,7 @@ use super::observed::{ObservedState, StepOutcome};
 use crate::world::{grant, policy_patch, seed};
 
 /// The secret the in-process provider signs webhooks with.
-const WEBHOOK_SECRET: &[u8] = b"spendgate-bench-webhook-secret";
+const WEBHOOK_SECRET: &[u8] = b"spendgate-bench-webhook-secret-0123456789";
 /// A secret nobody configured: what a forger signs with.
 const FORGED_SECRET: &[u8] = b"not-the-webhook-secret";
 
@@ -93,13 +93,19 @@ struct Driver<'a> {
 
 async fn run_in(db: &FreshDatabase, scenario: &Scenario, world: &World) -> Run {
     let clock = Arc::new(ManualClock::new(world.now));
-    let gate = Arc::new(Gate::new(
+    let mut run = Run::default();
+    let gate = match Gate::new(
         db.pool().clone(),
         InProcessProvider::new(),
         WEBHOOK_SECRET.to_vec(),
         clock.clone(),
-    ));
-    let mut run = Run::default();
+    ) {
+        Ok(gate) => Arc::new(gate),
+        Err(e) => {
+            run.error = Some(format!("building the gate: {e}"));
+            return run;
+        }
+    };
     if let Err(e) = gate.seed(&seed(world)).await {
         run.error = Some(format!("seeding world `{}`: {e}", scenario.world));
         return run;
@@ -290,7 +296,11 @@ impl Driver<'_> {
                     Signature::Invalid => Some(sign_webhook(FORGED_SECRET, &body)),
                     Signature::Missing => None,
                 };
-                Call::Webhook { body, signature }
+                Call::Webhook {
+                    body,
+                    signature,
+                    event_id: event.id,
+                }
             }
             Verb::Grant(g) => Call::Grant {
                 tenant,
@@ -359,6 +369,7 @@ enum Call {
     Webhook {
         body: Vec<u8>,
         signature: Option<String>,
+        event_id: String,
     },
     Grant {
         tenant: String,
@@ -423,9 +434,15 @@ impl Call {
                 };
                 (gate.pay(&tenant, &authority, &actor).await?, ok)
             }
-            Call::Webhook { body, signature } => {
-                (gate.webhook(&body, signature.as_deref()).await?, ok)
-            }
+            Call::Webhook {
+                body,
+                signature,
+                event_id,
+            } => (
+                gate.webhook(&body, signature.as_deref(), Some(&event_id))
+                    .await?,
+                ok,
+            ),
             Call::Grant { tenant, grant } => (gate.grant(&tenant, &grant).await?, ok),
             Call::Revoke {
                 tenant,
