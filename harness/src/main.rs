@@ -16,6 +16,7 @@ mod mutate_db;
 mod mutate_tour;
 mod naive_tool;
 mod perf;
+mod reconcile;
 mod report;
 mod triage;
 mod world;
@@ -46,6 +47,8 @@ enum Command {
     Mutate(mutate::MutateArgs),
     /// Measure the gate's speed and write reports/performance.md and .json.
     Perf(perf::PerfArgs),
+    /// Settle every PROVIDER_PENDING request (and kept capture) against the provider.
+    Reconcile(reconcile::ReconcileArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Triage(args) => triage::run(args),
         Command::Mutate(args) => mutate::run(args),
         Command::Perf(args) => perf::run(args),
+        Command::Reconcile(args) => reconcile::run(args),
     };
     match result {
         Ok(code) => code,
