@@ -359,19 +359,27 @@ pub(crate) fn parse_event(body: &[u8]) -> Result<Parsed, Reason> {
     {
         return Err(Reason::WebhookMalformed);
     }
-    let captured = match (head.event.as_str(), payment.status.as_str()) {
-        (EVENT_FAILED, "failed") => false,
-        (EVENT_CAPTURED | EVENT_ORDER_PAID, "captured") => true,
-        _ => return Err(Reason::WebhookMalformed),
+    let expected_status = if head.event == EVENT_FAILED {
+        "failed"
+    } else {
+        "captured"
     };
+    if payment.status != expected_status {
+        return Err(Reason::WebhookMalformed);
+    }
+    let captured = expected_status == "captured";
     let order_id = match (&payment.order_id, &order) {
         (Some(id), Some(o)) if *id != o.id => return Err(Reason::WebhookMalformed),
         (Some(id), _) => id.clone(),
         (None, Some(o)) => o.id.clone(),
         (None, None) => return Err(Reason::WebhookMalformed),
     };
-    if let Some(o) = &order
-        && (o.amount != payment.amount || o.currency != payment.currency)
+    if order.as_ref().is_some_and(|o| o.amount != payment.amount) {
+        return Err(Reason::WebhookMalformed);
+    }
+    if order
+        .as_ref()
+        .is_some_and(|o| o.currency != payment.currency)
     {
         return Err(Reason::WebhookMalformed);
     }
@@ -603,23 +611,24 @@ impl<P: PaymentProvider> Gate<P> {
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let body_sha256 = hex::encode(Sha256::digest(body));
-        let verified = signature_is_valid(self.secret(), body, signature)
-            || self
-                .previous_secret()
-                .is_some_and(|previous| signature_is_valid(previous, body, signature));
         let event_id = event_id.filter(|id| !id.is_empty());
         let digest = event_id.map(event_id_digest);
         let subject = match (event_id, &digest) {
             (Some(id), Some(d)) => ledger_subject(id, d),
             _ => format!("body:{body_sha256}"),
         };
-        let early = if !verified {
+        let early = if !(signature_is_valid(self.secret(), body, signature)
+            || self
+                .previous_secret()
+                .is_some_and(|previous| signature_is_valid(previous, body, signature)))
+        {
             Err(Reason::WebhookSignatureInvalid)
         } else if event_id.is_none() {
             Err(Reason::WebhookMalformed)
         } else {
             parse_event(body)
         };
+        let verified = early != Err(Reason::WebhookSignatureInvalid);
         let mut tx = self.begin("receiving a provider event").await?;
         let refuse = |tenant: Option<&str>, reason: Reason, event: Option<&Parsed>| {
             Entry::new(
