@@ -16,7 +16,9 @@
 --   * ck_daily_spend_within_cap and ck_delegation_budget_partitioned
 --     (replaced): the only spend allowed past a cap is money the provider
 --     already captured (review_paise), counted so that nothing more is
---     reserved past the cap;
+--     reserved past the cap; daily_spend_review_in_step and
+--     delegation_review_in_step: review_paise only grows, and only in step
+--     with the spend it excuses, so no writer can raise it to make room;
 --   * uq_provider_event_id (moved): an event id of any length is deduplicated
 --     exactly by its SHA-256 (event_id_sha256, derived by the database from
 --     the id's bytes); the id itself is kept as bytes, never as text;
@@ -41,13 +43,11 @@ ALTER TABLE payment_requests ADD CONSTRAINT ck_request_reservation_matches_state
     END);
 
 ALTER TABLE daily_spend ADD COLUMN review_paise bigint NOT NULL DEFAULT 0;
-ALTER TABLE daily_spend ADD CONSTRAINT ck_daily_spend_review_not_negative CHECK (review_paise >= 0);
 ALTER TABLE daily_spend DROP CONSTRAINT ck_daily_spend_within_cap;
 ALTER TABLE daily_spend ADD CONSTRAINT ck_daily_spend_within_cap
     CHECK (reserved_paise <= cap_paise + review_paise);
 
 ALTER TABLE delegations ADD COLUMN review_paise bigint NOT NULL DEFAULT 0;
-ALTER TABLE delegations ADD CONSTRAINT ck_delegation_review_not_negative CHECK (review_paise >= 0);
 ALTER TABLE delegations DROP CONSTRAINT ck_delegation_budget_partitioned;
 ALTER TABLE delegations ADD CONSTRAINT ck_delegation_budget_partitioned
     CHECK (allocated_paise + spent_paise <= budget_paise + review_paise);
@@ -154,3 +154,52 @@ CREATE TABLE kept_captures (
 );
 
 CREATE INDEX ix_kept_captures_unsettled ON kept_captures (tenant_id) WHERE settled_at IS NULL;
+
+-- review_paise starts at 0 (or at most what a new day holds), only grows, and
+-- only in step with the spend it excuses: a writer cannot raise it to make
+-- room for more reservations past a cap, and it is never negative.
+
+CREATE FUNCTION daily_spend_review_in_step() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.review_paise < 0 OR NEW.review_paise > NEW.reserved_paise THEN
+            RAISE EXCEPTION USING ERRCODE = 'check_violation', CONSTRAINT = 'daily_spend_review_in_step',
+                MESSAGE = format('daily_spend_review_in_step: %s counts %s past its cap but holds only %s',
+                                 NEW.day, NEW.review_paise, NEW.reserved_paise);
+        END IF;
+    ELSIF NEW.review_paise IS DISTINCT FROM OLD.review_paise
+          AND (NEW.review_paise < OLD.review_paise
+               OR NEW.review_paise - OLD.review_paise <> NEW.reserved_paise - OLD.reserved_paise) THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', CONSTRAINT = 'daily_spend_review_in_step',
+            MESSAGE = format('daily_spend_review_in_step: review_paise of %s may only grow with reserved_paise', NEW.day);
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER daily_spend_review_in_step
+    BEFORE INSERT OR UPDATE ON daily_spend
+    FOR EACH ROW EXECUTE FUNCTION daily_spend_review_in_step();
+
+CREATE FUNCTION delegation_review_in_step() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.review_paise <> 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'check_violation', CONSTRAINT = 'delegation_review_in_step',
+                MESSAGE = format('delegation_review_in_step: a new hop %s counts nothing past its budget', NEW.id);
+        END IF;
+    ELSIF NEW.review_paise IS DISTINCT FROM OLD.review_paise
+          AND (NEW.review_paise < OLD.review_paise
+               OR NEW.review_paise - OLD.review_paise <> NEW.spent_paise - OLD.spent_paise) THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', CONSTRAINT = 'delegation_review_in_step',
+            MESSAGE = format('delegation_review_in_step: review_paise of hop %s may only grow with spent_paise', NEW.id);
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+CREATE TRIGGER delegation_review_in_step
+    BEFORE INSERT OR UPDATE ON delegations
+    FOR EACH ROW EXECUTE FUNCTION delegation_review_in_step();

@@ -245,23 +245,6 @@ async fn ck_daily_spend_within_cap_allows_past_the_cap_only_what_was_captured() 
 }
 
 #[tokio::test]
-async fn ck_daily_spend_review_not_negative_refuses_a_negative_review() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    paid_order(&w).await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            "UPDATE daily_spend SET review_paise = -1 WHERE tenant_id = 'acme'",
-        )
-        .await,
-        "ck_daily_spend_review_not_negative",
-    );
-    w.drop().await
-}
-
-#[tokio::test]
 async fn ck_delegation_budget_partitioned_allows_past_the_budget_only_what_was_captured()
 -> TestResult {
     let Some(w) = world().await? else {
@@ -282,22 +265,6 @@ async fn ck_delegation_budget_partitioned_allows_past_the_budget_only_what_was_c
         )
         .await,
         "ck_delegation_budget_partitioned",
-    );
-    w.drop().await
-}
-
-#[tokio::test]
-async fn ck_delegation_review_not_negative_refuses_a_negative_review() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    assert_refused_by(
-        exec(
-            w.pool(),
-            "UPDATE delegations SET review_paise = -5 WHERE tenant_id = 'acme' AND id = 'd-buyer'",
-        )
-        .await,
-        "ck_delegation_review_not_negative",
     );
     w.drop().await
 }
@@ -385,5 +352,56 @@ async fn ck_kept_capture_amount_positive_refuses_a_zero_capture() -> TestResult 
         exec(w.pool(), &kept_row("acme", &authority, "evt_k", 0)).await,
         "ck_kept_capture_amount_positive",
     );
+    w.drop().await
+}
+
+#[tokio::test]
+async fn daily_spend_review_in_step_refuses_raising_the_review_alone() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    needs_review(&w).await?;
+    // Raising the review without the spend would make room past the cap.
+    for sql in [
+        "UPDATE daily_spend SET review_paise = review_paise + 500000 WHERE tenant_id = 'acme'",
+        "UPDATE daily_spend SET review_paise = review_paise - 1, reserved_paise = reserved_paise - 1 \
+         WHERE tenant_id = 'acme'",
+        "INSERT INTO daily_spend (tenant_id, day, reserved_paise, cap_paise, review_paise) \
+         VALUES ('acme', '2026-09-04', 0, 500000, 1)",
+        "INSERT INTO daily_spend (tenant_id, day, reserved_paise, cap_paise, review_paise) \
+         VALUES ('acme', '2026-09-05', 0, 500000, -1)",
+    ] {
+        assert_refused_by(exec(w.pool(), sql).await, "daily_spend_review_in_step");
+    }
+    // In step with the spend it is allowed (what a captured payment does).
+    exec(
+        w.pool(),
+        "UPDATE daily_spend SET review_paise = review_paise + 7, reserved_paise = reserved_paise + 7 \
+         WHERE tenant_id = 'acme'",
+    )
+    .await?;
+    w.drop().await
+}
+
+#[tokio::test]
+async fn delegation_review_in_step_refuses_raising_the_review_alone() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    needs_review(&w).await?;
+    for sql in [
+        "UPDATE delegations SET review_paise = review_paise + 500000 \
+         WHERE tenant_id = 'acme' AND id = 'd-buyer'",
+        "UPDATE delegations SET review_paise = review_paise - 1, spent_paise = spent_paise - 1 \
+         WHERE tenant_id = 'acme' AND id = 'd-buyer'",
+    ] {
+        assert_refused_by(exec(w.pool(), sql).await, "delegation_review_in_step");
+    }
+    exec(
+        w.pool(),
+        "UPDATE delegations SET review_paise = review_paise + 7, spent_paise = spent_paise + 7 \
+         WHERE tenant_id = 'acme' AND id = 'd-buyer'",
+    )
+    .await?;
     w.drop().await
 }

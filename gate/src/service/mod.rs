@@ -11,8 +11,12 @@
 //! - Each operation is one transaction (pay is two, around the provider
 //!   call): it commits whole or not at all, and appends what it did to the
 //!   hash-chained ledger as its last statement.
-//! - A refusal is an [`Outcome`] carrying a [`Reason`]; a [`ServiceError`]
-//!   means the gate could not decide (database down, provider timeout, ...).
+//! - A refusal is an [`Outcome`] carrying a [`Reason`] (a provider that
+//!   refuses or does not answer included: `PROVIDER_REJECTED`,
+//!   `PROVIDER_UNAVAILABLE`); a [`ServiceError`] means the gate could not
+//!   decide (database down, ...).
+//! - A gate is never built with a webhook secret shorter than 32 bytes, and
+//!   its `Debug` never shows a secret.
 //! - Every time comes from the injected [`Clock`]; every row lock from
 //!   [`lock`]. The agent is told only the redacted [`AgentView`].
 
