@@ -718,7 +718,12 @@ async fn uq_provider_event_id_refuses_an_event_processed_twice() -> TestResult {
     };
     let (_, _, order) = paid_order(&w).await?;
     let (b, sig) = event(&w, "evt_once", EVENT_CAPTURED, &order, 60000);
-    assert!(w.gate.webhook(&b, Some(&sig)).await?.is_ok());
+    assert!(
+        w.gate
+            .webhook(&b, Some(&sig), Some("evt_once"))
+            .await?
+            .is_ok()
+    );
     assert_refused_by(
         exec(
             w.pool(),

@@ -396,7 +396,10 @@ async fn request_captured_by_event_refuses_capturing_without_a_capture_event() -
     );
     // The gate's own path: a verified capture event moves it.
     let (raw, signature) = event(&w, "evt_captured", EVENT_CAPTURED, &order, 60000);
-    let applied = w.gate.webhook(&raw, Some(&signature)).await?;
+    let applied = w
+        .gate
+        .webhook(&raw, Some(&signature), Some("evt_captured"))
+        .await?;
     assert_eq!(applied.decision, gate::Decision::Allow, "{applied:?}");
     assert_eq!(
         w.gate.request_state("acme", &request).await?.as_deref(),

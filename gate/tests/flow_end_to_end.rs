@@ -18,7 +18,7 @@ async fn a_purchase_goes_from_proposal_to_capture() -> TestResult {
         Some("PROVIDER_PENDING")
     );
     let (body, sig) = event(&w, "evt_1", EVENT_CAPTURED, &order, 60000);
-    let hook = w.gate.webhook(&body, Some(&sig)).await?;
+    let hook = w.gate.webhook(&body, Some(&sig), Some("evt_1")).await?;
     assert!(hook.is_ok(), "{hook:?}");
     assert_eq!(
         w.gate.request_state("acme", &request).await?.as_deref(),
@@ -56,7 +56,12 @@ async fn a_step_up_purchase_is_approved_then_paid_and_captured() -> TestResult {
     let c = w.gate.checkout("acme", &request, "finance-lead").await?;
     let paid = w.gate.pay("acme", &id(&c), "finance-lead").await?;
     let (body, sig) = event(&w, "evt_team", EVENT_CAPTURED, &id(&paid), 180000);
-    assert!(w.gate.webhook(&body, Some(&sig)).await?.is_ok());
+    assert!(
+        w.gate
+            .webhook(&body, Some(&sig), Some("evt_team"))
+            .await?
+            .is_ok()
+    );
     let inv = w.gate.invariants("acme").await?;
     assert_eq!((inv.provider_orders, inv.captured_paise), (1, 180000));
     assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&180000));
@@ -64,20 +69,26 @@ async fn a_step_up_purchase_is_approved_then_paid_and_captured() -> TestResult {
 }
 
 #[tokio::test]
-async fn a_failed_payment_gives_both_budgets_back() -> TestResult {
+async fn a_failed_payment_attempt_keeps_the_request_pending_with_both_budgets() -> TestResult {
     let Some(w) = world().await? else {
         return Ok(());
     };
     let (request, _, order) = paid_order(&w).await?;
     let (body, sig) = event(&w, "evt_fail", EVENT_FAILED, &order, 60000);
-    assert!(w.gate.webhook(&body, Some(&sig)).await?.is_ok());
+    assert!(
+        w.gate
+            .webhook(&body, Some(&sig), Some("evt_fail"))
+            .await?
+            .is_ok()
+    );
+    // One failed attempt: the order can still be paid, so nothing is released.
     assert_eq!(
         w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("FAILED")
+        Some("PROVIDER_PENDING")
     );
     let inv = w.gate.invariants("acme").await?;
-    assert_eq!((inv.spent_today_paise, inv.captured_paise), (0, 0));
-    assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&0));
+    assert_eq!((inv.spent_today_paise, inv.captured_paise), (60000, 0));
+    assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&60000));
     assert_eq!(inv.provider_orders, 1);
     assert!(inv.ledger_intact);
     w.drop().await

@@ -1,21 +1,17 @@
 //! Clear errors and no half-written state: a database that is down or goes
-//! away mid-operation, a migration that fails, a provider that times out or
-//! refuses, and a ledger that cannot be appended to.
+//! away mid-operation, a migration that fails, and a ledger that cannot be
+//! appended to. (A provider that times out or refuses: flow_provider.rs.)
 
 mod support;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use gate::Decision;
 use gate::db::DbError;
-use gate::provider::{
-    InProcessProvider, OrderRequest, PaymentProvider, ProviderError, ProviderOrder,
-};
-use gate::service::standard::{standard_now, standard_seed};
-use gate::service::webhook::EVENT_CAPTURED;
+use gate::provider::InProcessProvider;
+use gate::service::standard::standard_now;
 use gate::service::{Gate, ManualClock, ServiceError};
-use gate::{Decision, Reason};
 use sqlx::Executor;
 use sqlx::postgres::PgPoolOptions;
 use support::*;
@@ -64,7 +60,7 @@ async fn a_database_that_is_down_is_a_clear_error() -> TestResult {
         InProcessProvider::new(),
         SECRET,
         Arc::new(ManualClock::new(standard_now())),
-    );
+    )?;
     let err = gate
         .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
         .await;
@@ -174,150 +170,6 @@ async fn a_migration_that_fails_names_itself_and_leaves_nothing_behind() -> Test
         half, None,
         "the failed migration's first table was rolled back with it"
     );
-    db.drop().await?;
-    Ok(())
-}
-
-/// A provider that never answers in time, or refuses.
-#[derive(Debug)]
-enum BadProvider {
-    Slow,
-    Refusing,
-}
-
-impl PaymentProvider for BadProvider {
-    fn create_order(
-        &self,
-        _: &OrderRequest,
-    ) -> impl Future<Output = Result<ProviderOrder, ProviderError>> + Send {
-        let slow = matches!(self, BadProvider::Slow);
-        async move {
-            if slow {
-                tokio::time::sleep(Duration::from_secs(30)).await;
-            }
-            Err(ProviderError::Rejected("merchant account suspended".into()))
-        }
-    }
-}
-
-async fn bad_world(
-    provider: BadProvider,
-) -> Result<
-    Option<(gate::db::FreshDatabase, Gate<BadProvider>)>,
-    Box<dyn std::error::Error + Send + Sync>,
-> {
-    let Some(db) = fresh().await? else {
-        return Ok(None);
-    };
-    let gate = Gate::new(
-        db.pool().clone(),
-        provider,
-        SECRET,
-        Arc::new(ManualClock::new(standard_now())),
-    )
-    .with_provider_timeout(Duration::from_millis(200));
-    gate.seed(&standard_seed()).await?;
-    Ok(Some((db, gate)))
-}
-
-#[tokio::test]
-async fn a_provider_timeout_leaves_the_request_pending_with_its_budget_reserved() -> TestResult {
-    let Some((db, gate)) = bad_world(BadProvider::Slow).await? else {
-        return Ok(());
-    };
-    let request = request_id(
-        &gate
-            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-            .await?,
-    );
-    let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
-    let started = std::time::Instant::now();
-    let err = gate.pay("acme", &authority, "finance-lead").await;
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "the gate does not wait past its timeout"
-    );
-    match &err {
-        Err(ServiceError::Provider {
-            request_id,
-            cause: ProviderError::Timeout,
-            ..
-        }) => assert_eq!(request_id, &request),
-        other => panic!("expected a provider timeout, got {other:?}"),
-    }
-    let message = err.err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(
-        message.contains("PROVIDER_PENDING") && message.contains("did not answer in time"),
-        "{message}"
-    );
-    assert_eq!(
-        gate.request_state("acme", &request).await?.as_deref(),
-        Some("PROVIDER_PENDING")
-    );
-    let inv = gate.invariants("acme").await?;
-    assert_eq!(
-        (
-            inv.spent_today_paise,
-            inv.captured_paise,
-            inv.provider_orders
-        ),
-        (60000, 0, 0)
-    );
-    assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&60000));
-    assert!(inv.ledger_intact);
-    let kinds: Vec<String> =
-        sqlx::query_scalar("SELECT kind FROM ledger_entries ORDER BY seq DESC LIMIT 2")
-            .fetch_all(db.pool())
-            .await?;
-    assert_eq!(kinds, vec!["provider.error", "authority.consumed"]);
-    // The authority was used: it cannot be replayed into a second order.
-    let again = gate.pay("acme", &authority, "finance-lead").await?;
-    assert_eq!(again.decision, Decision::Deny(Reason::AuthorityAlreadyUsed));
-    // Nothing can capture an order the gate never recorded.
-    let body = gate::service::ProviderEvent {
-        id: "evt_ghost".into(),
-        event: EVENT_CAPTURED.into(),
-        created_at: gate.now(),
-        order_id: format!("order_for_{authority}"),
-        amount_paise: 60000,
-        currency: "INR".into(),
-    }
-    .to_body();
-    let hook = gate
-        .webhook(&body, Some(&gate::service::sign_webhook(SECRET, &body)))
-        .await?;
-    assert_eq!(hook.decision, Decision::Deny(Reason::WebhookUnknownOrder));
-    assert_eq!(
-        gate.request_state("acme", &request).await?.as_deref(),
-        Some("PROVIDER_PENDING")
-    );
-    drop(gate);
-    db.drop().await?;
-    Ok(())
-}
-
-#[tokio::test]
-async fn a_provider_refusal_is_a_clear_error_and_nothing_is_released_silently() -> TestResult {
-    let Some((db, gate)) = bad_world(BadProvider::Refusing).await? else {
-        return Ok(());
-    };
-    let request = request_id(
-        &gate
-            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-            .await?,
-    );
-    let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
-    let err = gate.pay("acme", &authority, "finance-lead").await;
-    assert!(
-        matches!(&err, Err(ServiceError::Provider { cause: ProviderError::Rejected(m), .. }) if m.contains("suspended")),
-        "{err:?}"
-    );
-    assert_eq!(
-        gate.request_state("acme", &request).await?.as_deref(),
-        Some("PROVIDER_PENDING")
-    );
-    assert_eq!(gate.spent_today_paise("acme").await?, 60000);
-    drop(gate);
     db.drop().await?;
     Ok(())
 }

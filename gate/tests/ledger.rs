@@ -80,11 +80,16 @@ async fn history(w: &World) -> Fallible<String> {
     let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     let order = id(&w.gate.pay("acme", &authority, "finance-lead").await?);
     let (raw, sig) = event(w, "evt_1", EVENT_CAPTURED, &order, 180000);
-    assert!(w.gate.webhook(&raw, Some(&sig)).await?.is_ok());
+    assert!(
+        w.gate
+            .webhook(&raw, Some(&sig), Some("evt_1"))
+            .await?
+            .is_ok()
+    );
     let before = ledger_rows(w).await?;
     let forged = w
         .gate
-        .webhook(&raw, Some(&sign_webhook(b"guess", &raw)))
+        .webhook(&raw, Some(&sign_webhook(b"guess", &raw)), Some("evt_1"))
         .await?;
     assert!(matches!(forged.decision, Decision::Deny(_)));
     assert_eq!(
@@ -639,7 +644,7 @@ async fn the_chain_verifies_under_the_gates_own_key_and_no_other() -> TestResult
     let clock = std::sync::Arc::new(gate::service::ManualClock::new(
         gate::service::standard::standard_now(),
     ));
-    let g = Gate::new(db.pool().clone(), InProcessProvider::new(), SECRET, clock)
+    let g = Gate::new(db.pool().clone(), InProcessProvider::new(), SECRET, clock)?
         .with_ledger_key(own.clone());
     g.seed(&standard_seed()).await?;
     g.propose("acme", "buyer-agent", &body("USB-HUB", 1), None)

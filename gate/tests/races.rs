@@ -303,7 +303,7 @@ async fn sixty_four_deliveries_of_one_capture_capture_once() -> TestResult {
     let (raw, sig) = event(&w, "evt_race", EVENT_CAPTURED, &order, 60000);
     let outcomes = race(move |_| {
         let (gate, raw, sig) = (gate.clone(), raw.clone(), sig.clone());
-        async move { Ok(gate.webhook(&raw, Some(&sig)).await?) }
+        async move { Ok(gate.webhook(&raw, Some(&sig), Some("evt_race")).await?) }
     })
     .await?;
     assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 1);

@@ -18,6 +18,7 @@ mod mutate_db;
 mod mutate_tour;
 mod naive_tool;
 mod perf;
+mod reconcile;
 mod report;
 mod serve;
 mod triage;
@@ -55,6 +56,8 @@ enum Command {
     Keys(keys::KeysArgs),
     /// The agent's MCP tools over stdio, as the agent whose key is in SPENDGATE_AGENT_KEY.
     Mcp(mcp::McpArgs),
+    /// Settle every PROVIDER_PENDING request (and kept capture) against the provider.
+    Reconcile(reconcile::ReconcileArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Keys(args) => keys::run(args),
         Command::Mcp(args) => mcp::run(args),
+        Command::Reconcile(args) => reconcile::run(args),
     };
     match result {
         Ok(code) => code,

@@ -114,7 +114,7 @@ mod tests {
         let provider = InProcessProvider::new();
         let out = injected_model_output("RUNNER-PRO", RUNNER_PRO);
         let order = naive_purchase(&provider, &catalog(), &out).await.unwrap();
-        assert!(order.captured);
+        assert!(order.is_paid());
         assert_eq!(order.merchant, "attacker-llc");
         assert_eq!(order.amount_paise, 2_000_000);
         assert_eq!(provider.captured_to("attacker-llc"), 2_000_000);

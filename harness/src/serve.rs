@@ -87,7 +87,7 @@ pub fn build_gate(pool: PgPool, secret: Vec<u8>) -> Result<Gate<InProcessProvide
         InProcessProvider::new(),
         secret,
         Arc::new(SystemClock),
-    ))
+    )?)
 }
 
 pub fn run(args: ServeArgs) -> Result<ExitCode> {

@@ -54,7 +54,8 @@ async fn an_anchor_names_a_cut_tail_that_a_plain_verify_cannot_see() {
     };
     let name = db.name().to_owned();
     let clock = Arc::new(ManualClock::new(standard_now()));
-    let g = Gate::new(db.pool().clone(), InProcessProvider::new(), SECRET, clock);
+    let g = Gate::new(db.pool().clone(), InProcessProvider::new(), SECRET, clock)
+        .unwrap_or_else(|e| panic!("{e}"));
     g.seed(&standard_seed())
         .await
         .unwrap_or_else(|e| panic!("{e}"));

@@ -34,7 +34,7 @@ async fn an_mcp_client_lists_and_calls_the_tools_of_harness_mcp() -> TestResult 
         InProcessProvider::new(),
         SECRET,
         Arc::new(SystemClock),
-    );
+    )?;
     gate.seed(&standard_seed()).await?;
     let key = wire::keys::issue(db.pool(), "acme", "buyer-agent", gate.now())
         .await?

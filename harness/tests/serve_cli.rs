@@ -45,7 +45,7 @@ async fn keys_from_the_cli_work_over_serve_and_sigterm_stops_it_cleanly() -> Tes
         InProcessProvider::new(),
         SECRET,
         Arc::new(SystemClock),
-    );
+    )?;
     gate.seed(&standard_seed()).await?;
 
     let (ok, key, err) = cli(

@@ -4,8 +4,10 @@
 //! Guarantees: [`check`] walks every `.rs` file under the registry's
 //! `completeness.roots` (except `skip_files`), and in every non-test function
 //! (not inside `#[cfg(test)]`, not a `#[test]`) finds every refusal site: an
-//! expression path `REASON_ENUM::Variant` (also inside macro invocations) and
-//! every call of a name in `completeness.calls`. A site is *registered* when
+//! expression path `REASON_ENUM::Variant` (also inside macro invocations),
+//! every path to an error variant listed in `completeness.refusal_errors`
+//! (`ProviderError::Mismatch`: a refusal that travels as an error, not a
+//! reason), and every call of a name in `completeness.calls`. A site is *registered* when
 //! it lies inside the range a registered source guard covers (the deleted
 //! statement, or the whole `if` of a disabled/weakened condition), *exempt*
 //! when it lies inside a statement an exemption selects, and otherwise
@@ -177,8 +179,22 @@ pub fn check(root: &Path, registry: &Registry) -> Result<Completeness> {
             if item.test_only {
                 continue;
             }
-            let body = syntax::body(item.block, &registry.reason_enum, &cfg.calls);
-            for s in body.sites {
+            let mut sites = syntax::body(item.block, &registry.reason_enum, &cfg.calls).sites;
+            for (error_enum, variants) in refusal_errors(&cfg.refusal_errors) {
+                sites.extend(
+                    syntax::body(item.block, error_enum, &[])
+                        .sites
+                        .into_iter()
+                        .filter(|s| matches!(&s.kind, SiteKind::Reason(v) if variants.contains(&v.as_str())))
+                        .map(|mut s| {
+                            if let SiteKind::Reason(v) = &s.kind {
+                                s.kind = SiteKind::Reason(format!("{error_enum}::{v}"));
+                            }
+                            s
+                        }),
+                );
+            }
+            for s in sites {
                 let (line, column) = syntax::line_col(&src, s.range.start);
                 let site = Site {
                     file: rel.clone(),
@@ -186,6 +202,7 @@ pub fn check(root: &Path, registry: &Registry) -> Result<Completeness> {
                     line,
                     column,
                     what: match &s.kind {
+                        SiteKind::Reason(v) if v.contains("::") => format!("produces {v}"),
                         SiteKind::Reason(v) => format!("produces {}::{v}", registry.reason_enum),
                         SiteKind::Call(c) => format!("calls {c}"),
                     },
@@ -212,6 +229,22 @@ pub fn check(root: &Path, registry: &Registry) -> Result<Completeness> {
         }
     }
     Ok(out)
+}
+
+/// `["ProviderError::Mismatch", "ProviderError::LiveKeyRefused"]` →
+/// `[("ProviderError", ["Mismatch", "LiveKeyRefused"])]`.
+fn refusal_errors(listed: &[String]) -> Vec<(&str, Vec<&str>)> {
+    let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+    for entry in listed {
+        let Some((error_enum, variant)) = entry.rsplit_once("::") else {
+            continue;
+        };
+        match out.iter_mut().find(|(e, _)| *e == error_enum) {
+            Some((_, variants)) => variants.push(variant),
+            None => out.push((error_enum, vec![variant])),
+        }
+    }
+    out
 }
 
 fn read(root: &Path, rel: &Path) -> Result<String> {
@@ -306,6 +339,47 @@ exempt:
             "{}",
             c.render()
         );
+    }
+
+    const PAY: &str = r#"
+pub fn answer(ok: bool) -> Result<(), ProviderError> {
+    if !ok {
+        return Err(ProviderError::Mismatch { order_id: String::new() });
+    }
+    if ok { return Err(ProviderError::Timeout); }
+    Ok(())
+}
+"#;
+
+    #[test]
+    fn refusals_through_a_listed_error_variant_are_sites_too() {
+        let reg = r#"
+completeness: {roots: [gate/src], refusal_errors: ["ProviderError::Mismatch"]}
+guards: []
+"#;
+        let (d, _) = setup(REG);
+        std::fs::remove_file(d.path().join("gate/src/policy.rs")).unwrap();
+        std::fs::write(d.path().join("gate/src/reason.rs"), PAY).unwrap();
+        let r = Registry::parse(reg, Path::new("r.yaml")).unwrap();
+        let c = check(d.path(), &r).unwrap();
+        let names: Vec<String> = c
+            .unregistered
+            .iter()
+            .map(|s| format!("{}:{} {}", s.line, s.function, s.what))
+            .collect();
+        assert_eq!(
+            names,
+            ["4:gate::reason::answer produces ProviderError::Mismatch"],
+            "Mismatch is a site; Timeout, not listed, is not"
+        );
+        let guarded = format!(
+            "{reg}  - {{id: m, kind: source, invariant: i, threat: t, tests: [\"gate/lib::a\"], operator: disable,\n     locator: {{file: gate/src/reason.rs, function: answer, contains: \"!ok\"}}}}\n"
+        )
+        .replace("guards: []\n", "guards:\n");
+        let r = Registry::parse(&guarded, Path::new("r.yaml")).unwrap();
+        let c = check(d.path(), &r).unwrap();
+        assert!(c.is_complete(), "{}", c.render());
+        assert_eq!(c.registered.len(), 1);
     }
 
     #[test]

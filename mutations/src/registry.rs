@@ -106,6 +106,11 @@ pub struct CompletenessConfig {
     /// (a lock helper, a signature check, a hash binding).
     #[serde(default, deserialize_with = "null_as_empty")]
     pub calls: Vec<String>,
+    /// Variants of other error enums that refuse as surely as a reason does
+    /// (`ProviderError::Mismatch`: a provider answer that is refused), written
+    /// `Enum::Variant`; every path to one is a refusal site too.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub refusal_errors: Vec<String>,
 }
 
 /// Whether a guard lives in Rust source or in the database schema.

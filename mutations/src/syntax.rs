@@ -470,6 +470,21 @@ impl<'ast> Visit<'ast> for BodyVisitor<'ast, '_> {
         visit::visit_expr_path(self, p);
     }
 
+    fn visit_expr_struct(&mut self, e: &'ast syn::ExprStruct) {
+        // `Enum::Variant { .. }`: a struct-like variant of an error enum
+        // listed in `refusal_errors` (reasons themselves are unit variants).
+        let segs = &e.path.segments;
+        if e.qself.is_none()
+            && segs.len() >= 2
+            && segs[segs.len() - 2].ident == self.reason_enum
+            && is_variant(&segs[segs.len() - 1].ident)
+        {
+            let variant = segs[segs.len() - 1].ident.to_string();
+            self.site(SiteKind::Reason(variant), range_of(&e.path));
+        }
+        visit::visit_expr_struct(self, e);
+    }
+
     fn visit_expr_call(&mut self, c: &'ast syn::ExprCall) {
         if let syn::Expr::Path(p) = &*c.func
             && let Some(last) = p.path.segments.last()

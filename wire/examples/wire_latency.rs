@@ -65,7 +65,7 @@ async fn world(admin: &str) -> Res<(gate::db::FreshDatabase, Arc<Gate<InProcessP
         InProcessProvider::new(),
         SECRET,
         Arc::new(ManualClock::new(standard_now())),
-    );
+    )?;
     gate.seed(&wide_seed()).await?;
     Ok((db, Arc::new(gate)))
 }

@@ -513,16 +513,15 @@ async fn webhook<P: PaymentProvider + 'static>(
     )
 }
 
-/// The one call of `Gate::webhook`. The event id header is read and checked
-/// above; it reaches the gate once `webhook` takes it.
+/// The one call of `Gate::webhook`: the raw body, the signature header and
+/// the event id header.
 async fn deliver_webhook<P: PaymentProvider>(
     gate: &Gate<P>,
     body: &[u8],
     signature: Option<&str>,
     event_id: Option<&str>,
 ) -> Result<Outcome, ServiceError> {
-    let _ = event_id;
-    gate.webhook(body, signature).await
+    gate.webhook(body, signature, event_id).await
 }
 
 /// How long `/healthz` waits for the database.

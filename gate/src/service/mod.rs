@@ -11,8 +11,12 @@
 //! - Each operation is one transaction (pay is two, around the provider
 //!   call): it commits whole or not at all, and appends what it did to the
 //!   hash-chained ledger as its last statement.
-//! - A refusal is an [`Outcome`] carrying a [`Reason`]; a [`ServiceError`]
-//!   means the gate could not decide (database down, provider timeout, ...).
+//! - A refusal is an [`Outcome`] carrying a [`Reason`] (a provider that
+//!   refuses or does not answer included: `PROVIDER_REJECTED`,
+//!   `PROVIDER_UNAVAILABLE`); a [`ServiceError`] means the gate could not
+//!   decide (database down, ...).
+//! - A gate is never built with a webhook secret shorter than 32 bytes, and
+//!   its `Debug` never shows a secret.
 //! - Every time comes from the injected [`Clock`]; every row lock from
 //!   [`lock`]. The agent is told only the redacted [`AgentView`].
 
@@ -30,6 +34,7 @@ pub mod ledger;
 pub(crate) mod lock;
 mod pay;
 mod propose;
+mod reconcile;
 mod refusal;
 mod requests;
 mod rows;
@@ -54,10 +59,14 @@ pub use ledger::{
     Anchor, AnchorError, ChainHead, ChainReport, LedgerBreak, LedgerKey, LedgerKeyError,
     LedgerReport, verify as verify_ledger,
 };
+pub use reconcile::{Books, Reconciled};
 pub use seed::{GrantSeed, PersonSeed, Seed, TenantSeed};
-pub use webhook::{ProviderEvent, sign_webhook};
+pub use webhook::{
+    MIN_WEBHOOK_SECRET_BYTES, NEEDS_REVIEW, ProviderEvent, WebhookSecretError, razorpay_envelope,
+    sign_webhook,
+};
 
-use crate::provider::PaymentProvider;
+use crate::provider::{PaymentProvider, ProviderHealth};
 use crate::reason::{Decision, Reason};
 use crate::redact::AgentView;
 use error::Ctx;
@@ -65,20 +74,36 @@ use error::Ctx;
 /// How long `pay` waits for the provider by default.
 pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The gate: a pool, a provider, the webhook secret, the ledger key and a clock.
-#[derive(Debug)]
+/// The gate: a pool, a provider, the webhook secrets, the ledger key and a clock.
 pub struct Gate<P> {
     pool: PgPool,
     provider: P,
     secret: Vec<u8>,
+    previous_secret: Option<Vec<u8>>,
     ledger_key: LedgerKey,
     clock: Arc<dyn Clock>,
     provider_timeout: Duration,
 }
 
+impl<P: std::fmt::Debug> std::fmt::Debug for Gate<P> {
+    /// Never shows a webhook secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("provider", &self.provider)
+            .field("secret", &"[redacted]")
+            .field(
+                "previous_secret",
+                &self.previous_secret.as_ref().map(|_| "[redacted]"),
+            )
+            .field("provider_timeout", &self.provider_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<P: PaymentProvider> Gate<P> {
     /// A gate over `pool` (already migrated). `webhook_secret` verifies
-    /// provider events and keys checkout authority ids; the ledger is keyed
+    /// provider events and keys checkout authority ids; one shorter than
+    /// [`MIN_WEBHOOK_SECRET_BYTES`] refuses to build a gate. The ledger is keyed
     /// with a key derived from it ([`LedgerKey::derived_from_secret`], whose
     /// docs give the trade-off) unless [`Gate::with_ledger_key`] sets one.
     pub fn new(
@@ -86,16 +111,35 @@ impl<P: PaymentProvider> Gate<P> {
         provider: P,
         webhook_secret: impl Into<Vec<u8>>,
         clock: Arc<dyn Clock>,
-    ) -> Self {
+    ) -> Result<Self, WebhookSecretError> {
         let secret = webhook_secret.into();
-        Gate {
+        webhook::check_secret("current", &secret)?;
+        Ok(Gate {
             pool,
             provider,
             ledger_key: LedgerKey::derived_from_secret(&secret),
             secret,
+            previous_secret: None,
             clock,
             provider_timeout: DEFAULT_PROVIDER_TIMEOUT,
-        }
+        })
+    }
+
+    /// Also accepts events signed with the previous webhook secret (rotation:
+    /// the provider retries older events for 24 hours).
+    pub fn with_previous_webhook_secret(
+        mut self,
+        previous: impl Into<Vec<u8>>,
+    ) -> Result<Self, WebhookSecretError> {
+        let previous = previous.into();
+        webhook::check_secret("previous", &previous)?;
+        self.previous_secret = Some(previous);
+        Ok(self)
+    }
+
+    /// Which provider the gate talks to and whether it has keys (never the keys).
+    pub fn provider_health(&self) -> ProviderHealth {
+        self.provider.health()
     }
 
     /// How long `pay` waits for the provider before calling it a timeout.
@@ -135,6 +179,10 @@ impl<P: PaymentProvider> Gate<P> {
 
     pub(crate) fn ledger_key(&self) -> &LedgerKey {
         &self.ledger_key
+    }
+
+    pub(crate) fn previous_secret(&self) -> Option<&[u8]> {
+        self.previous_secret.as_deref()
     }
 
     pub(crate) fn provider_timeout(&self) -> Duration {

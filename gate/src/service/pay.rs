@@ -10,10 +10,17 @@
 //! PROVIDER_PENDING commit BEFORE the provider is called, so however many
 //! callers race, one consumes and the provider is asked once. The order is
 //! created through [`PaymentProvider`] with the authority id as its receipt
-//! (a retry cannot make a second order) and recorded under
-//! `uq_provider_order_per_authority`. A provider that fails or does not answer
-//! in time is a [`ServiceError::Provider`]: the request stays PROVIDER_PENDING
-//! with its budget reserved — never CAPTURED, never silently released.
+//! (so reconcile can find it again) and recorded under
+//! `uq_provider_order_per_authority`, once, whoever records it first (pay or
+//! reconcile). The answer must be the order asked for (`matches_request`:
+//! receipt, merchant, amount, currency), else it is never recorded. A
+//! provider that definitely made no order (a 4xx, a mismatching answer) is
+//! `PROVIDER_REJECTED`: the request FAILS and its budgets come back. One that
+//! did not answer in time, failed with a 5xx or could not be reached may
+//! have made the order: `PROVIDER_UNAVAILABLE`, and the request stays
+//! PROVIDER_PENDING with its budget reserved until a capture or reconcile
+//! settles it — never CAPTURED, never silently released. Both are refusal
+//! outcomes, not engine errors.
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -40,7 +47,7 @@ impl<P: PaymentProvider> Gate<P> {
         actor: &str,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
-        let (authority, request) = match self.consume(tenant, authority_id, actor, now).await? {
+        let (authority, _request) = match self.consume(tenant, authority_id, actor, now).await? {
             Ok(consumed) => consumed,
             Err(reason) => return Ok(Outcome::refused(reason)),
         };
@@ -50,33 +57,27 @@ impl<P: PaymentProvider> Gate<P> {
             amount_paise: authority.amount_paise,
             currency: authority.currency.clone(),
         };
-        let created = match tokio::time::timeout(
+        let answered = tokio::time::timeout(
             self.provider_timeout(),
             self.provider().create_order(&order_request),
         )
-        .await
-        {
-            Ok(Ok(order)) if matches_request(&order, &order_request) => Ok(order),
-            Ok(Ok(order)) => Err(ProviderError::Rejected(format!(
-                "order {} does not match the authority (receipt, merchant, amount or currency)",
-                order.id
-            ))),
+        .await;
+        let created = match answered {
+            Ok(Ok(order)) => matches_request(&order, &order_request).map(|()| order),
             Ok(Err(e)) => Err(e),
             Err(_elapsed) => Err(ProviderError::Timeout),
         };
         match created {
-            Ok(order) => self.record_order(&authority, &request, &order).await,
+            Ok(order) => self.record_order(&authority, &order.id).await,
+            Err(cause) if cause.is_definite_refusal() => {
+                tracing::warn!(authority = %authority.id, "the provider refused the order: {cause}");
+                self.provider_rejected(&authority, &cause).await?;
+                Ok(Outcome::refused(Reason::ProviderRejected))
+            }
             Err(cause) => {
-                if let Err(e) = self.record_provider_failure(&authority, &cause).await {
-                    // The provider's failure is the error worth reporting; the
-                    // request is PROVIDER_PENDING either way.
-                    tracing::warn!(authority = %authority.id, "could not record a provider failure: {e}");
-                }
-                Err(ServiceError::Provider {
-                    request_id: authority.request_id.clone(),
-                    authority_id: authority.id.clone(),
-                    cause,
-                })
+                tracing::warn!(authority = %authority.id, "no order from the provider: {cause}");
+                self.record_provider_failure(&authority, &cause).await?;
+                Ok(Outcome::refused(Reason::ProviderUnavailable))
             }
         }
     }
@@ -238,49 +239,94 @@ impl<P: PaymentProvider> Gate<P> {
         Ok(Ok((authority, request)))
     }
 
-    /// The second transaction: record the order the provider created.
-    async fn record_order(
+    /// The second transaction: record the order the provider created, under
+    /// its request's lock. Recorded whatever the request's state by then (a
+    /// concurrent reconcile may have recorded it first, or settled the
+    /// request): an order that exists at the provider is always on the books.
+    pub(crate) async fn record_order(
         &self,
         authority: &AuthorityRow,
-        request: &RequestRow,
-        order: &ProviderOrder,
+        order_id: &str,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("recording a provider order").await?;
-        sqlx::query(
-            "INSERT INTO provider_orders (tenant_id, provider_order_id, authority_id, request_id, \
-             merchant_id, amount_paise, currency, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(&authority.tenant_id)
-        .bind(&order.id)
-        .bind(&authority.id)
-        .bind(&request.id)
-        .bind(&authority.merchant_id)
-        .bind(authority.amount_paise)
-        .bind(&authority.currency)
-        .bind(now)
-        .execute(&mut *tx)
-        .await
-        .ctx("recording the provider order")?;
-        let entry = Entry::new(
-            Some(&authority.tenant_id),
-            "order.created",
-            &order.id,
-            json!({
-                "order": order.id,
-                "authority": authority.id,
-                "request": request.id,
-                "merchant": authority.merchant_id,
-                "amount_paise": authority.amount_paise,
-                "currency": authority.currency,
-            }),
-        );
-        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
+        let _request: RequestRow = lock(&mut tx, &[&authority.tenant_id, &authority.request_id])
+            .await
+            .ctx("locking the order's request")?
+            .ok_or_else(|| ServiceError::Corrupt {
+                what: format!("the request of authority {} vanished", authority.id),
+            })?;
+        let inserted = insert_order(&mut tx, authority, order_id, now).await?;
+        if inserted {
+            let entry = Entry::new(
+                Some(&authority.tenant_id),
+                "order.created",
+                order_id,
+                json!({
+                    "order": order_id,
+                    "authority": authority.id,
+                    "request": authority.request_id,
+                    "merchant": authority.merchant_id,
+                    "amount_paise": authority.amount_paise,
+                    "currency": authority.currency,
+                }),
+            );
+            ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
+        }
         tx.commit().await.ctx("committing a provider order")?;
-        Ok(Outcome::ok(order.id.clone()))
+        Ok(Outcome::ok(order_id.to_owned()))
     }
 
+    /// The provider definitely made no order: the request FAILS and its
+    /// budgets come back (`PROVIDER_REJECTED`).
+    async fn provider_rejected(
+        &self,
+        authority: &AuthorityRow,
+        cause: &ProviderError,
+    ) -> Result<(), ServiceError> {
+        let now = self.now();
+        let mut tx = self.begin("recording a provider refusal").await?;
+        let request: RequestRow = lock(&mut tx, &[&authority.tenant_id, &authority.request_id])
+            .await
+            .ctx("locking the request")?
+            .ok_or_else(|| ServiceError::Corrupt {
+                what: format!("the request of authority {} vanished", authority.id),
+            })?;
+        let mut body = json!({
+            "authority": authority.id,
+            "request": authority.request_id,
+            "error": cause.to_string(),
+            "decision": Decision::Deny(Reason::ProviderRejected),
+        });
+        // Only a request still waiting on this answer fails; one that a
+        // concurrent reconcile or capture already settled keeps its state.
+        if request.state == state::PROVIDER_PENDING {
+            requests::transition(
+                &mut tx,
+                &request,
+                state::FAILED,
+                Some(Reason::ProviderRejected),
+                Hold::Keep,
+                None,
+                now,
+            )
+            .await?;
+            body["state"] = json!(state::FAILED);
+            body["released_paise"] = json!(request.reserved_paise);
+        }
+        let entry = Entry::new(
+            Some(&authority.tenant_id),
+            "provider.rejected",
+            &authority.id,
+            body,
+        );
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
+        tx.commit().await.ctx("committing a provider refusal")
+    }
+
+    /// No answer, or a 5xx: the request stays PROVIDER_PENDING with its
+    /// reservations until a capture or reconcile settles it
+    /// (`PROVIDER_UNAVAILABLE`).
     async fn record_provider_failure(
         &self,
         authority: &AuthorityRow,
@@ -296,6 +342,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "authority": authority.id,
                 "request": authority.request_id,
                 "error": cause.to_string(),
+                "decision": Decision::Deny(Reason::ProviderUnavailable),
                 "state": state::PROVIDER_PENDING,
                 "reserved_paise": authority.amount_paise,
             }),
@@ -305,9 +352,51 @@ impl<P: PaymentProvider> Gate<P> {
     }
 }
 
-fn matches_request(order: &ProviderOrder, request: &OrderRequest) -> bool {
-    order.receipt == request.receipt
-        && order.merchant == request.merchant
-        && order.amount_paise == request.amount_paise
-        && order.currency == request.currency
+/// Inserts the order row for `authority`; false when it was already there.
+/// `fk_provider_order_matches_authority` makes the row carry exactly the
+/// authority's request, merchant, amount and currency.
+pub(crate) async fn insert_order(
+    conn: &mut sqlx::PgConnection,
+    authority: &AuthorityRow,
+    order_id: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, ServiceError> {
+    let inserted: Option<String> = sqlx::query_scalar(
+        "INSERT INTO provider_orders (tenant_id, provider_order_id, authority_id, request_id, \
+         merchant_id, amount_paise, currency, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+         ON CONFLICT ON CONSTRAINT uq_provider_order_per_authority DO NOTHING \
+         RETURNING provider_order_id",
+    )
+    .bind(&authority.tenant_id)
+    .bind(order_id)
+    .bind(&authority.id)
+    .bind(&authority.request_id)
+    .bind(&authority.merchant_id)
+    .bind(authority.amount_paise)
+    .bind(&authority.currency)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await
+    .ctx("recording the provider order")?;
+    Ok(inserted.is_some())
+}
+
+/// The provider's answer must be the order asked for: the same receipt (the
+/// authority), merchant, amount and currency. Anything else is refused as
+/// [`ProviderError::Mismatch`]; the answer is never recorded.
+pub(crate) fn matches_request(
+    order: &ProviderOrder,
+    request: &OrderRequest,
+) -> Result<(), ProviderError> {
+    if order.receipt != request.receipt
+        || order.merchant != request.merchant
+        || order.amount_paise != request.amount_paise
+        || order.currency != request.currency
+    {
+        return Err(ProviderError::Mismatch {
+            order_id: order.id.clone(),
+        });
+    }
+    Ok(())
 }

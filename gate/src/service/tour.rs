@@ -27,7 +27,7 @@ use super::{Gate, ManualClock, Outcome};
 use crate::provider::InProcessProvider;
 use crate::reason::Decision;
 
-const TOUR_SECRET: &[u8] = b"whsec_spendgate_tour";
+const TOUR_SECRET: &[u8] = b"whsec_spendgate_tour_0123456789abcdef";
 const ACME: &str = "acme";
 
 /// One step of the tour: what was asked, what the gate said, and numbers read back from the rows.
@@ -157,7 +157,12 @@ fn proposal(sku: &str, quantity: u32) -> Vec<u8> {
 /// Runs the tour on `pool` (an empty, migrated database) and reports what the rows say.
 pub async fn delegation_tour(pool: &PgPool) -> Result<TourReport, ServiceError> {
     let clock = Arc::new(ManualClock::new(standard_now()));
-    let gate = Gate::new(pool.clone(), InProcessProvider::new(), TOUR_SECRET, clock);
+    let gate =
+        Gate::new(pool.clone(), InProcessProvider::new(), TOUR_SECRET, clock).map_err(|e| {
+            ServiceError::Corrupt {
+                what: e.to_string(),
+            }
+        })?;
     gate.seed(&standard_seed()).await?;
     let rows = Rows(pool);
     let mut steps = Vec::new();
@@ -204,7 +209,11 @@ pub async fn delegation_tour(pool: &PgPool) -> Result<TourReport, ServiceError> 
     }
     .to_body();
     let captured = gate
-        .webhook(&capture, Some(&sign_webhook(TOUR_SECRET, &capture)))
+        .webhook(
+            &capture,
+            Some(&sign_webhook(TOUR_SECRET, &capture)),
+            Some("evt_tour_capture"),
+        )
         .await?;
     let all_ok = [
         p.decision,
@@ -316,6 +325,7 @@ pub async fn delegation_tour(pool: &PgPool) -> Result<TourReport, ServiceError> 
         .webhook(
             &forged_body,
             Some(&sign_webhook(b"attacker-guess", &forged_body)),
+            Some("evt_tour_forged"),
         )
         .await?;
     let readback = vec![

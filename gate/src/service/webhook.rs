@@ -1,51 +1,96 @@
-//! `webhook`: a provider event arriving at the gate.
+//! `webhook`: a provider event arriving at the gate, in Razorpay's shape.
 //!
 //! Guarantees, in order:
-//! 1. the signature is HMAC-SHA256 over the RAW bytes, checked with a
-//!    constant-time compare (`Mac::verify_slice`) BEFORE anything is parsed;
-//!    a missing, malformed or wrong signature is `WEBHOOK_SIGNATURE_INVALID`;
-//! 2. the body is parsed (Razorpay-like: `id`, `event`, `created_at` in unix
-//!    seconds, and `payload.payment.entity` or `payload.order.entity` with the
-//!    order id, `amount`, `currency`); a signed body that does not parse is
-//!    `WEBHOOK_MALFORMED`;
-//! 3. the order must be one the gate recorded (`WEBHOOK_UNKNOWN_ORDER`);
-//! 4. the event id is recorded once, by the database's `uq_provider_event_id`
-//!    (`WEBHOOK_DUPLICATE`); a verified event for a known order is recorded
-//!    whatever its outcome, so an id is never processed twice;
+//! 1. the signature (`X-Razorpay-Signature`) is hex HMAC-SHA256 over the RAW
+//!    bytes, checked with a constant-time compare (`Mac::verify_slice`)
+//!    BEFORE anything is parsed, against the current webhook secret or the
+//!    previous one while it is configured (rotation: the provider retries
+//!    older events for 24 hours); otherwise `WEBHOOK_SIGNATURE_INVALID`;
+//! 2. the event id is the `X-Razorpay-Event-Id` header, taken as sent, of any
+//!    length: it is deduplicated exactly by its SHA-256 (the database derives
+//!    it from the id's bytes under `uq_provider_event_id`) and never reaches
+//!    SQL as text. A missing or empty one is `WEBHOOK_MALFORMED`;
+//! 3. the body is Razorpay's event envelope (`entity: "event"`, `event`,
+//!    `contains`, `created_at`, `payload.payment.entity` and, for
+//!    `order.paid`, `payload.order.entity`). Only `payment.captured`,
+//!    `payment.failed` and `order.paid` act; any other signed event is
+//!    `WEBHOOK_EVENT_IGNORED`. A signed body that is not such an envelope,
+//!    whose payment and order entities disagree on order, amount or
+//!    currency, or whose payment status contradicts its event, is
+//!    `WEBHOOK_MALFORMED`; an order id outside the identifier grammar is
+//!    `WEBHOOK_UNKNOWN_ORDER` (it never reaches SQL);
+//! 4. the event's own time may be at most 24 hours old (`WEBHOOK_STALE`) and
+//!    at most 5 minutes ahead of the gate's clock (`WEBHOOK_POST_DATED`); a
+//!    redelivered id is `WEBHOOK_DUPLICATE`;
 //! 5. amount and currency must equal the server-derived order's
-//!    (`WEBHOOK_AMOUNT_MISMATCH`, `WEBHOOK_CURRENCY_MISMATCH`); the event's
-//!    own time may be at most 24 hours old (`WEBHOOK_STALE`) and at most 5
-//!    minutes ahead of the gate's clock (`WEBHOOK_POST_DATED`);
-//! 6. only `payment.captured` and `payment.failed` act
-//!    (`WEBHOOK_EVENT_IGNORED` otherwise), and only on a PROVIDER_PENDING
-//!    request (`STATE_TRANSITION_INVALID`): capture moves it to CAPTURED,
-//!    failure to FAILED and releases its budgets.
+//!    (`WEBHOOK_AMOUNT_MISMATCH`, `WEBHOOK_CURRENCY_MISMATCH`);
+//! 6. money that moved is always on the books: a payment is recorded once by
+//!    its provider id (`uq_provider_payment_id`), so `payment.captured` and
+//!    `order.paid` for one payment count once. A failed payment is one
+//!    attempt: the request stays PROVIDER_PENDING with its reservations. A
+//!    capture moves a PROVIDER_PENDING request to CAPTURED; for a request
+//!    that had already left PROVIDER_PENDING it is recorded all the same and
+//!    the request moves to NEEDS_REVIEW with the payment counted in the day's
+//!    and the hop's spend, even past a cap;
+//! 7. a capture for an order the gate has not recorded (the provider answered
+//!    after the gate's timeout) whose order entity's receipt names one of the
+//!    gate's authorities, for that authority's amount and currency, is kept
+//!    in `kept_captures` for reconcile, not dropped; any other unknown order
+//!    is `WEBHOOK_UNKNOWN_ORDER`.
 //!
 //! A browser callback never reaches this code: only signed provider events move state.
 
 use chrono::{DateTime, Duration, Utc};
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use sqlx::PgConnection;
 
 use super::error::{Ctx, ServiceError};
 use super::ledger::{self, Entry};
 use super::lock::lock;
 use super::requests::{self, Hold};
-use super::rows::{OrderRow, RequestRow, state};
+use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, OrderRow, RequestRow, state};
 use super::{Gate, Outcome};
-use crate::provider::PaymentProvider;
+use crate::provider::{OrderStatus, Payment, PaymentProvider, PaymentStatus, ProviderOrder};
 use crate::reason::{Decision, Reason};
 
 /// The event that captures a payment.
 pub const EVENT_CAPTURED: &str = "payment.captured";
-/// The event that fails a payment.
+/// The event that reports a failed payment attempt.
 pub const EVENT_FAILED: &str = "payment.failed";
+/// The event that reports an order paid in full (with its payment).
+pub const EVENT_ORDER_PAID: &str = "order.paid";
 /// How old an event may be.
 pub const MAX_EVENT_AGE_HOURS: i64 = 24;
 /// How far ahead of the gate's clock an event may be stamped.
 pub const MAX_EVENT_LEAD_MINUTES: i64 = 5;
+/// The shortest webhook secret a gate accepts.
+pub const MIN_WEBHOOK_SECRET_BYTES: usize = 32;
+/// The state of a request that money reached after it had left PROVIDER_PENDING.
+pub const NEEDS_REVIEW: &str = "NEEDS_REVIEW";
+
+/// A webhook secret the gate refuses to be built with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WebhookSecretError {
+    #[error(
+        "the {which} webhook secret is {len} bytes; at least {MIN_WEBHOOK_SECRET_BYTES} are required \
+         (anyone could forge events signed with a short key)"
+    )]
+    TooShort { which: &'static str, len: usize },
+}
+
+/// Checks a secret's length.
+pub fn check_secret(which: &'static str, secret: &[u8]) -> Result<(), WebhookSecretError> {
+    if secret.len() < MIN_WEBHOOK_SECRET_BYTES {
+        return Err(WebhookSecretError::TooShort {
+            which,
+            len: secret.len(),
+        });
+    }
+    Ok(())
+}
 
 /// The hex HMAC-SHA256 of `body` under `secret`: what a provider sends as the signature.
 pub fn sign_webhook(secret: &[u8], body: &[u8]) -> String {
@@ -71,7 +116,96 @@ pub fn signature_is_valid(secret: &[u8], body: &[u8], signature: Option<&str>) -
     mac.verify_slice(&given).is_ok()
 }
 
-/// A provider event, for building bodies the way the provider does.
+/// The gate's identifier grammar: 1–64 ASCII letters, digits, `-_.:`.
+pub fn is_identifier(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
+/// The hex SHA-256 of an event id's bytes: how it is deduplicated.
+pub fn event_id_digest(event_id: &str) -> String {
+    hex::encode(Sha256::digest(event_id.as_bytes()))
+}
+
+/// Builds Razorpay's documented event envelope: `payment` as
+/// `payload.payment.entity` and `order` as `payload.order.entity`, each when
+/// given. The event id is not in the body: the provider sends it in the
+/// `X-Razorpay-Event-Id` header.
+pub fn razorpay_envelope(
+    event: &str,
+    created_at: DateTime<Utc>,
+    payment: Option<&Payment>,
+    order: Option<&ProviderOrder>,
+) -> Vec<u8> {
+    let mut contains = Vec::new();
+    let mut payload = serde_json::Map::new();
+    if let Some(p) = payment {
+        contains.push("payment");
+        let captured = p.status == PaymentStatus::Captured;
+        payload.insert(
+            "payment".into(),
+            json!({"entity": {
+                "id": p.id,
+                "entity": "payment",
+                "amount": p.amount_paise,
+                "currency": p.currency,
+                "base_amount": p.amount_paise,
+                "status": p.status.as_str(),
+                "order_id": p.order_id,
+                "invoice_id": null,
+                "international": false,
+                "method": "upi",
+                "amount_refunded": 0,
+                "refund_status": null,
+                "captured": captured,
+                "description": null,
+                "email": "buyer@example.com",
+                "contact": "+919000090000",
+                "notes": [],
+                "fee": if captured { 2 } else { 0 },
+                "tax": 0,
+                "error_code": if captured { Value::Null } else { json!("BAD_REQUEST_ERROR") },
+                "error_description": if captured { Value::Null } else { json!("Payment failed") },
+                "created_at": p.created_at,
+            }}),
+        );
+    }
+    if let Some(o) = order {
+        contains.push("order");
+        payload.insert(
+            "order".into(),
+            json!({"entity": {
+                "id": o.id,
+                "entity": "order",
+                "amount": o.amount_paise,
+                "amount_paid": o.amount_paid_paise,
+                "amount_due": o.amount_due_paise(),
+                "currency": o.currency,
+                "receipt": o.receipt,
+                "offer_id": null,
+                "status": o.status.as_str(),
+                "attempts": o.attempts,
+                "notes": {"merchant": o.merchant, "authority": o.receipt},
+                "created_at": o.created_at,
+            }}),
+        );
+    }
+    json!({
+        "entity": "event",
+        "account_id": "acc_SpendgateTest01",
+        "event": event,
+        "contains": contains,
+        "payload": payload,
+        "created_at": created_at.timestamp(),
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A provider event as a test or the bench describes it; [`Self::to_body`]
+/// renders Razorpay's envelope and `id` is sent as the event-id header.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderEvent {
     pub id: String,
@@ -83,98 +217,202 @@ pub struct ProviderEvent {
 }
 
 impl ProviderEvent {
-    /// The Razorpay-like JSON body of this event.
+    /// The payment this event reports, named as the provider's model names
+    /// it, so `payment.captured`, `order.paid` and reconcile of one order's
+    /// capture name one payment.
+    pub fn payment_id(&self) -> String {
+        let status = if self.event == EVENT_FAILED {
+            PaymentStatus::Failed
+        } else {
+            PaymentStatus::Captured
+        };
+        crate::provider::model::payment_id(&self.order_id, status, 1)
+    }
+
+    /// The payment entity of this event.
+    pub fn payment(&self) -> Payment {
+        Payment {
+            id: self.payment_id(),
+            order_id: self.order_id.clone(),
+            amount_paise: self.amount_paise,
+            currency: self.currency.clone(),
+            status: if self.event == EVENT_FAILED {
+                PaymentStatus::Failed
+            } else {
+                PaymentStatus::Captured
+            },
+            created_at: self.created_at.timestamp(),
+        }
+    }
+
+    /// Razorpay's envelope of this event (with the order entity for `order.paid`).
     pub fn to_body(&self) -> Vec<u8> {
-        json!({
-            "entity": "event",
-            "account_id": "acc_spendgate_test",
-            "id": self.id,
-            "event": self.event,
-            "contains": ["payment"],
-            "created_at": self.created_at.timestamp(),
-            "payload": {"payment": {"entity": {
-                "id": format!("pay_{}", self.id),
-                "entity": "payment",
-                "order_id": self.order_id,
-                "amount": self.amount_paise,
-                "currency": self.currency,
-                "status": self.event.strip_prefix("payment.").unwrap_or("unknown"),
-            }}},
-        })
-        .to_string()
-        .into_bytes()
+        let order = (self.event == EVENT_ORDER_PAID).then(|| ProviderOrder {
+            id: self.order_id.clone(),
+            receipt: String::new(),
+            merchant: String::new(),
+            amount_paise: self.amount_paise,
+            amount_paid_paise: self.amount_paise,
+            currency: self.currency.clone(),
+            status: OrderStatus::Paid,
+            attempts: 1,
+            created_at: self.created_at.timestamp(),
+        });
+        razorpay_envelope(
+            &self.event,
+            self.created_at,
+            Some(&self.payment()),
+            order.as_ref(),
+        )
     }
 }
 
+/// A verified, well-formed event the gate acts on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Parsed {
+    pub event: String,
+    pub created_at: DateTime<Utc>,
+    pub payment_id: String,
+    pub order_id: String,
+    pub amount_paise: i64,
+    pub currency: String,
+    pub captured: bool,
+    /// The order entity's receipt, when the body carries one.
+    pub receipt: Option<String>,
+}
+
 #[derive(Deserialize)]
-struct Body {
-    id: String,
+struct EnvelopeHead {
+    entity: String,
     event: String,
+    contains: Vec<String>,
     created_at: i64,
-    payload: Payload,
-}
-
-#[derive(Deserialize)]
-struct Payload {
-    payment: Option<Wrapped<PaymentEntity>>,
-    order: Option<Wrapped<OrderEntity>>,
-}
-
-#[derive(Deserialize)]
-struct Wrapped<T> {
-    entity: T,
 }
 
 #[derive(Deserialize)]
 struct PaymentEntity {
-    order_id: String,
+    id: String,
+    entity: String,
+    order_id: Option<String>,
     amount: i64,
     currency: String,
+    status: String,
 }
 
 #[derive(Deserialize)]
 struct OrderEntity {
     id: String,
+    entity: String,
     amount: i64,
     currency: String,
+    receipt: Option<String>,
 }
 
-/// Parses a verified body into the event it describes.
-pub(crate) fn parse_event(body: &[u8]) -> Option<ProviderEvent> {
-    let body: Body = serde_json::from_slice(body).ok()?;
-    let (order_id, amount_paise, currency) = match (body.payload.payment, body.payload.order) {
-        (Some(p), _) => (p.entity.order_id, p.entity.amount, p.entity.currency),
-        (None, Some(o)) => (o.entity.id, o.entity.amount, o.entity.currency),
-        (None, None) => return None,
-    };
-    if body.id.trim().is_empty() {
-        return None;
+fn is_currency(c: &str) -> bool {
+    c.len() == 3 && c.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+/// Parses a verified body. `Err(WEBHOOK_EVENT_IGNORED)` for a well-formed
+/// envelope of an event the gate does not act on; `Err(WEBHOOK_MALFORMED)`
+/// for anything that is not the documented shape; `Err(WEBHOOK_UNKNOWN_ORDER)`
+/// for an order id outside the identifier grammar.
+pub(crate) fn parse_event(body: &[u8]) -> Result<Parsed, Reason> {
+    let value: Value = serde_json::from_slice(body).map_err(|_| Reason::WebhookMalformed)?;
+    let head: EnvelopeHead =
+        serde_json::from_value(value.clone()).map_err(|_| Reason::WebhookMalformed)?;
+    if head.entity != "event" {
+        return Err(Reason::WebhookMalformed);
     }
-    Some(ProviderEvent {
-        id: body.id,
-        event: body.event,
-        created_at: DateTime::from_timestamp(body.created_at, 0)?,
+    let created_at =
+        DateTime::from_timestamp(head.created_at, 0).ok_or(Reason::WebhookMalformed)?;
+    let wanted = [EVENT_CAPTURED, EVENT_FAILED, EVENT_ORDER_PAID];
+    if !wanted.contains(&head.event.as_str()) {
+        return Err(Reason::WebhookEventIgnored);
+    }
+    let entity = |name: &str| -> Result<Option<Value>, Reason> {
+        match value.pointer(&format!("/payload/{name}")) {
+            None | Some(Value::Null) => Ok(None),
+            Some(wrapped) => wrapped
+                .get("entity")
+                .cloned()
+                .map(Some)
+                .ok_or(Reason::WebhookMalformed),
+        }
+    };
+    let payment: PaymentEntity = match entity("payment")? {
+        Some(v) => serde_json::from_value(v).map_err(|_| Reason::WebhookMalformed)?,
+        None => return Err(Reason::WebhookMalformed),
+    };
+    let order: Option<OrderEntity> = entity("order")?
+        .map(|v| serde_json::from_value(v).map_err(|_| Reason::WebhookMalformed))
+        .transpose()?;
+    let listed = |name: &str| head.contains.iter().any(|c| c == name);
+    if payment.entity != "payment"
+        || !listed("payment")
+        || order
+            .as_ref()
+            .is_some_and(|o| o.entity != "order" || !listed("order"))
+        || (head.event == EVENT_ORDER_PAID && order.is_none())
+        || payment.amount <= 0
+        || !is_currency(&payment.currency)
+        || !is_identifier(&payment.id)
+    {
+        return Err(Reason::WebhookMalformed);
+    }
+    let expected_status = if head.event == EVENT_FAILED {
+        "failed"
+    } else {
+        "captured"
+    };
+    if payment.status != expected_status {
+        return Err(Reason::WebhookMalformed);
+    }
+    let captured = expected_status == "captured";
+    let order_id = match (&payment.order_id, &order) {
+        (Some(id), Some(o)) if *id != o.id => return Err(Reason::WebhookMalformed),
+        (Some(id), _) => id.clone(),
+        (None, Some(o)) => o.id.clone(),
+        (None, None) => return Err(Reason::WebhookMalformed),
+    };
+    if order.as_ref().is_some_and(|o| o.amount != payment.amount) {
+        return Err(Reason::WebhookMalformed);
+    }
+    if order
+        .as_ref()
+        .is_some_and(|o| o.currency != payment.currency)
+    {
+        return Err(Reason::WebhookMalformed);
+    }
+    if !is_identifier(&order_id) {
+        return Err(Reason::WebhookUnknownOrder);
+    }
+    Ok(Parsed {
+        event: head.event,
+        created_at,
+        payment_id: payment.id,
         order_id,
-        amount_paise,
-        currency,
+        amount_paise: payment.amount,
+        currency: payment.currency,
+        captured,
+        receipt: order.and_then(|o| o.receipt).filter(|r| is_identifier(r)),
     })
 }
 
-/// What a verified event for a known order means, before deduplication.
-/// Whether an event with this id was already applied.
-async fn event_seen(tx: &mut sqlx::PgConnection, id: &str) -> Result<bool, ServiceError> {
-    let seen: Option<String> = sqlx::query_scalar(
-        "SELECT provider_event_id FROM provider_events WHERE provider_event_id = $1",
+/// Whether an event with this id digest was already applied or kept.
+async fn event_seen(conn: &mut PgConnection, digest: &str) -> Result<bool, ServiceError> {
+    let seen: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM provider_events WHERE event_id_sha256 = $1) \
+             OR EXISTS (SELECT 1 FROM kept_captures WHERE event_id_sha256 = $1)",
     )
-    .bind(id)
-    .fetch_optional(&mut *tx)
+    .bind(digest)
+    .fetch_one(&mut *conn)
     .await
     .ctx("looking up the event id")?;
-    Ok(seen.is_some())
+    Ok(seen)
 }
 
 /// Refusals that need only the event and the gate's clock.
-fn timing(event: &ProviderEvent, now: DateTime<Utc>) -> Option<Reason> {
+fn timing(event: &Parsed, now: DateTime<Utc>) -> Option<Reason> {
     if event.created_at < now - Duration::hours(MAX_EVENT_AGE_HOURS) {
         Some(Reason::WebhookStale)
     } else if event.created_at > now + Duration::minutes(MAX_EVENT_LEAD_MINUTES) {
@@ -185,50 +423,230 @@ fn timing(event: &ProviderEvent, now: DateTime<Utc>) -> Option<Reason> {
 }
 
 /// Refusals that compare the event with the server-derived order.
-fn verdict(event: &ProviderEvent, order: &OrderRow, request: &RequestRow) -> Option<Reason> {
-    if event.event != EVENT_CAPTURED && event.event != EVENT_FAILED {
-        Some(Reason::WebhookEventIgnored)
-    } else if event.amount_paise != order.amount_paise {
+fn verdict(event: &Parsed, amount_paise: i64, currency: &str) -> Option<Reason> {
+    if event.amount_paise != amount_paise {
         Some(Reason::WebhookAmountMismatch)
-    } else if event.currency != order.currency {
+    } else if event.currency != currency {
         Some(Reason::WebhookCurrencyMismatch)
-    } else if request.state != state::PROVIDER_PENDING {
-        Some(Reason::StateTransitionInvalid)
     } else {
         None
     }
 }
 
+/// What recording one payment did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Applied {
+    /// The payment was already on the books: nothing changed.
+    AlreadyRecorded,
+    /// A failed attempt: the request keeps its state and reservations.
+    Attempt,
+    /// PROVIDER_PENDING → CAPTURED.
+    Captured,
+    /// Money reached a request that had already ended: NEEDS_REVIEW, with
+    /// this many paise counted past any cap.
+    NeedsReview { counted_paise: i64 },
+}
+
+/// Records one payment of `order` for the LOCKED `request` and moves the
+/// request as the payment demands. The one place money that moved reaches
+/// the books, for the webhook and reconcile alike.
+pub(crate) async fn apply_payment(
+    conn: &mut PgConnection,
+    request: &RequestRow,
+    order: &OrderRow,
+    payment_id: &str,
+    captured: bool,
+    source: &'static str,
+    now: DateTime<Utc>,
+) -> Result<Applied, ServiceError> {
+    let status = if captured { "captured" } else { "failed" };
+    // uq_provider_payment_id: a payment is recorded once; a failed one that
+    // the provider later reports captured is upgraded, never counted twice.
+    let recorded: Option<String> = sqlx::query_scalar(
+        "INSERT INTO provider_payments AS p (tenant_id, provider_payment_id, provider_order_id, \
+         request_id, amount_paise, currency, status, source, recorded_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+         ON CONFLICT ON CONSTRAINT uq_provider_payment_id DO UPDATE SET status = EXCLUDED.status \
+         WHERE p.status = 'failed' AND EXCLUDED.status = 'captured' \
+           AND p.provider_order_id = EXCLUDED.provider_order_id AND p.tenant_id = EXCLUDED.tenant_id \
+         RETURNING status",
+    )
+    .bind(&order.tenant_id)
+    .bind(payment_id)
+    .bind(&order.provider_order_id)
+    .bind(&order.request_id)
+    .bind(order.amount_paise)
+    .bind(&order.currency)
+    .bind(status)
+    .bind(source)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await
+    .ctx("recording a provider payment")?;
+    if recorded.is_none() {
+        return Ok(Applied::AlreadyRecorded);
+    }
+    if !captured {
+        return Ok(Applied::Attempt);
+    }
+    sqlx::query(
+        "UPDATE provider_orders SET status = 'CAPTURED' WHERE tenant_id = $1 AND provider_order_id = $2",
+    )
+    .bind(&order.tenant_id)
+    .bind(&order.provider_order_id)
+    .execute(&mut *conn)
+    .await
+    .ctx("updating the provider order")?;
+    if request.state == state::PROVIDER_PENDING {
+        requests::transition(conn, request, state::CAPTURED, None, Hold::Keep, None, now).await?;
+        return Ok(Applied::Captured);
+    }
+    // The request had ended (or was captured already): the money moved all
+    // the same. It is counted where the request's reservation was, past any
+    // cap (review_paise), and the request waits for a human.
+    let counted = order.amount_paise;
+    let (Some(day), Some(hop)) = (request.reserved_day, request.delegation_id.as_deref()) else {
+        return Err(ServiceError::Corrupt {
+            what: format!(
+                "request {} reached the provider without a reservation day or hop",
+                request.id
+            ),
+        });
+    };
+    sqlx::query(
+        "INSERT INTO daily_spend AS d (tenant_id, day, reserved_paise, cap_paise, review_paise) \
+         VALUES ($1, $2, $3, 0, $3) \
+         ON CONFLICT (tenant_id, day) DO UPDATE \
+            SET reserved_paise = d.reserved_paise + EXCLUDED.reserved_paise, \
+                review_paise = d.review_paise + EXCLUDED.review_paise",
+    )
+    .bind(&request.tenant_id)
+    .bind(day)
+    .bind(counted)
+    .execute(&mut *conn)
+    .await
+    .ctx("counting a captured payment in the day's spend")?;
+    let hop_rows = sqlx::query(
+        "UPDATE delegations SET spent_paise = spent_paise + $3, review_paise = review_paise + $3 \
+         WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(&request.tenant_id)
+    .bind(hop)
+    .bind(counted)
+    .execute(&mut *conn)
+    .await
+    .ctx("counting a captured payment in the hop's spend")?;
+    if hop_rows.rows_affected() != 1 {
+        return Err(ServiceError::Corrupt {
+            what: format!("the hop {hop} of request {} vanished", request.id),
+        });
+    }
+    sqlx::query(
+        "UPDATE payment_requests SET state = $3, reserved_paise = reserved_paise + $4, \
+         state_reason = COALESCE(state_reason, $5), updated_at = $6 \
+         WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(&request.tenant_id)
+    .bind(&request.id)
+    .bind(NEEDS_REVIEW)
+    .bind(counted)
+    .bind(format!("CAPTURED_AFTER_{}", request.state))
+    .bind(now)
+    .execute(&mut *conn)
+    .await
+    .ctx("moving a request to NEEDS_REVIEW")?;
+    Ok(Applied::NeedsReview {
+        counted_paise: counted,
+    })
+}
+
+/// The order row the gate recorded under this provider id.
+pub(crate) async fn find_order(
+    conn: &mut PgConnection,
+    order_id: &str,
+) -> Result<Option<OrderRow>, ServiceError> {
+    sqlx::query_as(
+        "SELECT tenant_id, provider_order_id, request_id, amount_paise, currency \
+         FROM provider_orders WHERE provider_order_id = $1",
+    )
+    .bind(order_id)
+    .fetch_optional(&mut *conn)
+    .await
+    .ctx("looking up the event's order")
+}
+
+/// The authority a receipt names, in any tenant (authority ids are unique).
+pub(crate) async fn authority_by_receipt(
+    conn: &mut PgConnection,
+    receipt: &str,
+) -> Result<Option<AuthorityRow>, ServiceError> {
+    let sql = format!("SELECT {AUTHORITY_COLUMNS} FROM checkout_authorities WHERE id = $1");
+    sqlx::query_as(&sql)
+        .bind(receipt)
+        .fetch_optional(&mut *conn)
+        .await
+        .ctx("looking up the receipt's authority")
+}
+
+/// What the ledger may carry of an event id: the id itself when it is a
+/// plain identifier, else only its digest.
+fn ledger_subject(event_id: &str, digest: &str) -> String {
+    if is_identifier(event_id) {
+        event_id.to_owned()
+    } else {
+        format!("sha256:{digest}")
+    }
+}
+
 impl<P: PaymentProvider> Gate<P> {
-    /// A provider event: `body` exactly as received, `signature` the hex
-    /// HMAC-SHA256 header. The outcome's id is the event id when it parsed.
+    /// A provider event: `body` exactly as received, `signature` the
+    /// `X-Razorpay-Signature` header (hex HMAC-SHA256 of the body),
+    /// `event_id` the `X-Razorpay-Event-Id` header. The outcome's id is the
+    /// event id when the event was verified.
     pub async fn webhook(
         &self,
         body: &[u8],
         signature: Option<&str>,
+        event_id: Option<&str>,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let body_sha256 = hex::encode(Sha256::digest(body));
-        let early_refusal = if !signature_is_valid(self.secret(), body, signature) {
-            Some(Reason::WebhookSignatureInvalid)
-        } else if parse_event(body).is_none() {
-            Some(Reason::WebhookMalformed)
-        } else {
-            None
+        let event_id = event_id.filter(|id| !id.is_empty());
+        let digest = event_id.map(event_id_digest);
+        let subject = match (event_id, &digest) {
+            (Some(id), Some(d)) => ledger_subject(id, d),
+            _ => format!("body:{body_sha256}"),
         };
+        let early = if !(signature_is_valid(self.secret(), body, signature)
+            || self
+                .previous_secret()
+                .is_some_and(|previous| signature_is_valid(previous, body, signature)))
+        {
+            Err(Reason::WebhookSignatureInvalid)
+        } else if event_id.is_none() {
+            Err(Reason::WebhookMalformed)
+        } else {
+            parse_event(body)
+        };
+        let verified = early != Err(Reason::WebhookSignatureInvalid);
         let mut tx = self.begin("receiving a provider event").await?;
-        let refuse = |tenant: Option<&str>, reason: Reason, event: Option<&ProviderEvent>| {
+        let refuse = |tenant: Option<&str>, reason: Reason, event: Option<&Parsed>| {
             Entry::new(
                 tenant,
                 "provider_event.refused",
-                event.map_or(body_sha256.as_str(), |e| e.id.as_str()),
-                json!({"body_sha256": body_sha256, "event": event, "decision": Decision::Deny(reason)}),
+                &subject,
+                json!({
+                    "body_sha256": body_sha256,
+                    "event_id_sha256": digest,
+                    "event": event,
+                    "decision": Decision::Deny(reason),
+                }),
             )
         };
-        let event = match (early_refusal, parse_event(body)) {
-            (None, Some(event)) => event,
-            (reason, _) => {
-                let reason = reason.unwrap_or(Reason::WebhookMalformed);
+        let (event, event_id, digest) = match (early, event_id, &digest) {
+            (Ok(event), Some(id), Some(d)) => (event, id, d.clone()),
+            (early, ..) => {
+                let reason = early.err().unwrap_or(Reason::WebhookMalformed);
                 ledger::append(
                     &mut tx,
                     self.ledger_key(),
@@ -239,12 +657,16 @@ impl<P: PaymentProvider> Gate<P> {
                 tx.commit()
                     .await
                     .ctx("committing a refused provider event")?;
-                return Ok(Outcome::refused(reason));
+                let outcome = Outcome::refused(reason);
+                return Ok(match (verified, event_id) {
+                    (true, Some(id)) => outcome.with_id(id.to_owned()),
+                    _ => outcome,
+                });
             }
         };
-        // Only an applied event is remembered, so a refused delivery can be
-        // retried under the same id (providers retry with it).
-        let seen = event_seen(&mut tx, &event.id).await?;
+        // Only an applied or kept event is remembered, so a refused delivery
+        // can be retried under the same id (providers retry with it).
+        let seen = event_seen(&mut tx, &digest).await?;
         let early = if seen {
             Some(Reason::WebhookDuplicate)
         } else {
@@ -261,23 +683,36 @@ impl<P: PaymentProvider> Gate<P> {
             tx.commit()
                 .await
                 .ctx("committing a refused provider event")?;
-            return Ok(Outcome::refused(reason).with_id(event.id));
+            return Ok(Outcome::refused(reason).with_id(event_id.to_owned()));
         }
-        let order: Option<OrderRow> = sqlx::query_as(
-            "SELECT tenant_id, provider_order_id, request_id, amount_paise, currency \
-             FROM provider_orders WHERE provider_order_id = $1",
-        )
-        .bind(&event.order_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .ctx("looking up the event's order")?;
-        let Some(order) = order else {
-            let entry = refuse(None, Reason::WebhookUnknownOrder, Some(&event));
+        let Some(order) = find_order(&mut tx, &event.order_id).await? else {
+            let kept = if event.captured {
+                self.keep_capture(&mut tx, &event, event_id, now).await?
+            } else {
+                Err(Reason::WebhookUnknownOrder)
+            };
+            let entry = match &kept {
+                Ok(authority) => Entry::new(
+                    Some(&authority.tenant_id),
+                    "provider_event.kept",
+                    &subject,
+                    json!({
+                        "event_id_sha256": digest,
+                        "event": event,
+                        "authority": authority.id,
+                        "request": authority.request_id,
+                        "kept_for": "reconcile",
+                    }),
+                ),
+                Err(reason) => refuse(None, *reason, Some(&event)),
+            };
             ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
-            tx.commit()
-                .await
-                .ctx("committing a refused provider event")?;
-            return Ok(Outcome::refused(Reason::WebhookUnknownOrder).with_id(event.id));
+            tx.commit().await.ctx("committing a provider event")?;
+            let outcome = match kept {
+                Ok(_) => Outcome::ok(event_id.to_owned()),
+                Err(reason) => Outcome::refused(reason).with_id(event_id.to_owned()),
+            };
+            return Ok(outcome);
         };
         let tenant = order.tenant_id.clone();
         let request: RequestRow = lock(&mut tx, &[&tenant, &order.request_id])
@@ -288,23 +723,23 @@ impl<P: PaymentProvider> Gate<P> {
             })?;
         // Looked up again under the lock: a delivery that raced past the first
         // look-up sees the winner's row now.
-        let seen_now = event_seen(&mut tx, &event.id).await?;
+        let seen_now = event_seen(&mut tx, &digest).await?;
         let refusal = match seen_now
             .then_some(Reason::WebhookDuplicate)
-            .or_else(|| verdict(&event, &order, &request))
+            .or_else(|| verdict(&event, order.amount_paise, &order.currency))
         {
             Some(reason) => Some(reason),
             None => {
                 // uq_provider_event_id: of two deliveries racing past the
-                // lookup above, the database lets exactly one through.
+                // look-ups above, the database lets exactly one through.
                 let recorded: Option<String> = sqlx::query_scalar(
                     "INSERT INTO provider_events (tenant_id, provider_event_id, provider_order_id, \
                      request_id, event, amount_paise, currency, event_created_at, received_at, outcome, \
                      body_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'applied', $10) \
-                     ON CONFLICT (provider_event_id) DO NOTHING RETURNING provider_event_id",
+                     ON CONFLICT ON CONSTRAINT uq_provider_event_id DO NOTHING RETURNING event_id_sha256",
                 )
                 .bind(&tenant)
-                .bind(&event.id)
+                .bind(event_id.as_bytes())
                 .bind(&order.provider_order_id)
                 .bind(&order.request_id)
                 .bind(&event.event)
@@ -325,37 +760,90 @@ impl<P: PaymentProvider> Gate<P> {
             tx.commit()
                 .await
                 .ctx("committing a refused provider event")?;
-            return Ok(Outcome::refused(reason).with_id(event.id));
+            return Ok(Outcome::refused(reason).with_id(event_id.to_owned()));
         }
-
-        let (order_status, to) = if event.event == EVENT_CAPTURED {
-            ("CAPTURED", state::CAPTURED)
-        } else {
-            ("FAILED", state::FAILED)
-        };
-        sqlx::query("UPDATE provider_orders SET status = $3 WHERE tenant_id = $1 AND provider_order_id = $2")
-            .bind(&tenant)
-            .bind(&order.provider_order_id)
-            .bind(order_status)
-            .execute(&mut *tx)
-            .await
-            .ctx("updating the provider order")?;
-        requests::transition(&mut tx, &request, to, None, Hold::Keep, None, now).await?;
+        let applied = apply_payment(
+            &mut tx,
+            &request,
+            &order,
+            &event.payment_id,
+            event.captured,
+            "webhook",
+            now,
+        )
+        .await?;
         let entry = Entry::new(
             Some(&tenant),
             "provider_event",
-            &event.id,
-            json!({
-                "event": event,
-                "request": request.id,
-                "state": to,
-                "released_paise": if to == state::FAILED { request.reserved_paise } else { 0 },
-            }),
+            &subject,
+            applied_body(&event, &digest, &request, applied),
         );
         ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a provider event")?;
-        Ok(Outcome::ok(event.id))
+        Ok(Outcome::ok(event_id.to_owned()))
     }
+
+    /// Keeps a signed capture for an order the gate has not recorded when its
+    /// receipt names one of the gate's authorities, for that authority's
+    /// amount and currency. Returns the authority, or why it was not kept.
+    async fn keep_capture(
+        &self,
+        tx: &mut PgConnection,
+        event: &Parsed,
+        event_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Result<AuthorityRow, Reason>, ServiceError> {
+        let Some(receipt) = event.receipt.as_deref() else {
+            return Ok(Err(Reason::WebhookUnknownOrder));
+        };
+        let Some(authority) = authority_by_receipt(tx, receipt).await? else {
+            return Ok(Err(Reason::WebhookUnknownOrder));
+        };
+        if let Some(reason) = verdict(event, authority.amount_paise, &authority.currency) {
+            return Ok(Err(reason));
+        }
+        let kept: Option<String> = sqlx::query_scalar(
+            "INSERT INTO kept_captures (tenant_id, provider_event_id, authority_id, provider_order_id, \
+             provider_payment_id, amount_paise, currency, event_created_at, received_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             ON CONFLICT ON CONSTRAINT uq_kept_capture_event DO NOTHING RETURNING event_id_sha256",
+        )
+        .bind(&authority.tenant_id)
+        .bind(event_id.as_bytes())
+        .bind(&authority.id)
+        .bind(&event.order_id)
+        .bind(&event.payment_id)
+        .bind(event.amount_paise)
+        .bind(&event.currency)
+        .bind(event.created_at)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await
+        .ctx("keeping a capture for reconcile")?;
+        Ok(match kept {
+            Some(_) => Ok(authority),
+            None => Err(Reason::WebhookDuplicate),
+        })
+    }
+}
+
+/// The ledger body of an applied event.
+fn applied_body(event: &Parsed, digest: &str, request: &RequestRow, applied: Applied) -> Value {
+    let (to, counted) = match applied {
+        Applied::AlreadyRecorded | Applied::Attempt => (request.state.as_str(), 0),
+        Applied::Captured => (state::CAPTURED, 0),
+        Applied::NeedsReview { counted_paise } => (NEEDS_REVIEW, counted_paise),
+    };
+    json!({
+        "event": event,
+        "event_id_sha256": digest,
+        "request": request.id,
+        "from": request.state,
+        "state": to,
+        "payment": event.payment_id,
+        "already_recorded": applied == Applied::AlreadyRecorded,
+        "counted_past_cap_paise": counted,
+    })
 }
 
 #[cfg(test)]
@@ -364,13 +852,13 @@ mod tests {
 
     #[test]
     fn a_signature_over_the_raw_bytes_verifies_and_anything_else_does_not() {
-        let body = br#"{"id":"evt_1"}"#;
+        let body = br#"{"entity":"event"}"#;
         let sig = sign_webhook(b"secret", body);
         assert!(signature_is_valid(b"secret", body, Some(&sig)));
         assert!(!signature_is_valid(b"other", body, Some(&sig)));
         assert!(!signature_is_valid(
             b"secret",
-            br#"{"id":"evt_2"}"#,
+            br#"{"entity":"event "}"#,
             Some(&sig)
         ));
         assert!(!signature_is_valid(b"secret", body, None));
@@ -378,18 +866,128 @@ mod tests {
         assert!(!signature_is_valid(b"secret", body, Some(&sig[..10])));
     }
 
-    #[test]
-    fn a_rendered_event_parses_back() {
-        let event = ProviderEvent {
+    fn captured() -> ProviderEvent {
+        ProviderEvent {
             id: "evt_1".into(),
             event: EVENT_CAPTURED.into(),
             created_at: "2026-09-03T10:00:00Z".parse().unwrap(),
             order_id: "order_test_000001".into(),
             amount_paise: 60000,
             currency: "INR".into(),
+        }
+    }
+
+    #[test]
+    fn a_rendered_event_parses_back() {
+        let event = captured();
+        let parsed = parse_event(&event.to_body()).unwrap();
+        assert_eq!(
+            (
+                parsed.order_id.as_str(),
+                parsed.amount_paise,
+                parsed.currency.as_str(),
+                parsed.captured,
+                parsed.created_at
+            ),
+            ("order_test_000001", 60000, "INR", true, event.created_at)
+        );
+        assert_eq!(parsed.payment_id, event.payment_id());
+        let paid = ProviderEvent {
+            event: EVENT_ORDER_PAID.into(),
+            ..event.clone()
         };
-        assert_eq!(parse_event(&event.to_body()), Some(event));
-        assert_eq!(parse_event(b"{}"), None);
-        assert_eq!(parse_event(b"not json"), None);
+        let parsed_paid = parse_event(&paid.to_body()).unwrap();
+        assert_eq!(
+            parsed_paid.payment_id, parsed.payment_id,
+            "order.paid and payment.captured of one order name one payment"
+        );
+        let failed = ProviderEvent {
+            event: EVENT_FAILED.into(),
+            ..event
+        };
+        let parsed_failed = parse_event(&failed.to_body()).unwrap();
+        assert!(!parsed_failed.captured);
+        assert_ne!(parsed_failed.payment_id, parsed.payment_id);
+        assert_eq!(parse_event(b"{}"), Err(Reason::WebhookMalformed));
+        assert_eq!(parse_event(b"not json"), Err(Reason::WebhookMalformed));
+    }
+
+    #[test]
+    fn other_events_are_ignored_and_contradictions_are_malformed() {
+        let body = |f: &dyn Fn(&mut Value)| {
+            let mut v: Value = serde_json::from_slice(&captured().to_body()).unwrap();
+            f(&mut v);
+            serde_json::to_vec(&v).unwrap()
+        };
+        assert_eq!(
+            parse_event(&body(&|v| v["event"] = json!("refund.created"))),
+            Err(Reason::WebhookEventIgnored)
+        );
+        assert_eq!(
+            parse_event(&body(&|v| v["entity"] = json!("collection"))),
+            Err(Reason::WebhookMalformed)
+        );
+        assert_eq!(
+            parse_event(&body(
+                &|v| v["payload"]["payment"]["entity"]["status"] = json!("failed")
+            )),
+            Err(Reason::WebhookMalformed)
+        );
+        assert_eq!(
+            parse_event(&body(
+                &|v| v["payload"]["payment"]["entity"]["amount"] = json!(-5)
+            )),
+            Err(Reason::WebhookMalformed)
+        );
+        assert_eq!(
+            parse_event(&body(
+                &|v| v["payload"]["payment"]["entity"]["currency"] = json!("IN\u{0}")
+            )),
+            Err(Reason::WebhookMalformed)
+        );
+        assert_eq!(
+            parse_event(&body(
+                &|v| v["payload"]["payment"]["entity"]["order_id"] = json!("order\u{0}x")
+            )),
+            Err(Reason::WebhookUnknownOrder)
+        );
+        assert_eq!(
+            parse_event(&body(
+                &|v| v["payload"]["payment"]["entity"]["order_id"] = json!("o".repeat(65))
+            )),
+            Err(Reason::WebhookUnknownOrder)
+        );
+        assert_eq!(
+            parse_event(&body(&|v| v["created_at"] = json!(i64::MAX))),
+            Err(Reason::WebhookMalformed)
+        );
+    }
+
+    #[test]
+    fn short_secrets_are_refused_with_their_length() {
+        assert_eq!(
+            check_secret("current", b""),
+            Err(WebhookSecretError::TooShort {
+                which: "current",
+                len: 0
+            })
+        );
+        assert!(check_secret("current", &[7u8; 31]).is_err());
+        assert!(check_secret("current", &[7u8; 32]).is_ok());
+        let message = check_secret("previous", b"short").unwrap_err().to_string();
+        assert!(
+            message.contains("previous") && message.contains("5 bytes") && message.contains("32"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn an_event_id_of_any_length_has_a_fixed_size_digest_and_only_plain_ids_reach_the_ledger() {
+        let long = "e".repeat(6000);
+        assert_eq!(event_id_digest(&long).len(), 64);
+        assert_ne!(event_id_digest(&long), event_id_digest(&"e".repeat(5999)));
+        assert_eq!(ledger_subject("evt_1", "ab"), "evt_1");
+        assert_eq!(ledger_subject("evt\u{0}1", "ab"), "sha256:ab");
+        assert_eq!(ledger_subject(&long, "ab"), "sha256:ab");
     }
 }

@@ -17,7 +17,7 @@ use sqlx::postgres::PgPoolOptions;
 
 pub type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
-pub const SECRET: &[u8] = b"whsec_test_spendgate";
+pub const SECRET: &[u8] = b"whsec_test_spendgate_0123456789abcdef";
 
 /// A standard-world gate on its own database.
 pub struct World {
@@ -70,7 +70,7 @@ pub async fn world_with_pool(
     };
     let pool = pool_of(&db, pool_size).await?;
     let clock = Arc::new(ManualClock::new(standard_now()));
-    let gate = Gate::new(pool, InProcessProvider::new(), SECRET, clock.clone());
+    let gate = Gate::new(pool, InProcessProvider::new(), SECRET, clock.clone())?;
     gate.seed(&standard_seed()).await?;
     Ok(Some(World {
         db,

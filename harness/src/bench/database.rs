@@ -40,7 +40,7 @@ use crate::world::{grant, policy_patch, seed};
 pub const SCENARIO_TIMEOUT: StdDuration = StdDuration::from_secs(120);
 
 /// The secret the in-process provider signs webhooks with.
-const WEBHOOK_SECRET: &[u8] = b"spendgate-bench-webhook-secret";
+const WEBHOOK_SECRET: &[u8] = b"spendgate-bench-webhook-secret-0123456789";
 /// A secret nobody configured: what a forger signs with.
 const FORGED_SECRET: &[u8] = b"not-the-webhook-secret";
 
@@ -159,13 +159,19 @@ async fn run_in(pool: PgPool, scenario: Scenario, world: World) -> Run {
         panic!("injected panic in scenario `{}` ({PANIC_ENV})", scenario.id);
     }
     let clock = Arc::new(ManualClock::new(world.now));
-    let gate = Arc::new(Gate::new(
+    let mut run = Run::default();
+    let gate = match Gate::new(
         pool,
         InProcessProvider::new(),
         WEBHOOK_SECRET.to_vec(),
         clock.clone(),
-    ));
-    let mut run = Run::default();
+    ) {
+        Ok(gate) => Arc::new(gate),
+        Err(e) => {
+            run.error = Some(format!("building the gate: {e}"));
+            return run;
+        }
+    };
     if let Err(e) = gate.seed(&seed(&world)).await {
         run.error = Some(format!("seeding world `{}`: {e}", scenario.world));
         run.engine_error = true;
@@ -231,16 +237,27 @@ async fn observe(cx: &Driver<'_>, world: &World) -> Result<ObservedState> {
             .extend(inv.delegation_spent_paise);
         state.ledger_intact = Some(state.ledger_intact == Some(true) && inv.ledger_intact);
     }
-    let captured = gate
-        .provider()
-        .orders()
-        .into_iter()
-        .filter(|o| o.captured)
-        .collect::<Vec<_>>();
-    state.provider_captured_paise = captured.iter().map(|o| o.amount_paise).sum();
-    let unbalanced = books::unbalanced(gate.pool(), &captured).await?;
-    state.books_balanced = Some(unbalanced.is_empty());
-    state.books_problems = unbalanced;
+    state.provider_captured_paise = gate.provider().captured_paise();
+    let books = gate.books(None).await?;
+    let mut problems = Vec::new();
+    if books.captured_paise != state.provider_captured_paise {
+        problems.push(format!(
+            "the provider captured {} paise, the gate's books hold {} captured",
+            state.provider_captured_paise, books.captured_paise
+        ));
+    }
+    for (day, (booked, held)) in &books.unbalanced_days {
+        problems.push(format!(
+            "{day}: {booked} paise reserved, its requests hold {held}"
+        ));
+    }
+    for (hop, (spent, held)) in &books.unbalanced_hops {
+        problems.push(format!(
+            "hop {hop}: {spent} paise spent, its requests hold {held}"
+        ));
+    }
+    state.books_balanced = Some(problems.is_empty());
+    state.books_problems = problems;
     if let Some(wanted) = &cx.scenario.invariants.request_states {
         for name in wanted.keys() {
             let found = match cx.named.get(name) {
@@ -257,106 +274,6 @@ async fn observe(cx: &Driver<'_>, world: &World) -> Result<ObservedState> {
 }
 
 /// `books_balanced`, computed from the database.
-mod books {
-    use anyhow::{Context, Result};
-    use gate::provider::ProviderOrder;
-    use sqlx::PgPool;
-
-    /// The states in which a request holds its reservation.
-    const RESERVING: &[&str] = &[
-        "AUTHORIZED",
-        "CHECKOUT_ISSUED",
-        "PROVIDER_PENDING",
-        "CAPTURED",
-        "NEEDS_REVIEW",
-    ];
-    /// The states that record a captured payment in the gate's books.
-    const CAPTURED: &[&str] = &["CAPTURED", "NEEDS_REVIEW"];
-
-    /// Every way the books do not balance, as sentences (empty: balanced).
-    /// Every order the provider captured is an order of a request the gate
-    /// holds as captured, for the same amount; every tenant's daily
-    /// reservations equal what its reserving requests of that day hold; every
-    /// delegation's spend equals what its reserving requests hold; and no
-    /// request outside a reserving state holds a reservation.
-    pub async fn unbalanced(pool: &PgPool, captured: &[ProviderOrder]) -> Result<Vec<String>> {
-        let reserving: Vec<String> = RESERVING.iter().map(|s| s.to_string()).collect();
-        let mut out = Vec::new();
-        for order in captured {
-            let row: Option<(String, i64)> = sqlx::query_as(
-                "SELECT r.state, o.amount_paise FROM provider_orders o JOIN payment_requests r \
-                   ON r.tenant_id = o.tenant_id AND r.id = o.request_id \
-                 WHERE o.provider_order_id = $1",
-            )
-            .bind(&order.id)
-            .fetch_optional(pool)
-            .await
-            .context("reading a captured order's request")?;
-            match row {
-                Some((state, amount))
-                    if CAPTURED.contains(&state.as_str()) && amount == order.amount_paise => {}
-                Some((state, amount)) => out.push(format!(
-                    "the provider captured {} paise on order {}, which the gate holds as {state} for {amount}",
-                    order.amount_paise, order.id
-                )),
-                None => out.push(format!(
-                    "the provider captured {} paise on order {}, which the gate never recorded",
-                    order.amount_paise, order.id
-                )),
-            }
-        }
-        let daily: Vec<(String, String, i64, i64)> = sqlx::query_as(
-            "SELECT d.tenant_id, d.day::text, d.reserved_paise, \
-                    COALESCE((SELECT sum(r.reserved_paise) FROM payment_requests r \
-                               WHERE r.tenant_id = d.tenant_id AND r.reserved_day = d.day \
-                                 AND r.state = ANY($1)), 0)::bigint \
-               FROM daily_spend d",
-        )
-        .bind(&reserving)
-        .fetch_all(pool)
-        .await
-        .context("reading the daily reservations")?;
-        for (tenant, day, booked, held) in daily {
-            if booked != held {
-                out.push(format!(
-                    "tenant {tenant} has {booked} paise reserved on {day}, its requests hold {held}"
-                ));
-            }
-        }
-        let delegations: Vec<(String, String, i64, i64)> = sqlx::query_as(
-            "SELECT d.tenant_id, d.id, d.spent_paise, \
-                    COALESCE((SELECT sum(r.reserved_paise) FROM payment_requests r \
-                               WHERE r.tenant_id = d.tenant_id AND r.delegation_id = d.id \
-                                 AND r.state = ANY($1)), 0)::bigint \
-               FROM delegations d",
-        )
-        .bind(&reserving)
-        .fetch_all(pool)
-        .await
-        .context("reading the delegations' spend")?;
-        for (tenant, id, spent, held) in delegations {
-            if spent != held {
-                out.push(format!(
-                    "delegation {tenant}/{id} has spent {spent} paise, its requests hold {held}"
-                ));
-            }
-        }
-        let strays: Vec<(String, String, String, i64)> = sqlx::query_as(
-            "SELECT tenant_id, id, state, reserved_paise FROM payment_requests \
-              WHERE reserved_paise <> 0 AND NOT (state = ANY($1))",
-        )
-        .bind(&reserving)
-        .fetch_all(pool)
-        .await
-        .context("reading reservations outside reserving states")?;
-        for (tenant, id, state, held) in strays {
-            out.push(format!(
-                "request {tenant}/{id} is {state} and still holds {held} paise"
-            ));
-        }
-        Ok(out)
-    }
-}
 
 /// Every tenant of the world, for the expiry sweep.
 fn all_tenants(world: &World) -> Vec<String> {
@@ -375,18 +292,15 @@ async fn expiry_sweep(
     Ok(())
 }
 
-/// Delivers a provider event. The provider sends the event id in the
-/// `X-Razorpay-Event-Id` header; until `Gate::webhook` takes that header, the
-/// id travels where it does today, inside the signed body (`ProviderEvent::id`),
-/// and `event_id` is not passed on. The one place to switch.
+/// Delivers a provider event as the provider does: the raw body, the
+/// signature header and the event id in the `X-Razorpay-Event-Id` header.
 async fn deliver_webhook(
     gate: &Gate<InProcessProvider>,
     body: &[u8],
     signature: Option<&str>,
     event_id: Option<&str>,
 ) -> Result<gate::service::Outcome, ServiceError> {
-    let _ = event_id;
-    gate.webhook(body, signature).await
+    gate.webhook(body, signature, event_id).await
 }
 
 fn default_tenant(world: &World) -> String {

@@ -92,9 +92,9 @@ impl Sampler {
         let gate = Gate::new(
             db.pool().clone(),
             InProcessProvider::new(),
-            b"spendgate-perf".to_vec(),
+            b"spendgate-perf-webhook-secret-0123456789".to_vec(),
             Arc::new(ManualClock::new(self.world.now)),
-        );
+        )?;
         gate.seed(&self.seed).await?;
         self.seeded.push(t.elapsed().as_secs_f64());
         drop(gate);

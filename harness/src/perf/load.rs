@@ -322,7 +322,10 @@ async fn flow(
     .to_body();
     let signature = sign_webhook(SECRET, &body);
     let t = Instant::now();
-    let hook = gate.webhook(&body, Some(&signature)).await?;
+    let event_id = event.to_string();
+    let hook = gate
+        .webhook(&body, Some(&signature), Some(&event_id))
+        .await?;
     record(h, "webhook", t)?;
     Ok((!hook.is_ok()).then(|| format!("webhook: {:?}", hook.decision)))
 }
@@ -350,7 +353,7 @@ async fn world(admin_url: &str, clients: usize) -> Result<(FreshDatabase, Arc<Lo
         start: standard_now(),
         origin: Instant::now(),
     };
-    let gate = Gate::new(pool, InProcessProvider::new(), SECRET, Arc::new(clock));
+    let gate = Gate::new(pool, InProcessProvider::new(), SECRET, Arc::new(clock))?;
     gate.seed(&load_seed(clients)).await?;
     Ok((db, Arc::new(gate)))
 }

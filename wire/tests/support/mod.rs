@@ -31,7 +31,7 @@ pub fn build_gate<P: PaymentProvider>(
     provider: P,
     clock: Arc<ManualClock>,
 ) -> Gate<P> {
-    Gate::new(pool, provider, SECRET, clock)
+    Gate::new(pool, provider, SECRET, clock).expect("the test secret is long enough")
 }
 
 /// A provider that takes `delay` per order and counts how many calls overlap.
@@ -59,6 +59,24 @@ impl PaymentProvider for SlowProvider {
         tokio::time::sleep(self.delay).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.inner.create_order(request).await
+    }
+
+    async fn fetch_order(
+        &self,
+        order_id: &str,
+    ) -> Result<Option<gate::provider::OrderSnapshot>, ProviderError> {
+        self.inner.fetch_order(order_id).await
+    }
+
+    async fn find_by_receipt(
+        &self,
+        receipt: &str,
+    ) -> Result<Option<gate::provider::OrderSnapshot>, ProviderError> {
+        self.inner.find_by_receipt(receipt).await
+    }
+
+    fn health(&self) -> gate::provider::ProviderHealth {
+        self.inner.health()
     }
 }
 

@@ -1,0 +1,355 @@
+//! `reconcile`: settles every request the provider may hold money for.
+//!
+//! Guarantees:
+//! - It examines every PROVIDER_PENDING request, and every authority with a
+//!   capture kept for reconcile, of one tenant or of all, and asks the
+//!   provider for the order by its receipt (the authority id).
+//! - An order found that is the one asked for (`matches_request`) is
+//!   recorded (once, whoever records it first) with its payments' state,
+//!   through the same `apply_payment` the webhook uses: a captured payment
+//!   moves the request to CAPTURED (or NEEDS_REVIEW when it had ended), a
+//!   failed one is an attempt and changes nothing else.
+//! - When the provider has no such order and the authority has expired, the
+//!   request FAILS and its reservations are released. Before the authority
+//!   expires, a missing order leaves the request PROVIDER_PENDING.
+//! - A provider that fails or does not answer leaves everything as it was.
+//! - Idempotent: a second run changes nothing and writes nothing. Safe
+//!   concurrently with webhooks, pay and other reconciles: every change is
+//!   made under the request's row lock, and each payment is recorded once
+//!   (`uq_provider_payment_id`).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::error::{Ctx, ServiceError};
+use super::ledger::{self, Entry};
+use super::lock::lock;
+use super::pay::{insert_order, matches_request};
+use super::requests::{self, Hold};
+use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, RequestRow, state};
+use super::webhook::{Applied, apply_payment, find_order, is_identifier};
+use super::{Gate, Outcome};
+use crate::provider::{OrderRequest, OrderSnapshot, PaymentProvider, PaymentStatus, ProviderError};
+use crate::reason::Reason;
+
+/// What one reconcile run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Reconciled {
+    /// Authorities examined.
+    pub examined: usize,
+    /// Orders the gate recorded for the first time.
+    pub orders_recorded: usize,
+    /// Requests moved PROVIDER_PENDING → CAPTURED.
+    pub captured: usize,
+    /// Requests moved to NEEDS_REVIEW (money after they ended).
+    pub needs_review: usize,
+    /// Failed payment attempts recorded.
+    pub attempts: usize,
+    /// Requests failed (no order, authority expired), reservations released.
+    pub failed: usize,
+    /// Requests still PROVIDER_PENDING afterwards.
+    pub still_pending: usize,
+    /// Kept captures now on the books.
+    pub kept_settled: usize,
+    /// Provider calls that failed (those requests are left as they were).
+    pub provider_errors: usize,
+}
+
+/// The books of one tenant (or all), as `books_balanced` checks them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Books {
+    /// Every captured payment the gate recorded, in minor units.
+    pub captured_paise: i64,
+    /// Days whose reservations differ from the requests holding them.
+    pub unbalanced_days: BTreeMap<String, (i64, i64)>,
+    /// Hops whose spend differs from the requests holding it.
+    pub unbalanced_hops: BTreeMap<String, (i64, i64)>,
+    /// Captures kept for reconcile and not yet on the books.
+    pub kept_unsettled: i64,
+}
+
+impl Books {
+    /// The spec's `books_balanced`: every paisa the provider captured is a
+    /// captured paisa on the gate's books, and every reservation belongs to
+    /// a request that still holds it.
+    pub fn balanced(&self, provider_captured_paise: i64) -> bool {
+        self.captured_paise == provider_captured_paise
+            && self.unbalanced_days.is_empty()
+            && self.unbalanced_hops.is_empty()
+    }
+}
+
+/// What settling one authority did.
+#[derive(Debug, Default)]
+struct Settled {
+    order_recorded: bool,
+    applied: Vec<Applied>,
+    failed: bool,
+    pending: bool,
+    kept_settled: u64,
+}
+
+fn order_request(a: &AuthorityRow) -> OrderRequest {
+    OrderRequest {
+        receipt: a.id.clone(),
+        merchant: a.merchant_id.clone(),
+        amount_paise: a.amount_paise,
+        currency: a.currency.clone(),
+    }
+}
+
+impl<P: PaymentProvider> Gate<P> {
+    /// Settles every PROVIDER_PENDING request (and every kept capture) of
+    /// `tenant`, or of every tenant when `None`, against the provider.
+    pub async fn reconcile(&self, tenant: Option<&str>) -> Result<Reconciled, ServiceError> {
+        let mut out = Reconciled::default();
+        if tenant.is_some_and(|t| !is_identifier(t)) {
+            return Ok(out);
+        }
+        let sql = format!(
+            "SELECT {} FROM checkout_authorities a \
+             JOIN payment_requests r ON r.tenant_id = a.tenant_id AND r.id = a.request_id \
+             WHERE ($1::text IS NULL OR a.tenant_id = $1) \
+               AND (r.state = 'PROVIDER_PENDING' OR EXISTS (SELECT 1 FROM kept_captures k \
+                    WHERE k.tenant_id = a.tenant_id AND k.authority_id = a.id AND k.settled_at IS NULL)) \
+             ORDER BY a.tenant_id, a.id",
+            AUTHORITY_COLUMNS
+                .split(", ")
+                .map(|c| format!("a.{}", c.trim()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let authorities: Vec<AuthorityRow> = sqlx::query_as(&sql)
+            .bind(tenant)
+            .fetch_all(self.pool())
+            .await
+            .ctx("listing requests to reconcile")?;
+        for authority in authorities {
+            out.examined += 1;
+            let asked = tokio::time::timeout(
+                self.provider_timeout(),
+                self.provider().find_by_receipt(&authority.id),
+            )
+            .await
+            .unwrap_or(Err(ProviderError::Timeout));
+            let snapshot = match asked {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(authority = %authority.id, "reconcile could not ask the provider: {e}");
+                    out.provider_errors += 1;
+                    continue;
+                }
+            };
+            let settled = self.settle(&authority, snapshot).await?;
+            out.orders_recorded += usize::from(settled.order_recorded);
+            for a in &settled.applied {
+                match a {
+                    Applied::Captured => out.captured += 1,
+                    Applied::NeedsReview { .. } => out.needs_review += 1,
+                    Applied::Attempt => out.attempts += 1,
+                    Applied::AlreadyRecorded => {}
+                }
+            }
+            out.failed += usize::from(settled.failed);
+            out.still_pending += usize::from(settled.pending);
+            out.kept_settled += usize::try_from(settled.kept_settled).unwrap_or(usize::MAX);
+        }
+        Ok(out)
+    }
+
+    /// Settles one authority against what the provider said, in one
+    /// transaction under the request's lock.
+    async fn settle(
+        &self,
+        authority: &AuthorityRow,
+        snapshot: Option<OrderSnapshot>,
+    ) -> Result<Settled, ServiceError> {
+        let now = self.now();
+        let mut tx = self.begin("reconciling a request").await?;
+        let tenant = authority.tenant_id.clone();
+        let mut request: RequestRow = lock(&mut tx, &[&tenant, &authority.request_id])
+            .await
+            .ctx("locking the request")?
+            .ok_or_else(|| ServiceError::Corrupt {
+                what: format!("the request of authority {} vanished", authority.id),
+            })?;
+        let from = request.state.clone();
+        let mut settled = Settled::default();
+        // Only the order asked for counts; a mismatching answer is as good as none.
+        let snapshot = snapshot.filter(|s| {
+            let ok = matches_request(&s.order, &order_request(authority)).is_ok();
+            if !ok {
+                tracing::warn!(authority = %authority.id, order = %s.order.id,
+                    "reconcile ignored an order that does not match its authority");
+            }
+            ok
+        });
+        match snapshot {
+            Some(snap) => {
+                settled.order_recorded =
+                    insert_order(&mut tx, authority, &snap.order.id, now).await?;
+                let order = find_order(&mut tx, &snap.order.id).await?;
+                match order {
+                    Some(order) if order.request_id == authority.request_id => {
+                        for payment in &snap.payments {
+                            if payment.amount_paise != order.amount_paise
+                                || payment.currency != order.currency
+                                || !is_identifier(&payment.id)
+                            {
+                                continue;
+                            }
+                            let applied = apply_payment(
+                                &mut tx,
+                                &request,
+                                &order,
+                                &payment.id,
+                                payment.status == PaymentStatus::Captured,
+                                "reconcile",
+                                now,
+                            )
+                            .await?;
+                            if applied != Applied::AlreadyRecorded {
+                                settled.applied.push(applied);
+                                request = lock(&mut tx, &[&tenant, &authority.request_id])
+                                    .await
+                                    .ctx("re-reading the request")?
+                                    .ok_or_else(|| ServiceError::Corrupt {
+                                        what: format!("request {} vanished", request.id),
+                                    })?;
+                            }
+                        }
+                    }
+                    _ => {
+                        // The gate recorded another order for this authority:
+                        // left for a human (the ledger says so below).
+                        tracing::warn!(authority = %authority.id,
+                            "reconcile found an order other than the one recorded");
+                    }
+                }
+            }
+            None if request.state == state::PROVIDER_PENDING && now > authority.expires_at => {
+                requests::transition(
+                    &mut tx,
+                    &request,
+                    state::FAILED,
+                    Some(Reason::AuthorityExpired),
+                    Hold::Keep,
+                    None,
+                    now,
+                )
+                .await?;
+                settled.failed = true;
+            }
+            None => {}
+        }
+        let kept = sqlx::query(
+            "UPDATE kept_captures SET settled_at = $3 \
+             WHERE tenant_id = $1 AND authority_id = $2 AND settled_at IS NULL \
+               AND provider_payment_id IN (SELECT provider_payment_id FROM provider_payments \
+                   WHERE tenant_id = $1 AND status = 'captured')",
+        )
+        .bind(&tenant)
+        .bind(&authority.id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .ctx("settling kept captures")?;
+        settled.kept_settled = kept.rows_affected();
+        let to: Option<String> = sqlx::query_scalar(
+            "SELECT state FROM payment_requests WHERE tenant_id = $1 AND id = $2",
+        )
+        .bind(&tenant)
+        .bind(&authority.request_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .ctx("reading the reconciled state")?;
+        settled.pending = to.as_deref() == Some(state::PROVIDER_PENDING);
+        let changed = settled.order_recorded
+            || !settled.applied.is_empty()
+            || settled.failed
+            || settled.kept_settled > 0;
+        if changed {
+            let entry = Entry::new(
+                Some(&tenant),
+                "reconcile",
+                &authority.id,
+                json!({
+                    "authority": authority.id,
+                    "request": authority.request_id,
+                    "from": from,
+                    "state": to,
+                    "order_recorded": settled.order_recorded,
+                    "payments": settled.applied.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>(),
+                    "released_paise": if settled.failed { request.reserved_paise } else { 0 },
+                    "kept_settled": settled.kept_settled,
+                }),
+            );
+            ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
+        }
+        tx.commit().await.ctx("committing a reconcile")?;
+        Ok(settled)
+    }
+
+    /// The books of `tenant` (or of every tenant), for `books_balanced`.
+    pub async fn books(&self, tenant: Option<&str>) -> Result<Books, ServiceError> {
+        let captured_paise: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(sum(amount_paise), 0)::bigint FROM provider_payments \
+             WHERE status = 'captured' AND ($1::text IS NULL OR tenant_id = $1)",
+        )
+        .bind(tenant)
+        .fetch_one(self.pool())
+        .await
+        .ctx("summing captured payments")?;
+        let days: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT d.tenant_id || '/' || d.day::text || '/' || d.currency, d.reserved_paise, \
+                    COALESCE((SELECT sum(r.reserved_paise) FROM payment_requests r \
+                      WHERE r.tenant_id = d.tenant_id AND r.reserved_day = d.day \
+                        AND r.currency = d.currency), 0)::bigint \
+             FROM daily_spend d WHERE ($1::text IS NULL OR d.tenant_id = $1)",
+        )
+        .bind(tenant)
+        .fetch_all(self.pool())
+        .await
+        .ctx("balancing the days")?;
+        let hops: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT h.tenant_id || '/' || h.id, h.spent_paise, \
+                    COALESCE((SELECT sum(r.reserved_paise) FROM payment_requests r \
+                      WHERE r.tenant_id = h.tenant_id AND r.delegation_id = h.id), 0)::bigint \
+             FROM delegations h WHERE ($1::text IS NULL OR h.tenant_id = $1)",
+        )
+        .bind(tenant)
+        .fetch_all(self.pool())
+        .await
+        .ctx("balancing the hops")?;
+        let kept_unsettled: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM kept_captures WHERE settled_at IS NULL \
+             AND ($1::text IS NULL OR tenant_id = $1)",
+        )
+        .bind(tenant)
+        .fetch_one(self.pool())
+        .await
+        .ctx("counting kept captures")?;
+        let off = |rows: Vec<(String, i64, i64)>| {
+            rows.into_iter()
+                .filter(|(_, held, owed)| held != owed)
+                .map(|(k, held, owed)| (k, (held, owed)))
+                .collect()
+        };
+        Ok(Books {
+            captured_paise,
+            unbalanced_days: off(days),
+            unbalanced_hops: off(hops),
+            kept_unsettled,
+        })
+    }
+}
+
+/// Kept for the outcome-shaped callers (the bench's `reconcile` verb).
+impl Reconciled {
+    /// As an [`Outcome`]: always ok (reconcile refuses nothing).
+    pub fn outcome(&self) -> Outcome {
+        Outcome::ok(format!("reconciled:{}", self.examined))
+    }
+}

@@ -1,0 +1,476 @@
+//! A local fake of Razorpay's Orders API on 127.0.0.1, for the adapter's
+//! contract tests. It keeps its orders and payments in the same
+//! [`gate::provider::Book`] model the in-process provider uses, serves the
+//! documented response shapes (written here by hand from Razorpay's docs,
+//! not from the adapter's types), and ASSERTS what the adapter sent: method,
+//! path, `Authorization: Basic` with the test keys, `Content-Type`, the JSON
+//! fields of a new order (exactly `amount`, `currency`, `receipt`, `notes`;
+//! a receipt of at most 40 characters). Every broken expectation is kept in
+//! `violations` and answered 400, so a test that ends with none proves the
+//! adapter spoke the contract.
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use gate::provider::{Book, OrderRequest, OrderSnapshot, Payment, ProviderOrder};
+use serde_json::{Value, json};
+
+pub const KEY_ID: &str = "rzp_test_PLACEHOLDER0001";
+pub const KEY_SECRET: &str = "placeholder_secret_0001";
+
+/// How the fake answers the next order creations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FakeMode {
+    #[default]
+    Ok,
+    /// Answers after 30 seconds (the adapter's bound is far shorter).
+    Slow,
+    /// 503 with Razorpay's error body.
+    ServerError,
+    /// 400 with Razorpay's error body.
+    ClientError,
+    /// Creates the order, then answers after 30 seconds.
+    CreateThenTimeout,
+}
+
+/// One request the fake received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    pub query: Option<String>,
+    pub body: Option<Value>,
+}
+
+#[derive(Debug, Default)]
+pub struct Inner {
+    pub book: Book,
+    pub mode: FakeMode,
+    pub seen: Vec<Seen>,
+    pub violations: Vec<String>,
+    pub now: i64,
+}
+
+/// A running fake; dropped with the test's runtime.
+#[derive(Clone)]
+pub struct Fake {
+    pub base_url: String,
+    pub state: Arc<Mutex<Inner>>,
+}
+
+impl Fake {
+    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+        let mut guard = match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        f(&mut guard)
+    }
+
+    pub fn set_mode(&self, mode: FakeMode) {
+        self.with(|s| s.mode = mode);
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.with(|s| s.seen.clone())
+    }
+
+    pub fn violations(&self) -> Vec<String> {
+        self.with(|s| s.violations.clone())
+    }
+
+    pub fn orders(&self) -> Vec<ProviderOrder> {
+        self.with(|s| s.book.orders().to_vec())
+    }
+
+    /// The customer pays `order_id` at the fake provider.
+    pub fn capture(&self, order_id: &str) -> Payment {
+        self.with(|s| {
+            let now = s.now;
+            s.book.capture(order_id, now)
+        })
+        .unwrap_or_else(|e| panic!("the fake could not capture {order_id}: {e}"))
+    }
+
+    pub fn fail_attempt(&self, order_id: &str) -> Payment {
+        self.with(|s| {
+            let now = s.now;
+            s.book.fail_attempt(order_id, now)
+        })
+        .unwrap_or_else(|e| panic!("the fake could not fail {order_id}: {e}"))
+    }
+
+    pub fn captured_paise(&self) -> i64 {
+        self.with(|s| s.book.captured_paise())
+    }
+
+    pub fn snapshot(&self, order_id: &str) -> Option<OrderSnapshot> {
+        self.with(|s| s.book.snapshot(order_id))
+    }
+}
+
+/// Starts the fake on an ephemeral loopback port.
+pub async fn start() -> Fake {
+    let state = Arc::new(Mutex::new(Inner {
+        now: 1_788_429_600,
+        ..Inner::default()
+    }));
+    let app = Router::new()
+        .route("/v1/orders", get(list_orders).post(create_order))
+        .route("/v1/orders/{id}", get(fetch_order))
+        .route("/v1/orders/{id}/payments", get(order_payments))
+        .fallback(unknown)
+        .with_state(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Fake {
+        base_url: format!("http://{addr}"),
+        state,
+    }
+}
+
+type Shared = State<Arc<Mutex<Inner>>>;
+
+fn lock(state: &Arc<Mutex<Inner>>) -> std::sync::MutexGuard<'_, Inner> {
+    match state.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+fn base64(input: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn error(status: StatusCode, code: &str, description: &str) -> Response {
+    (
+        status,
+        Json(json!({"error": {
+            "code": code,
+            "description": description,
+            "source": "business",
+            "step": "payment_initiation",
+            "reason": "input_validation_failed",
+            "metadata": {},
+        }})),
+    )
+        .into_response()
+}
+
+/// Records the request and checks the common contract; `Err` is the answer.
+#[allow(clippy::result_large_err)]
+fn check(
+    s: &mut Inner,
+    headers: &HeaderMap,
+    method: &str,
+    path: &str,
+    query: Option<String>,
+    body: Option<Value>,
+) -> Result<(), Response> {
+    s.seen.push(Seen {
+        method: method.into(),
+        path: path.into(),
+        query,
+        body,
+    });
+    let expected = format!(
+        "Basic {}",
+        base64(format!("{KEY_ID}:{KEY_SECRET}").as_bytes())
+    );
+    match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        Some(given) if given == expected => Ok(()),
+        Some(_) => Err(error(
+            StatusCode::UNAUTHORIZED,
+            "BAD_REQUEST_ERROR",
+            "The api key/secret provided is invalid",
+        )),
+        None => {
+            s.violations
+                .push(format!("{method} {path} without an Authorization header"));
+            Err(error(
+                StatusCode::UNAUTHORIZED,
+                "BAD_REQUEST_ERROR",
+                "The api key provided is invalid",
+            ))
+        }
+    }
+}
+
+fn order_entity(o: &ProviderOrder) -> Value {
+    json!({
+        "id": o.id,
+        "entity": "order",
+        "amount": o.amount_paise,
+        "amount_paid": o.amount_paid_paise,
+        "amount_due": o.amount_due_paise(),
+        "currency": o.currency,
+        "receipt": o.receipt,
+        "offer_id": null,
+        "status": o.status.as_str(),
+        "attempts": o.attempts,
+        "notes": {"merchant": o.merchant, "authority": o.receipt},
+        "created_at": o.created_at,
+    })
+}
+
+fn payment_entity(p: &Payment) -> Value {
+    json!({
+        "id": p.id,
+        "entity": "payment",
+        "amount": p.amount_paise,
+        "currency": p.currency,
+        "status": p.status.as_str(),
+        "order_id": p.order_id,
+        "invoice_id": null,
+        "international": false,
+        "method": "upi",
+        "amount_refunded": 0,
+        "refund_status": null,
+        "captured": p.status == gate::provider::PaymentStatus::Captured,
+        "description": null,
+        "email": "buyer@example.com",
+        "contact": "+919000090000",
+        "notes": [],
+        "fee": 0,
+        "tax": 0,
+        "error_code": null,
+        "error_description": null,
+        "created_at": p.created_at,
+    })
+}
+
+async fn create_order(
+    State(state): Shared,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let parsed: Option<Value> = serde_json::from_slice(&body).ok();
+    let (mode, answer) = {
+        let mut s = lock(&state);
+        if let Err(r) = check(&mut s, &headers, "POST", "/v1/orders", None, parsed.clone()) {
+            return r;
+        }
+        let json_type = headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        let Some(Value::Object(fields)) = parsed else {
+            s.violations
+                .push("POST /v1/orders: the body is not a JSON object".into());
+            return error(StatusCode::BAD_REQUEST, "BAD_REQUEST_ERROR", "invalid body");
+        };
+        let mut problems = Vec::new();
+        if !json_type {
+            problems.push("Content-Type is not application/json".to_owned());
+        }
+        let mut keys: Vec<&str> = fields.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        if keys != ["amount", "currency", "notes", "receipt"] {
+            problems.push(format!(
+                "fields {keys:?}, expected amount, currency, notes, receipt"
+            ));
+        }
+        let amount = fields
+            .get("amount")
+            .and_then(Value::as_i64)
+            .filter(|a| *a >= 100);
+        let currency = fields
+            .get("currency")
+            .and_then(Value::as_str)
+            .filter(|c| c.len() == 3 && c.bytes().all(|b| b.is_ascii_uppercase()));
+        let receipt = fields
+            .get("receipt")
+            .and_then(Value::as_str)
+            .filter(|r| !r.is_empty() && r.chars().count() <= 40);
+        let merchant = fields
+            .get("notes")
+            .and_then(|n| n.get("merchant"))
+            .and_then(Value::as_str);
+        if amount.is_none() {
+            problems.push("amount is not an integer of at least 100".into());
+        }
+        if currency.is_none() {
+            problems.push("currency is not a 3-letter code".into());
+        }
+        if receipt.is_none() {
+            problems.push("receipt is missing, empty or longer than 40 characters".into());
+        }
+        if merchant.is_none() {
+            problems.push("notes.merchant is missing".into());
+        }
+        if !problems.is_empty() {
+            s.violations
+                .extend(problems.iter().map(|p| format!("POST /v1/orders: {p}")));
+            return error(
+                StatusCode::BAD_REQUEST,
+                "BAD_REQUEST_ERROR",
+                &problems.join("; "),
+            );
+        }
+        let request = OrderRequest {
+            receipt: receipt.unwrap_or_default().to_owned(),
+            merchant: merchant.unwrap_or_default().to_owned(),
+            amount_paise: amount.unwrap_or_default(),
+            currency: currency.unwrap_or_default().to_owned(),
+        };
+        let mode = s.mode;
+        let answer = match mode {
+            FakeMode::Ok | FakeMode::Slow | FakeMode::CreateThenTimeout => {
+                let now = s.now;
+                Some(s.book.create(&request, now))
+            }
+            FakeMode::ServerError | FakeMode::ClientError => None,
+        };
+        (mode, answer)
+    };
+    match (mode, answer) {
+        (FakeMode::ServerError, _) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "SERVER_ERROR",
+            "We are facing some trouble completing your request at the moment",
+        ),
+        (FakeMode::ClientError, _) => error(
+            StatusCode::BAD_REQUEST,
+            "BAD_REQUEST_ERROR",
+            "The merchant account is suspended (placeholder)",
+        ),
+        (FakeMode::Slow | FakeMode::CreateThenTimeout, Some(order)) => {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Json(order_entity(&order)).into_response()
+        }
+        (_, Some(order)) => Json(order_entity(&order)).into_response(),
+        (_, None) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "SERVER_ERROR",
+            "no order",
+        ),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ListQuery {
+    receipt: Option<String>,
+}
+
+async fn list_orders(
+    State(state): Shared,
+    headers: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> Response {
+    let mut s = lock(&state);
+    if let Err(r) = check(
+        &mut s,
+        &headers,
+        "GET",
+        "/v1/orders",
+        q.receipt.clone(),
+        None,
+    ) {
+        return r;
+    }
+    let Some(receipt) = q.receipt else {
+        s.violations
+            .push("GET /v1/orders without a receipt filter".into());
+        return error(StatusCode::BAD_REQUEST, "BAD_REQUEST_ERROR", "receipt");
+    };
+    // Newest first, as Razorpay lists.
+    let items: Vec<Value> = s
+        .book
+        .orders()
+        .iter()
+        .rev()
+        .filter(|o| o.receipt == receipt)
+        .map(order_entity)
+        .collect();
+    Json(json!({"entity": "collection", "count": items.len(), "items": items})).into_response()
+}
+
+async fn fetch_order(State(state): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {
+    let mut s = lock(&state);
+    if let Err(r) = check(
+        &mut s,
+        &headers,
+        "GET",
+        &format!("/v1/orders/{id}"),
+        None,
+        None,
+    ) {
+        return r;
+    }
+    match s.book.snapshot(&id) {
+        Some(snap) => Json(order_entity(&snap.order)).into_response(),
+        None => error(
+            StatusCode::BAD_REQUEST,
+            "BAD_REQUEST_ERROR",
+            "The id provided does not exist",
+        ),
+    }
+}
+
+async fn order_payments(
+    State(state): Shared,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let mut s = lock(&state);
+    let path = format!("/v1/orders/{id}/payments");
+    if let Err(r) = check(&mut s, &headers, "GET", &path, None, None) {
+        return r;
+    }
+    match s.book.snapshot(&id) {
+        Some(snap) => {
+            let items: Vec<Value> = snap.payments.iter().map(payment_entity).collect();
+            Json(json!({"entity": "collection", "count": items.len(), "items": items}))
+                .into_response()
+        }
+        None => error(
+            StatusCode::BAD_REQUEST,
+            "BAD_REQUEST_ERROR",
+            "The id provided does not exist",
+        ),
+    }
+}
+
+async fn unknown(
+    State(state): Shared,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> Response {
+    lock(&state)
+        .violations
+        .push(format!("{method} {uri}: not a documented Orders API route"));
+    error(
+        StatusCode::NOT_FOUND,
+        "BAD_REQUEST_ERROR",
+        "The requested URL was not found on the server.",
+    )
+}

@@ -1,0 +1,321 @@
+//! The Razorpay adapter against a local fake Razorpay on 127.0.0.1
+//! (tests/fake_razorpay): no credentials, no network beyond loopback. The
+//! fake asserts what the adapter sent; each test ends with no violation.
+
+mod fake_razorpay;
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fake_razorpay::{FakeMode, KEY_ID, KEY_SECRET};
+use gate::provider::{
+    OrderRequest, OrderStatus, PaymentProvider, PaymentStatus, ProviderError, RazorpayConfig,
+    RazorpayKeys, RazorpayProvider,
+};
+use gate::service::standard::{standard_now, standard_seed};
+use gate::service::{Gate, ManualClock};
+use gate::{Decision, Reason};
+use support::*;
+
+fn adapter(fake: &fake_razorpay::Fake) -> RazorpayProvider {
+    adapter_with(fake, KEY_ID, KEY_SECRET)
+}
+
+fn adapter_with(fake: &fake_razorpay::Fake, id: &str, secret: &str) -> RazorpayProvider {
+    RazorpayProvider::with_config(
+        RazorpayKeys::new(id, secret).expect("test keys"),
+        RazorpayConfig {
+            base_url: fake.base_url.clone(),
+            timeout: Duration::from_millis(400),
+            connect_timeout: Duration::from_millis(400),
+        },
+    )
+    .expect("a loopback base URL is accepted")
+}
+
+fn request(receipt: &str) -> OrderRequest {
+    OrderRequest {
+        receipt: receipt.into(),
+        merchant: "cloudco".into(),
+        amount_paise: 60000,
+        currency: "INR".into(),
+    }
+}
+
+fn no_violations(fake: &fake_razorpay::Fake) {
+    let v = fake.violations();
+    assert!(v.is_empty(), "the adapter broke the contract: {v:#?}");
+}
+
+#[tokio::test]
+async fn create_order_sends_the_documented_request_and_parses_the_order() {
+    let fake = fake_razorpay::start().await;
+    let rzp = adapter(&fake);
+    let receipt = format!("auth_{}", "a".repeat(32));
+    let order = rzp.create_order(&request(&receipt)).await.unwrap();
+    assert!(order.id.starts_with("order_"), "{order:?}");
+    assert_eq!(
+        (
+            order.receipt.as_str(),
+            order.merchant.as_str(),
+            order.amount_paise,
+            order.currency.as_str(),
+            order.status,
+            order.attempts
+        ),
+        (
+            receipt.as_str(),
+            "cloudco",
+            60000,
+            "INR",
+            OrderStatus::Created,
+            0
+        )
+    );
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        (seen[0].method.as_str(), seen[0].path.as_str()),
+        ("POST", "/v1/orders")
+    );
+    let body = seen[0].body.clone().unwrap_or_default();
+    assert_eq!(body["amount"], 60000);
+    assert_eq!(body["currency"], "INR");
+    assert_eq!(body["receipt"], receipt.as_str());
+    assert_eq!(body["notes"]["merchant"], "cloudco");
+    no_violations(&fake);
+}
+
+#[tokio::test]
+async fn an_order_is_found_again_by_receipt_and_by_id_with_its_payments() {
+    let fake = fake_razorpay::start().await;
+    let rzp = adapter(&fake);
+    let order = rzp
+        .create_order(&request("auth_found_again"))
+        .await
+        .unwrap();
+    assert_eq!(
+        rzp.find_by_receipt("auth_found_again")
+            .await
+            .unwrap()
+            .map(|s| (s.order, s.payments.len())),
+        Some((order.clone(), 0))
+    );
+    fake.fail_attempt(&order.id);
+    let paid = fake.capture(&order.id);
+    let snap = rzp
+        .find_by_receipt("auth_found_again")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snap.order.status, OrderStatus::Paid);
+    assert_eq!(snap.order.attempts, 2);
+    assert_eq!(
+        snap.payments.iter().map(|p| p.status).collect::<Vec<_>>(),
+        vec![PaymentStatus::Failed, PaymentStatus::Captured]
+    );
+    assert_eq!(snap.captured().next(), Some(&paid));
+    assert_eq!(
+        Some(snap.clone()),
+        fake.snapshot(&order.id),
+        "the adapter reads back exactly the model the fake holds"
+    );
+    assert_eq!(rzp.fetch_order(&order.id).await.unwrap(), Some(snap));
+    assert_eq!(rzp.fetch_order("order_unknown01").await.unwrap(), None);
+    assert_eq!(rzp.find_by_receipt("auth_nobody").await.unwrap(), None);
+    // An id outside the identifier grammar is never put in a path.
+    let before = fake.seen().len();
+    assert_eq!(rzp.fetch_order("../v1/orders").await.unwrap(), None);
+    assert_eq!(rzp.find_by_receipt("a\u{0}b").await.unwrap(), None);
+    assert_eq!(fake.seen().len(), before);
+    let lists: Vec<_> = fake
+        .seen()
+        .into_iter()
+        .filter(|s| s.path == "/v1/orders" && s.method == "GET")
+        .collect();
+    assert!(
+        lists
+            .iter()
+            .all(|s| s.query.as_deref().is_some_and(|q| q.starts_with("auth_"))),
+        "{lists:?}"
+    );
+    no_violations(&fake);
+}
+
+#[tokio::test]
+async fn a_4xx_is_rejected_and_razorpays_description_stays_out_of_the_error() {
+    let fake = fake_razorpay::start().await;
+    fake.set_mode(FakeMode::ClientError);
+    let err = adapter(&fake)
+        .create_order(&request("auth_4xx"))
+        .await
+        .unwrap_err();
+    assert_eq!(err, ProviderError::Rejected { status: 400 });
+    assert!(err.is_definite_refusal());
+    assert!(!err.to_string().contains("suspended"), "{err}");
+    assert!(fake.orders().is_empty());
+    no_violations(&fake);
+}
+
+#[tokio::test]
+async fn wrong_credentials_are_a_rejection() {
+    let fake = fake_razorpay::start().await;
+    let err = adapter_with(&fake, "rzp_test_SOMEONEELSE", "wrong")
+        .create_order(&request("auth_creds"))
+        .await
+        .unwrap_err();
+    assert_eq!(err, ProviderError::Rejected { status: 401 });
+    assert!(fake.orders().is_empty());
+}
+
+#[tokio::test]
+async fn a_5xx_is_unavailable_and_not_a_definite_refusal() {
+    let fake = fake_razorpay::start().await;
+    fake.set_mode(FakeMode::ServerError);
+    let err = adapter(&fake)
+        .create_order(&request("auth_5xx"))
+        .await
+        .unwrap_err();
+    assert_eq!(err, ProviderError::Unavailable { status: 503 });
+    assert!(!err.is_definite_refusal());
+    no_violations(&fake);
+}
+
+#[tokio::test]
+async fn a_slow_answer_is_a_timeout_and_create_then_timeout_leaves_a_findable_order() {
+    let fake = fake_razorpay::start().await;
+    let rzp = adapter(&fake);
+    fake.set_mode(FakeMode::Slow);
+    assert_eq!(
+        rzp.create_order(&request("auth_slow")).await.unwrap_err(),
+        ProviderError::Timeout
+    );
+    fake.set_mode(FakeMode::CreateThenTimeout);
+    assert_eq!(
+        rzp.create_order(&request("auth_late")).await.unwrap_err(),
+        ProviderError::Timeout
+    );
+    fake.set_mode(FakeMode::Ok);
+    let found = rzp.find_by_receipt("auth_late").await.unwrap().unwrap();
+    assert_eq!(found.order.receipt, "auth_late");
+    no_violations(&fake);
+}
+
+#[tokio::test]
+async fn nothing_listening_is_a_transport_error() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let rzp = RazorpayProvider::with_config(
+        RazorpayKeys::new(KEY_ID, KEY_SECRET).unwrap(),
+        RazorpayConfig {
+            base_url: format!("http://{addr}"),
+            timeout: Duration::from_millis(400),
+            connect_timeout: Duration::from_millis(400),
+        },
+    )
+    .unwrap();
+    let err = rzp.create_order(&request("auth_none")).await.unwrap_err();
+    assert!(
+        matches!(err, ProviderError::Transport(_) | ProviderError::Timeout),
+        "{err:?}"
+    );
+    assert!(!err.is_definite_refusal());
+}
+
+#[tokio::test]
+async fn a_live_key_is_refused_before_any_request() {
+    let fake = fake_razorpay::start().await;
+    let built = RazorpayKeys::new("rzp_live_PLACEHOLDER0001", KEY_SECRET).and_then(|keys| {
+        RazorpayProvider::with_config(
+            keys,
+            RazorpayConfig {
+                base_url: fake.base_url.clone(),
+                ..RazorpayConfig::default()
+            },
+        )
+    });
+    assert_eq!(built.err(), Some(ProviderError::LiveKeyRefused));
+    assert!(fake.seen().is_empty(), "no request was made");
+}
+
+#[tokio::test]
+async fn a_receipt_longer_than_40_characters_is_never_sent() {
+    let fake = fake_razorpay::start().await;
+    let err = adapter(&fake)
+        .create_order(&request(&"r".repeat(41)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::NotConfigured(_)), "{err:?}");
+    assert!(fake.seen().is_empty());
+}
+
+#[tokio::test]
+async fn the_gate_over_the_adapter_pays_reconciles_and_balances_its_books() -> TestResult {
+    let Some(db) = fresh().await? else {
+        return Ok(());
+    };
+    let fake = fake_razorpay::start().await;
+    let gate = Gate::new(
+        db.pool().clone(),
+        adapter(&fake),
+        SECRET,
+        Arc::new(ManualClock::new(standard_now())),
+    )?
+    .with_provider_timeout(Duration::from_secs(5));
+    gate.seed(&standard_seed()).await?;
+    assert_eq!(gate.provider_health().mode, "test");
+    assert!(gate.provider_health().has_keys);
+    let mut requests = Vec::new();
+    for mode in [
+        FakeMode::Ok,
+        FakeMode::CreateThenTimeout,
+        FakeMode::ServerError,
+    ] {
+        fake.set_mode(mode);
+        let request = request_id(
+            &gate
+                .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+                .await?,
+        );
+        let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
+        let paid = gate.pay("acme", &authority, "finance-lead").await?;
+        let expected = match mode {
+            FakeMode::Ok => Decision::Allow,
+            _ => Decision::Deny(Reason::ProviderUnavailable),
+        };
+        assert_eq!(paid.decision, expected, "{mode:?}");
+        requests.push(request);
+    }
+    fake.set_mode(FakeMode::Ok);
+    for order in fake.orders() {
+        fake.capture(&order.id);
+    }
+    let r = gate.reconcile(None).await?;
+    assert_eq!(
+        (r.examined, r.orders_recorded, r.captured, r.still_pending),
+        (3, 1, 2, 1)
+    );
+    let states: Vec<Option<String>> = [
+        gate.request_state("acme", &requests[0]).await?,
+        gate.request_state("acme", &requests[1]).await?,
+        gate.request_state("acme", &requests[2]).await?,
+    ]
+    .into();
+    assert_eq!(
+        states,
+        vec![
+            Some("CAPTURED".to_owned()),
+            Some("CAPTURED".to_owned()),
+            Some("PROVIDER_PENDING".to_owned())
+        ]
+    );
+    let books = gate.books(None).await?;
+    assert!(books.balanced(fake.captured_paise()), "{books:?}");
+    assert_eq!(books.captured_paise, 120000);
+    no_violations(&fake);
+    drop(gate);
+    db.drop().await?;
+    Ok(())
+}
