@@ -11,7 +11,7 @@ WITH_DB = $(HARNESS) db run --
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help verify fmt-check clippy test triage reports bench mutation mutation-verify mutation-report db-up db-down
+.PHONY: help verify fmt-check clippy test triage reports bench mutation mutation-verify mutation-report db-up db-down fuzz fuzz-replay
 
 help:
 	@echo 'make verify     formatting, clippy (-D warnings), every test against Postgres, then'
@@ -22,13 +22,28 @@ help:
 	@echo 'make bench      the corpus through the gate, then speed figures (reports/performance.md)'
 	@echo 'make mutation   delete each registered guard in turn, rebuilding each (rewrite mode)'
 	@echo 'make mutation-report  regenerate reports/mutations.{md,json} (both modes, every guard)'
+	@echo 'make fuzz       AFL++ on every fuzz target, FUZZ_SECONDS each (default 60); installs cargo-afl'
+	@echo 'make fuzz-replay  every committed fuzz seed and finding, plus a bounded mutation pass (no AFL++)'
 	@echo 'make db-up      start a throwaway Postgres: export "$$(make -s db-up)"'
 	@echo 'make db-down    stop it and remove its folder'
 	@echo
 	@echo 'Postgres: DATABASE_URL if set, else a throwaway cluster from the machine'"'"'s'
 	@echo 'binaries (apt-get install postgresql), or: docker compose up -d (see docker-compose.yml).'
 
-verify: fmt-check clippy test mutation-verify
+verify: fmt-check clippy test fuzz-replay mutation-verify
+
+# Coverage-guided fuzzing with AFL++ on stable Rust (fuzz/README.md):
+# fuzz/run.sh installs cargo-afl when missing, builds the instrumented
+# harnesses in fuzz/afl, and fuzzes each target for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 60
+fuzz:
+	bash fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The bounded pass verify runs: every seed and finding through the plain
+# targets, and a fixed set of mutants of the seeds (no instrumented build;
+# the mutation pass is ignored by plain cargo test, so `test` does not run it twice).
+fuzz-replay:
+	$(CARGO) test -q -p fuzz --test replay -- --include-ignored
 
 # The whole registry in schemata mode (one build, a runtime switch per guard),
 # then MUTATION_SAMPLE of its source guards again in rewrite mode, drawn by a

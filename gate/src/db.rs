@@ -376,6 +376,22 @@ async fn create_roles(
                 "making the owner a member of the application role",
             ))?;
     }
+    // DROP DATABASE .. WITH (FORCE) also ends an autovacuum worker busy in the
+    // database, which belongs to no role the owner is a member of.
+    let signals: bool = sqlx::query_scalar("SELECT pg_has_role($1, 'pg_signal_backend', 'MEMBER')")
+        .bind(OWNER_ROLE)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(query_error(
+            "checking the owner's pg_signal_backend membership",
+        ))?;
+    if !signals && may_create {
+        tx.execute(format!("GRANT pg_signal_backend TO {OWNER_ROLE}").as_str())
+            .await
+            .map_err(query_error(
+                "letting the owner end sessions in its databases",
+            ))?;
+    }
     tx.commit()
         .await
         .map_err(query_error("committing the roles"))

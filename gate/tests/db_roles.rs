@@ -48,8 +48,9 @@ const MANIFEST: &[(&str, &str)] = &[
     ("tenants", "SELECT INSERT UPDATE(id)"),
 ];
 
-/// Sequences the application role draws ids from (USAGE, nothing more).
-const SEQUENCES: &[(&str, &str)] = &[("approval_ids", "USAGE"), ("payment_request_ids", "USAGE")];
+/// Sequences the application role draws ids from (USAGE, nothing more):
+/// none, since request and approval ids are random.
+const SEQUENCES: &[(&str, &str)] = &[];
 
 const TABLE_PRIVILEGES: [&str; 7] = [
     "SELECT",
@@ -358,7 +359,7 @@ async fn request_captured_by_event_refuses_capturing_without_a_capture_event() -
     };
     let (request, _, order) = paid_order(&w).await?;
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     assert_refused_by(
@@ -390,7 +391,7 @@ async fn request_captured_by_event_refuses_capturing_without_a_capture_event() -
         "request_captured_by_event",
     );
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("PROVIDER_PENDING")
     );
     // The gate's own path: a verified capture event moves it.
@@ -398,7 +399,7 @@ async fn request_captured_by_event_refuses_capturing_without_a_capture_event() -
     let applied = w.gate.webhook(&raw, Some(&signature)).await?;
     assert_eq!(applied.decision, gate::Decision::Allow, "{applied:?}");
     assert_eq!(
-        w.gate.request_state(&request).await?.as_deref(),
+        w.gate.request_state("acme", &request).await?.as_deref(),
         Some("CAPTURED")
     );
     w.drop().await

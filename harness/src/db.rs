@@ -32,6 +32,9 @@ use clap::{Args, Subcommand};
 use tokio::signal::unix::{SignalKind, signal};
 
 pub mod cluster;
+pub mod server;
+
+pub use server::Server;
 
 /// `harness db ...`
 #[derive(Debug, Args)]

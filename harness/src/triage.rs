@@ -4,7 +4,6 @@
 //! nothing shown is a canned string. The first step needs no database and no
 //! credentials.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
@@ -19,7 +18,6 @@ use tabled::settings::Style;
 use crate::bench::database::DatabaseEngine;
 use crate::bench::results::{Confusion, Summary};
 use crate::bench::{heldout_ids, run_with};
-use crate::db::cluster;
 use crate::naive_tool::{injected_model_output, naive_purchase};
 use crate::report::markdown::{frac, pct};
 use crate::world::StandardWorld;
@@ -43,7 +41,7 @@ pub fn run(args: TriageArgs) -> Result<ExitCode> {
         println!("\n(--no-db: the database steps were skipped)");
         return Ok(ExitCode::SUCCESS);
     }
-    let db = runtime.block_on(TourDatabase::open())?;
+    let db = runtime.block_on(crate::db::Server::open("the database steps"))?;
     let result = runtime
         .block_on(database_steps(&db.url))
         .and_then(|()| mutation_step(&db.url));
@@ -66,47 +64,6 @@ fn mutation_step(url: &str) -> Result<()> {
         "  every registered guard: reports/mutations.md (make mutation-report regenerates it)"
     );
     Ok(())
-}
-
-/// The server the database steps use: `DATABASE_URL`, or a throwaway
-/// cluster started for the tour and removed after it.
-struct TourDatabase {
-    url: String,
-    throwaway: Option<PathBuf>,
-}
-
-impl TourDatabase {
-    async fn open() -> Result<Self> {
-        if let Ok(url) = std::env::var(gate::db::DATABASE_URL_ENV) {
-            return Ok(TourDatabase {
-                url,
-                throwaway: None,
-            });
-        }
-        let dir = std::env::temp_dir().join(format!("spendgate-triage-{}", std::process::id()));
-        println!(
-            "\n(starting a throwaway Postgres in {} for the database steps)",
-            dir.display()
-        );
-        let running = cluster::start(&dir, None).await.context(
-            "the database steps need Postgres: set DATABASE_URL or install the postgresql package",
-        )?;
-        Ok(TourDatabase {
-            url: running.url,
-            throwaway: Some(dir),
-        })
-    }
-
-    fn close(self) {
-        if let Some(dir) = self.throwaway
-            && let Err(e) = cluster::stop(&dir)
-        {
-            eprintln!(
-                "warning: could not remove the throwaway Postgres in {}: {e:#}",
-                dir.display()
-            );
-        }
-    }
 }
 
 async fn database_steps(url: &str) -> Result<()> {

@@ -37,6 +37,7 @@ pub mod event;
 pub mod lane;
 pub mod libtest;
 pub mod locate;
+pub mod merge;
 pub mod options;
 pub mod outcome;
 pub mod plan;

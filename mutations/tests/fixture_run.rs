@@ -404,3 +404,35 @@ fn an_interrupt_removes_the_scratch_copy_and_leaves_the_tree_alone() {
     assert!(!scratch.exists(), "{} is still there", scratch.display());
     assert_eq!(contents(&root), before);
 }
+
+#[test]
+fn four_shards_merged_reach_the_verdicts_of_one_run() {
+    let _g = cargo_lock();
+    let root = fixture();
+    let registry = Registry::load(&root.join("mutations/registry.yaml")).unwrap();
+    let mut shards = Vec::new();
+    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    for (k, out) in dirs.iter().enumerate() {
+        let mut opts = options(&root, Mode::Schemata, out.path());
+        opts.shard = Some(format!("{k}/4").parse().unwrap());
+        let report = mutations::run(&opts, &Cancel::new(), &mut log).unwrap();
+        assert_eq!(report.shard.as_deref(), Some(format!("{k}/4").as_str()));
+        shards.push(mutations::merge::read_shard(out.path()).unwrap());
+    }
+    let merged = mutations::merge::merge(&registry, &shards).unwrap();
+    let want: BTreeMap<String, Verdict> = EXPECTED
+        .iter()
+        .map(|(id, v)| (id.to_string(), *v))
+        .collect();
+    assert_eq!(verdicts(&merged), want, "the merge of 4 shards");
+    assert_eq!(merged.selected, EXPECTED.len());
+    assert_eq!(merged.summary.missed, 1);
+    assert_eq!(
+        merged.exit_code(),
+        1,
+        "the fixture's missed guard fails the merge"
+    );
+    // Three of the four shards leave a gap.
+    let err = mutations::merge::merge(&registry, &shards[..3]).unwrap_err();
+    assert!(err.to_string().contains("3/4 missing"), "{err}");
+}

@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 use super::error::{Ctx, ServiceError};
-use super::lock::lock;
-use super::rows::DelegationRow;
+use super::lock::lock_all;
+use super::rows::AgentHop;
 use super::world::{self, CurrentPolicy};
 use crate::delegation::DelegationChain;
 use crate::policy::{Evaluation, Inputs, evaluate};
@@ -86,12 +86,12 @@ pub(crate) async fn decide(
             ..SpendState::default()
         },
     };
+    // Every hop the agent holds, locked deepest first (the lock order), then
+    // tried in the order they were granted.
+    let _: Vec<AgentHop> = lock_all(conn, &[tenant, agent])
+        .await
+        .ctx("locking the agent's delegations")?;
     let leaves = world::agent_leaves(conn, tenant, agent).await?;
-    for leaf in &leaves {
-        let _: Option<DelegationRow> = lock(conn, &[tenant, leaf])
-            .await
-            .ctx("locking a delegation")?;
-    }
     let judge = |chain: &DelegationChain| {
         evaluate(&Inputs {
             actor: agent,

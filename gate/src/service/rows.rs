@@ -62,6 +62,20 @@ impl Lockable for BranchRow {
     const ORDER: &'static str = " ORDER BY depth DESC, id";
 }
 
+/// A hop held by one agent: all of them are locked, deepest first, before
+/// the agent spends.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct AgentHop {
+    #[allow(dead_code)]
+    pub id: String,
+}
+
+impl Lockable for AgentHop {
+    const SELECT: &'static str = "SELECT id FROM delegations";
+    const KEY: &'static str = "tenant_id = $1 AND grantee_id = $2";
+    const ORDER: &'static str = " ORDER BY depth DESC, id";
+}
+
 /// One payment request.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct RequestRow {

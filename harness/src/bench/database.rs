@@ -74,13 +74,6 @@ impl DatabaseEngine {
         self
     }
 
-    /// `DATABASE_URL`, or an error that says how to get one.
-    pub fn url_from_env() -> Result<String> {
-        std::env::var(gate::db::DATABASE_URL_ENV).context(
-            "DATABASE_URL is not set: run under `harness db run -- …` (as `make bench` does), or use --engines pure",
-        )
-    }
-
     /// Runs one scenario in its own database, within the engine's time
     /// limit ([`SCENARIO_TIMEOUT`] unless set).
     pub async fn run(&self, scenario: &Scenario, world: &World) -> Run {

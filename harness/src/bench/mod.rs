@@ -103,18 +103,23 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let runtime = runtime()?;
     let timeout = std::time::Duration::from_millis(args.scenario_timeout_ms);
     let results = runtime.block_on(async {
-        let db = match args.engines {
+        let server = match args.engines {
             Engines::Pure => None,
-            _ => {
-                let url = database::DatabaseEngine::url_from_env()?;
-                Some(
-                    database::DatabaseEngine::start(&url)
-                        .await?
-                        .with_timeout(timeout),
-                )
-            }
+            _ => Some(crate::db::Server::open("this bench").await?),
         };
-        run_with(&corpus, &selected, &heldout, db, args.jobs, true).await
+        let db = match &server {
+            None => None,
+            Some(server) => Some(
+                database::DatabaseEngine::start(&server.url)
+                    .await?
+                    .with_timeout(timeout),
+            ),
+        };
+        let results = run_with(&corpus, &selected, &heldout, db, args.jobs, true).await;
+        if let Some(server) = server {
+            server.close();
+        }
+        results
     })?;
     let file = ResultsFile {
         summary: Summary::of(&results),
@@ -176,14 +181,19 @@ pub async fn run_all(
     engines: Engines,
     jobs: usize,
 ) -> Result<Vec<ScenarioResult>> {
-    let db = match engines {
+    let server = match engines {
         Engines::Pure => None,
-        _ => {
-            let url = database::DatabaseEngine::url_from_env()?;
-            Some(database::DatabaseEngine::start(&url).await?)
-        }
+        _ => Some(crate::db::Server::open("this run").await?),
     };
-    run_with(corpus, selected, heldout, db, jobs, true).await
+    let db = match &server {
+        None => None,
+        Some(server) => Some(database::DatabaseEngine::start(&server.url).await?),
+    };
+    let results = run_with(corpus, selected, heldout, db, jobs, true).await;
+    if let Some(server) = server {
+        server.close();
+    }
+    results
 }
 
 /// As [`run_all`], with the database engine (if any) already started.

@@ -1,0 +1,53 @@
+//! What the database-backed fuzz replays share: the standard world on a
+//! fresh database, and one input sent through the gate.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use gate::provider::InProcessProvider;
+use gate::service::standard::{standard_now, standard_seed};
+use gate::service::{Gate, ManualClock, sign_webhook};
+
+pub type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+
+/// The standard world on a fresh database, or `None` when database tests are
+/// skipped (`SPENDGATE_SKIP_DB=1`).
+pub async fn standard_gate() -> Result<
+    Option<(gate::db::FreshDatabase, Gate<InProcessProvider>)>,
+    Box<dyn std::error::Error + Send + Sync>,
+> {
+    let Some(db) = gate::db::fresh_test_database().await? else {
+        return Ok(None);
+    };
+    let clock = Arc::new(ManualClock::new(standard_now()));
+    let gate = Gate::new(
+        db.pool().clone(),
+        InProcessProvider::new(),
+        fuzz::WEBHOOK_SECRET,
+        clock,
+    );
+    gate.seed(&standard_seed()).await?;
+    Ok(Some((db, gate)))
+}
+
+/// Sends one proposal input; the engine error as text if there is one.
+pub async fn propose(gate: &Gate<InProcessProvider>, data: &[u8]) -> Option<String> {
+    match gate.propose("acme", "buyer-agent", data, None).await {
+        Ok(_) => None,
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// Sends one webhook input, as given and signed; the engine error as text.
+pub async fn webhook(gate: &Gate<InProcessProvider>, data: &[u8]) -> Option<String> {
+    let delivery = fuzz::Delivery::split(data);
+    let given = delivery.header(fuzz::SIGNATURE_HEADER);
+    if let Err(e) = gate.webhook(delivery.body, given).await {
+        return Some(format!("as given: {e}"));
+    }
+    let signed = sign_webhook(fuzz::WEBHOOK_SECRET, delivery.body);
+    match gate.webhook(delivery.body, Some(&signed)).await {
+        Ok(_) => None,
+        Err(e) => Some(format!("signed: {e}")),
+    }
+}
