@@ -10,6 +10,7 @@ mod bench;
 mod db;
 mod generate;
 mod ledger;
+mod mutants_audit;
 mod mutate;
 mod mutate_cross;
 mod mutate_db;
@@ -44,6 +45,8 @@ enum Command {
     /// The guided tour: what an unguarded purchase tool does, and what the gate does instead.
     Triage(triage::TriageArgs),
     Mutate(mutate::MutateArgs),
+    /// The outside mutation audit: cargo-mutants over `gate`, reports/outside-mutants.{md,json}.
+    MutantsAudit(mutants_audit::MutantsAuditArgs),
     /// Measure the gate's speed and write reports/performance.md and .json.
     Perf(perf::PerfArgs),
 }
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Ledger(args) => ledger::run(args),
         Command::Triage(args) => triage::run(args),
         Command::Mutate(args) => mutate::run(args),
+        Command::MutantsAudit(args) => mutants_audit::run(args),
         Command::Perf(args) => perf::run(args),
     };
     match result {
