@@ -314,3 +314,30 @@ async fn a_release_that_finds_only_one_of_its_two_rows_is_corrupt_and_gives_noth
     }
     w.drop().await
 }
+
+#[tokio::test]
+async fn an_agent_whose_oldest_delegation_is_spent_buys_through_its_next_one() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    // d-buyer (200000) is spent to its last paisa.
+    allowed(&w, "buyer-agent", "SNACK-BOX", 4).await?;
+    allowed(&w, "buyer-agent", "SNACK-BOX", 4).await?;
+    let g = w
+        .gate
+        .grant(
+            "acme",
+            &grant("d-extra", "finance-lead", "buyer-agent", 100000),
+        )
+        .await?;
+    assert!(g.is_ok(), "{g:?}");
+    // d-buyer refuses (DELEGATION_BUDGET_EXHAUSTED); the gate must go on to
+    // d-extra rather than answer with the oldest delegation's refusal.
+    let request = allowed(&w, "buyer-agent", "SNACK-BOX", 1).await?;
+    let decision = last_entry(&w, "decision", &request).await?;
+    assert_eq!(decision["delegation"], "d-extra");
+    let spent = w.gate.invariants("acme").await?.delegation_spent_paise;
+    assert_eq!(spent.get("d-buyer"), Some(&200000));
+    assert_eq!(spent.get("d-extra"), Some(&25000));
+    w.drop().await
+}

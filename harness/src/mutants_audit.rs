@@ -42,8 +42,9 @@ pub struct MutantsAuditArgs {
     #[arg(long)]
     pub in_place: bool,
     /// Render the reports from these outcomes.json files (one per shard)
-    /// instead of running cargo-mutants.
-    #[arg(long = "from-outcomes", conflicts_with_all = ["shard", "files"])]
+    /// instead of running cargo-mutants; `--shard` and `--file` then say
+    /// what those runs covered.
+    #[arg(long = "from-outcomes")]
     pub from_outcomes: Vec<PathBuf>,
     /// Where the reports go.
     #[arg(long, default_value = "reports")]
@@ -72,7 +73,7 @@ pub fn run(args: MutantsAuditArgs) -> Result<ExitCode> {
     } else {
         (
             args.from_outcomes.clone(),
-            "harness mutants-audit --from-outcomes".to_owned(),
+            format!("{} (rendered from its outcomes.json)", invocation(&args)),
         )
     };
     let classification = Classification::load(&args.classification)?;
@@ -125,6 +126,9 @@ fn invocation(args: &MutantsAuditArgs) -> String {
     }
     if args.in_place {
         s.push_str(" --in-place");
+    }
+    if !args.extra.is_empty() {
+        let _ = write!(s, " -- {}", args.extra.join(" "));
     }
     s
 }
@@ -641,12 +645,12 @@ impl Report {
         );
         let _ = writeln!(
             md,
-            "| of which build | {} |",
+            "| of which build (mean over all mutants) | {} |",
             secs(self.timing.mean_build_secs)
         );
         let _ = writeln!(
             md,
-            "| of which tests | {} |",
+            "| of which tests (mean over mutants that built) | {} |",
             secs(self.timing.mean_test_secs)
         );
         let _ = writeln!(
@@ -661,8 +665,10 @@ impl Report {
         );
         let _ = writeln!(
             md,
-            "Baseline (unmutated build and tests): {} s; the whole run took {} s.\n",
-            secs(self.timing.baseline_secs),
+            "Baseline (unmutated build and tests): {}; the whole run took {} s.\n",
+            self.timing
+                .baseline_secs
+                .map_or("skipped".to_owned(), |s| format!("{s:.2} s")),
             secs(self.timing.elapsed_secs)
         );
         let _ = writeln!(md, "## Survivors\n");
