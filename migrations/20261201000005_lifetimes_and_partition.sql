@@ -164,3 +164,8 @@ ALTER TABLE daily_spend
     ADD CONSTRAINT pk_daily_spend PRIMARY KEY (tenant_id, day, currency),
     ADD CONSTRAINT ck_daily_spend_currency_uppercase CHECK (currency ~ '^[A-Z]{3}$');
 ALTER TABLE daily_spend ALTER COLUMN currency DROP DEFAULT;
+
+-- A new tenant's empty ledger chain is created by the owner's function, so
+-- the application role needs no INSERT on ledger_head (it may only move a
+-- head it already has, under its lock).
+ALTER FUNCTION ledger_head_for_new_tenant() SECURITY DEFINER SET search_path = pg_catalog, public;

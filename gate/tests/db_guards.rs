@@ -1035,6 +1035,50 @@ async fn ledger_append_only_refuses_delete() -> TestResult {
     w.drop().await
 }
 
+/// An entry belongs to a chain that has a head: one for a tenant without a
+/// head is refused, and so is taking a head away from its entries.
+#[tokio::test]
+async fn fk_ledger_entry_head_refuses_an_entry_outside_every_chain() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    assert_refused_by(
+        exec(
+            w.pool(),
+            "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+             VALUES ('nobody', 1, 'forged', now(), '{}', repeat('0', 64), repeat('0', 64))",
+        )
+        .await,
+        "fk_ledger_entry_head",
+    );
+    // As the owner: the gate's own role is not granted DELETE on the heads.
+    assert_refused_by(
+        exec(
+            w.owner(),
+            "DELETE FROM ledger_head WHERE tenant_id = 'acme'",
+        )
+        .await,
+        "fk_ledger_entry_head",
+    );
+    w.drop().await
+}
+
+/// Every tenant's chain starts when the tenant does: a head at 0 with the
+/// genesis hash, so the gate can append to it at once.
+#[tokio::test]
+async fn ledger_head_for_new_tenant_starts_every_tenant_an_empty_chain() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    exec(w.pool(), "INSERT INTO tenants (id) VALUES ('initech')").await?;
+    let head: Option<(i64, String)> =
+        sqlx::query_as("SELECT seq, hash FROM ledger_head WHERE tenant_id = 'initech'")
+            .fetch_optional(w.pool())
+            .await?;
+    assert_eq!(head, Some((0, "0".repeat(64))));
+    w.drop().await
+}
+
 #[tokio::test]
 async fn ledger_append_only_refuses_truncate() -> TestResult {
     let Some(w) = world().await? else {

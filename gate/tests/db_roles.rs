@@ -295,8 +295,8 @@ async fn the_application_role_cannot_update_or_delete_the_ledger() -> TestResult
         "UPDATE ledger_entries SET kind = kind WHERE false",
         "DELETE FROM ledger_entries WHERE seq > 1",
         "DELETE FROM ledger_entries WHERE false",
-        "INSERT INTO ledger_entries SELECT seq + 1000, tenant_id, kind, at, entry, prev_hash, hash \
-         FROM ledger_entries ON CONFLICT (seq) DO UPDATE SET entry = 'x'",
+        "INSERT INTO ledger_entries SELECT tenant_id, seq, kind, at, entry, prev_hash, hash \
+         FROM ledger_entries ON CONFLICT (tenant_id, seq) DO UPDATE SET entry = 'x'",
         "DELETE FROM policy_versions",
         "DELETE FROM payment_requests",
     ] {

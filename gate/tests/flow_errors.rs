@@ -123,8 +123,14 @@ async fn a_ledger_that_cannot_be_appended_to_writes_nothing() -> TestResult {
         return Ok(());
     };
     let before = ledger_len(&w).await?;
-    // As the owner: the gate's role may not DELETE the head.
-    w.owner().execute("DELETE FROM ledger_head").await?;
+    // Every entry references its chain's head (fk_ledger_entry_head): the
+    // owner drops that constraint to take the heads away.
+    w.owner()
+        .execute(
+            "ALTER TABLE ledger_entries DROP CONSTRAINT fk_ledger_entry_head; \
+             DELETE FROM ledger_head",
+        )
+        .await?;
     let err = w
         .gate
         .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)

@@ -478,6 +478,19 @@ async fn a_call_naming_an_unknown_tenant_writes_nothing() -> TestResult {
         w.gate.expire("nobody", "req_x").await?,
         w.gate.revoke("nobody", "d-buyer", "finance-lead").await?,
         w.gate.set_policy("nobody", &PolicyPatch::default()).await?,
+        w.gate
+            .grant(
+                "nobody",
+                &GrantSeed {
+                    id: "d-x".into(),
+                    from: "finance-lead".into(),
+                    to: "buyer-agent".into(),
+                    budget_paise: 1,
+                    skus: None,
+                    expires_at: None,
+                },
+            )
+            .await?,
     ] {
         assert_eq!(o.decision, Decision::Deny(Reason::TenantUnknown), "{o:?}");
     }

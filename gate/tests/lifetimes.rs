@@ -313,3 +313,27 @@ async fn ids_are_random_and_another_tenants_objects_are_missing() -> TestResult 
     assert!(w.gate.pay("acme", &authority, "buyer-agent").await?.is_ok());
     w.drop().await
 }
+
+#[tokio::test]
+async fn a_step_up_waits_for_a_human_twenty_four_hours_at_most() -> TestResult {
+    let Some(w) = world().await? else {
+        return Ok(());
+    };
+    let two = body("CLOUD-STARTER", 2);
+    let propose = || w.gate.propose("acme", "buyer-agent", &two, None);
+    let on_time = request_id(&propose().await?);
+    let late = request_id(&propose().await?);
+    w.clock.advance(Duration::hours(24));
+    assert!(
+        w.gate
+            .approve("acme", &on_time, "finance-lead")
+            .await?
+            .is_ok(),
+        "exactly 24 hours is inside the lifetime"
+    );
+    w.clock.advance(Duration::seconds(1));
+    let o = w.gate.approve("acme", &late, "finance-lead").await?;
+    assert_eq!(o.decision, Decision::Deny(Reason::ApprovalNotPending));
+    assert_eq!(state_of(&w, &late).await?, "EXPIRED");
+    w.drop().await
+}

@@ -40,7 +40,7 @@ enum Command {
     Report(report::ReportArgs),
     /// Start, stop or use a throwaway Postgres cluster (or the one DATABASE_URL names).
     Db(db::DbArgs),
-    /// Walk the gate's hash-chained ledger and name the first broken entry.
+    /// Verify the gate's ledger (one keyed hash chain per tenant), or print its heads as an anchor.
     Ledger(ledger::LedgerArgs),
     /// The guided tour: what an unguarded purchase tool does, and what the gate does instead.
     Triage(triage::TriageArgs),

@@ -98,7 +98,7 @@ impl<P: PaymentProvider> Gate<P> {
             sku,
             json!({"sku": sku, "price_paise": price_paise}),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a price change")?;
         Ok(Outcome::ok(sku.to_owned()))
     }
@@ -177,7 +177,7 @@ impl<P: PaymentProvider> Gate<P> {
             next.to_string(),
             json!({"version": next, "patch": patch, "policy": patched}),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a policy version")?;
         Ok(Outcome::ok(next.to_string()))
     }
@@ -328,7 +328,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "released_paise": request.reserved_paise,
             }),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing the end of a request")?;
         Ok(Outcome::ok(request_id.to_owned()))
     }

@@ -104,6 +104,23 @@ impl<P: PaymentProvider> Gate<P> {
                 .refuse(tx, now, refuse(Some(&tenant), reason), reason)
                 .await;
         }
+        if request.lifetime_over(now) {
+            // Waited for a human past its lifetime: it expires instead.
+            let reason = Reason::ApprovalNotPending;
+            requests::transition(
+                &mut tx,
+                &request,
+                state::EXPIRED,
+                Some(reason),
+                Hold::Keep,
+                None,
+                now,
+            )
+            .await?;
+            let mut entry = refuse(Some(&tenant), reason);
+            entry.body["request_state"] = json!(state::EXPIRED);
+            return self.refuse(tx, now, entry, reason).await;
+        }
 
         let approval_id: String = sqlx::query_scalar(
             "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
@@ -157,7 +174,7 @@ impl<P: PaymentProvider> Gate<P> {
                 }),
             ),
         ];
-        ledger::append(&mut tx, now, entries).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, entries).await?;
         tx.commit().await.ctx("committing an approval")?;
         Ok(Outcome {
             decision,

@@ -191,7 +191,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "expires_at": expires_at,
             }),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a checkout authority")?;
         Ok(Outcome::ok(authority_id))
     }

@@ -133,16 +133,18 @@ impl<P: PaymentProvider> Gate<P> {
                 }
             }
         };
-        let entry = entry.unwrap_or_else(|| {
+        let Some(entry) = entry else {
             let known = !matches!(outcome.decision, Decision::Deny(Reason::TenantUnknown));
-            Entry::new(
+            let refusal = Entry::new(
                 known.then_some(tenant),
                 "delegation.refused",
                 &grant.id,
                 json!({"grant": grant, "decision": outcome.decision, "constraint": outcome.constraint}),
-            )
-        });
-        ledger::append(&mut tx, now, vec![entry]).await?;
+            );
+            self.close_refused(tx, now, refusal).await?;
+            return Ok(outcome);
+        };
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a grant")?;
         Ok(outcome)
     }
@@ -296,7 +298,7 @@ impl<P: PaymentProvider> Gate<P> {
             }
         }
         let entry = entry(Decision::Allow, hop.revoked, returned);
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a revocation")?;
         Ok(Outcome::ok(delegation_id.to_owned()))
     }

@@ -3,8 +3,8 @@
 //! Guarantees: every number here is read from the database at the moment of
 //! the call (nothing is cached in the gate): the tenant's provider orders,
 //! what was captured, the tenant's reservations for the gate clock's current
-//! UTC day, each delegation's spent paise, and whether the ledger's chain is
-//! intact (with the first break when it is not).
+//! UTC day, each delegation's spent paise, and whether every tenant's ledger
+//! chain is intact under the gate's key (with the first break when it is not).
 
 use std::collections::BTreeMap;
 
@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::Gate;
 use super::error::{Ctx, ServiceError};
-use super::ledger::{self, LedgerBreak, LedgerReport};
+use super::ledger::{self, Anchor, LedgerBreak, LedgerReport};
 use crate::provider::PaymentProvider;
 
 /// The spec's invariants for one tenant.
@@ -43,7 +43,7 @@ impl<P: PaymentProvider> Gate<P> {
             spent_today_paise: self.spent_today_paise(tenant).await?,
             delegation_spent_paise: delegation_spent_paise.into_iter().collect(),
             ledger_intact: ledger.intact(),
-            ledger_break: ledger.first_break,
+            ledger_break: ledger.first_break().cloned(),
         })
     }
 
@@ -109,8 +109,18 @@ impl<P: PaymentProvider> Gate<P> {
             .ctx("reading a request's state")
     }
 
-    /// Walks the ledger; see [`ledger::verify`].
+    /// Walks every tenant's chain under the gate's ledger key; see [`ledger::verify`].
     pub async fn verify_ledger(&self) -> Result<LedgerReport, ServiceError> {
-        ledger::verify(self.pool()).await
+        ledger::verify(self.pool(), self.ledger_key(), None, None).await
+    }
+
+    /// Walks one tenant's chain, or every chain, under the gate's ledger
+    /// key, and checks the heads `anchor` recorded; see [`ledger::verify`].
+    pub async fn verify_ledger_with(
+        &self,
+        tenant: Option<&str>,
+        anchor: Option<&Anchor>,
+    ) -> Result<LedgerReport, ServiceError> {
+        ledger::verify(self.pool(), self.ledger_key(), tenant, anchor).await
     }
 }

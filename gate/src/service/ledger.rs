@@ -1,21 +1,46 @@
-//! The ledger: append-only and hash-chained.
+//! The ledger: append-only, one keyed hash chain per tenant.
 //!
 //! Guarantees:
-//! - [`append`] writes entries numbered one after the last, each holding the
-//!   previous entry's hash and its own, `hash = SHA-256(prev_hash || entry)`
-//!   where `entry` is the canonical JSON stored verbatim. It takes the ledger
-//!   head's row lock (through [`super::lock`]) and is the last thing an
-//!   operation does before it commits, so appends are serialized, the chain
-//!   never forks, and an entry exists exactly when the operation it records
-//!   committed. The database refuses UPDATE, DELETE and TRUNCATE of entries
-//!   (`ledger_append_only`).
-//! - [`verify`] walks every entry in order and names the FIRST broken one: a
-//!   missing number, a `prev_hash` that is not the previous entry's hash, a
-//!   hash that does not match the stored entry, columns that disagree with
-//!   the hashed entry, or a head row that does not point at the last entry.
-//!   It reads in pages, so a long ledger is never loaded whole.
+//! - Every tenant has its own chain: entries `(tenant, 1), (tenant, 2), ...`
+//!   and one head row holding the number and hash of the tenant's latest
+//!   entry (the database creates it with the tenant). There is no global
+//!   head and no global sequence, so tenants never queue on each other.
+//! - Each entry holds the previous entry's hash and its own,
+//!   `hash = HMAC-SHA256(ledger key, prev_hash || entry)`, where `entry` is
+//!   the canonical JSON stored verbatim (it names the tenant, the number and
+//!   the instant, so an entry cannot be moved, renumbered or re-dated). The
+//!   [`LedgerKey`] is held by the gate and never stored in the database: the
+//!   database's owner can edit rows, but cannot compute a hash that verifies.
+//! - [`append`] takes the row lock of each head it writes to (through
+//!   [`super::lock`], in tenant order) and nothing else of the ledger's. It is
+//!   the last thing an operation does before it commits, so a chain never
+//!   forks and an entry exists exactly when the operation it records
+//!   committed. An entry with no tenant is NOT written: a call naming an
+//!   unknown tenant has no chain to record it under, so it writes nothing
+//!   (the spec's one exception to "every refusal is on the ledger"). The
+//!   database refuses UPDATE, DELETE and TRUNCATE of entries
+//!   (`ledger_append_only`) and an entry of a chain without a head
+//!   (`fk_ledger_entry_head`).
+//! - [`verify`] walks each chain in order, with the key, and names the FIRST
+//!   broken entry of each (tenant, number, problem): a missing number, a
+//!   `prev_hash` that is not the previous entry's hash, a hash that the key
+//!   does not give for the stored entry (a forged or edited entry, even one
+//!   re-hashed with plain SHA-256), columns that disagree with the hashed
+//!   entry, or a head row that is missing, behind, ahead of, or at another
+//!   hash than the last entry. Given an [`Anchor`] (heads printed earlier and
+//!   kept outside the database) it also names a chain cut below its anchored
+//!   head, or rewritten at it: the one thing a keyed chain cannot show by
+//!   itself, since deleting a tail and moving the head back needs no key.
+//!   Each chain is read in pages inside one read-only snapshot, so a long
+//!   ledger is never loaded whole and concurrent appends never look like
+//!   breaks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use hmac::digest::KeyInit;
+use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -25,13 +50,88 @@ use super::error::{Ctx, ServiceError};
 use super::lock::lock;
 use super::rows::LedgerHeadRow;
 
-/// The hash before the first entry.
+/// The hash before the first entry of every chain.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 const PAGE: i64 = 1000;
+/// The domain the default ledger key is derived under (see [`LedgerKey::derived_from_secret`]).
+const KEY_DOMAIN: &[u8] = b"spendgate/ledger-key/v1";
+/// SHA-256's block size: HMAC's key is padded (or hashed) to this.
+const BLOCK: usize = 64;
+
+/// The secret the chain hashes are keyed with. The gate holds it; the
+/// database never sees it. Its `Debug` never shows it.
+#[derive(Clone)]
+pub struct LedgerKey {
+    mac: Hmac<Sha256>,
+}
+
+/// A ledger key that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LedgerKeyError {
+    #[error(
+        "a ledger key must be at least {min} bytes; this one is {len} (use 32 random bytes)",
+        min = LedgerKey::MIN_LEN
+    )]
+    TooShort { len: usize },
+}
+
+/// HMAC-SHA256 keyed with `key`, built the way RFC 2104 builds it (a key
+/// longer than a block is hashed, a shorter one is zero-padded), so it
+/// cannot fail for any key length.
+fn hmac_with(key: &[u8]) -> Hmac<Sha256> {
+    let mut block = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    <Hmac<Sha256> as KeyInit>::new(&block.into())
+}
+
+impl LedgerKey {
+    /// The shortest key accepted.
+    pub const MIN_LEN: usize = 16;
+
+    /// A key of the given bytes (at least [`Self::MIN_LEN`]).
+    pub fn new(bytes: &[u8]) -> Result<Self, LedgerKeyError> {
+        if bytes.len() < Self::MIN_LEN {
+            return Err(LedgerKeyError::TooShort { len: bytes.len() });
+        }
+        Ok(LedgerKey {
+            mac: hmac_with(bytes),
+        })
+    }
+
+    /// The default key: `HMAC-SHA256(secret, "spendgate/ledger-key/v1")`.
+    ///
+    /// The trade-off: one secret to keep instead of two, and the database
+    /// still cannot forge the ledger. But whoever holds the webhook secret
+    /// (which the payment provider also holds) can then compute ledger hashes
+    /// too, and rotating that secret changes the key, so the old chains
+    /// verify only under the old secret. Give the ledger its own key
+    /// ([`super::Gate::with_ledger_key`], `SPENDGATE_LEDGER_KEY`) when either
+    /// matters. The domain string keeps the two uses apart: the ledger key is
+    /// never the webhook secret itself, and no webhook signature or authority
+    /// id is a ledger hash.
+    pub fn derived_from_secret(secret: &[u8]) -> Self {
+        let mut mac = hmac_with(secret);
+        mac.update(KEY_DOMAIN);
+        LedgerKey {
+            mac: hmac_with(&mac.finalize().into_bytes()),
+        }
+    }
+}
+
+impl fmt::Debug for LedgerKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LedgerKey(..)")
+    }
+}
 
 /// One thing that happened, before it is numbered and hashed.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
+    /// The chain it belongs to; `None` (no known tenant) is not written.
     pub tenant: Option<String>,
     pub kind: &'static str,
     pub subject: String,
@@ -60,18 +160,19 @@ impl Entry {
 struct Canonical {
     seq: i64,
     at: String,
-    tenant: Option<String>,
+    tenant: String,
     kind: String,
     subject: String,
     body: Value,
 }
 
-/// `SHA-256(prev_hash || entry)`, lower-case hex.
-pub fn chain_hash(prev_hash: &str, entry: &str) -> String {
-    let mut hash = Sha256::new();
-    hash.update(prev_hash.as_bytes());
-    hash.update(entry.as_bytes());
-    hex::encode(hash.finalize())
+/// `HMAC-SHA256(key, prev_hash || entry)`, lower-case hex. `prev_hash` is
+/// always 64 hex characters, so the concatenation is unambiguous.
+pub fn chain_hash(key: &LedgerKey, prev_hash: &str, entry: &str) -> String {
+    let mut mac = key.mac.clone();
+    mac.update(prev_hash.as_bytes());
+    mac.update(entry.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
 }
 
 /// The instant as stored: microsecond precision, like `timestamptz`.
@@ -83,88 +184,370 @@ fn instant_text(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-/// Appends `entries` at `at`. Call it last, just before committing.
+/// Appends `entries` at `at`, each to its tenant's chain, hashed under
+/// `key`. Call it last, just before committing.
+///
+/// Entries without a tenant are skipped: there is no chain to record them
+/// under (a call naming an unknown tenant writes nothing; its callers pass
+/// `None` for it). A tenant without a head row (gone, or never a tenant) is
+/// [`ServiceError::LedgerHeadMissing`]: its chain cannot be continued, and
+/// the caller's transaction, this append included, is rolled back.
 pub(crate) async fn append(
     conn: &mut PgConnection,
+    key: &LedgerKey,
     at: DateTime<Utc>,
     entries: Vec<Entry>,
 ) -> Result<(), ServiceError> {
-    if entries.is_empty() {
-        return Ok(());
-    }
-    let head: LedgerHeadRow = lock(conn, &[])
-        .await
-        .ctx("locking the ledger head")?
-        .ok_or(ServiceError::LedgerHeadMissing)?;
-    let at = stored_instant(at);
-    let (mut seq, mut prev) = (head.seq, head.hash);
+    // Grouped by tenant, in tenant order: several heads are locked in one
+    // order, so two multi-tenant appends never wait on each other in a cycle.
+    let mut chains: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
     for e in entries {
-        seq += 1;
-        let canonical = Canonical {
-            seq,
-            at: instant_text(at),
-            tenant: e.tenant.clone(),
-            kind: e.kind.to_owned(),
-            subject: e.subject,
-            body: e.body,
-        };
-        let text = serde_json::to_string(&canonical).map_err(|e| ServiceError::Corrupt {
-            what: format!("a ledger entry does not serialize: {e}"),
-        })?;
-        let hash = chain_hash(&prev, &text);
-        sqlx::query(
-            "INSERT INTO ledger_entries (seq, tenant_id, kind, at, entry, prev_hash, hash) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(seq)
-        .bind(&e.tenant)
-        .bind(e.kind)
-        .bind(at)
-        .bind(&text)
-        .bind(&prev)
-        .bind(&hash)
-        .execute(&mut *conn)
-        .await
-        .ctx("appending to the ledger")?;
-        prev = hash;
+        if let Some(tenant) = e.tenant.clone() {
+            chains.entry(tenant).or_default().push(e);
+        }
     }
-    sqlx::query("UPDATE ledger_head SET seq = $1, hash = $2 WHERE singleton")
-        .bind(seq)
-        .bind(&prev)
-        .execute(&mut *conn)
-        .await
-        .ctx("moving the ledger head")?;
+    let at = stored_instant(at);
+    for (tenant, entries) in chains {
+        let head: LedgerHeadRow = lock(conn, &[&tenant])
+            .await
+            .ctx("locking the tenant's ledger head")?
+            .ok_or(ServiceError::LedgerHeadMissing)?;
+        let (mut seq, mut prev) = (head.seq, head.hash);
+        for e in entries {
+            seq += 1;
+            let canonical = Canonical {
+                seq,
+                at: instant_text(at),
+                tenant: tenant.clone(),
+                kind: e.kind.to_owned(),
+                subject: e.subject,
+                body: e.body,
+            };
+            let text = serde_json::to_string(&canonical).map_err(|e| ServiceError::Corrupt {
+                what: format!("a ledger entry does not serialize: {e}"),
+            })?;
+            let hash = chain_hash(key, &prev, &text);
+            sqlx::query(
+                "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(&tenant)
+            .bind(seq)
+            .bind(e.kind)
+            .bind(at)
+            .bind(&text)
+            .bind(&prev)
+            .bind(&hash)
+            .execute(&mut *conn)
+            .await
+            .ctx("appending to the ledger")?;
+            prev = hash;
+        }
+        sqlx::query("UPDATE ledger_head SET seq = $2, hash = $3 WHERE tenant_id = $1")
+            .bind(&tenant)
+            .bind(seq)
+            .bind(&prev)
+            .execute(&mut *conn)
+            .await
+            .ctx("moving the tenant's ledger head")?;
+    }
     Ok(())
 }
 
-/// The first entry that does not hold, and why.
+async fn tenant_exists(conn: &mut PgConnection, tenant: &str) -> Result<bool, ServiceError> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)")
+        .bind(tenant)
+        .fetch_one(conn)
+        .await
+        .ctx("looking up the tenant of a ledger entry")
+}
+
+// ---- anchors -----------------------------------------------------------------
+
+/// What `harness ledger anchor` prints, for safekeeping outside the database.
+pub const ANCHOR_FORMAT: &str = "spendgate-ledger-anchor/1";
+
+/// One chain's head: its tenant, its last entry's number and hash (0 and
+/// [`GENESIS_HASH`] for an empty chain).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChainHead {
+    pub tenant: String,
+    pub seq: i64,
+    pub hash: String,
+}
+
+/// Every chain's head at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Anchor {
+    pub format: String,
+    pub heads: Vec<ChainHead>,
+}
+
+/// An anchor file that cannot be used; each names the field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum AnchorError {
+    #[error("not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("field `{field}`: {problem}")]
+    Field { field: String, problem: String },
+}
+
+fn is_hash(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The object at `path`, refusing any field not in `allowed`.
+fn object<'v>(
+    value: &'v Value,
+    path: &str,
+    allowed: &[&str],
+) -> Result<&'v serde_json::Map<String, Value>, AnchorError> {
+    let field = |problem: String| AnchorError::Field {
+        field: if path.is_empty() { "(top level)" } else { path }.to_owned(),
+        problem,
+    };
+    let map = value
+        .as_object()
+        .ok_or_else(|| field(format!("is {value}, expected an object")))?;
+    if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        let at = if path.is_empty() {
+            unknown.clone()
+        } else {
+            format!("{path}.{unknown}")
+        };
+        return Err(AnchorError::Field {
+            field: at,
+            problem: format!(
+                "is not a field of an anchor (expected {})",
+                allowed.join(", ")
+            ),
+        });
+    }
+    Ok(map)
+}
+
+/// The field `name` of `map` (at `path`), which must be there.
+fn member<'v>(
+    map: &'v serde_json::Map<String, Value>,
+    path: &str,
+    name: &str,
+) -> Result<(&'v Value, String), AnchorError> {
+    let at = if path.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{path}.{name}")
+    };
+    match map.get(name) {
+        Some(value) => Ok((value, at)),
+        None => Err(AnchorError::Field {
+            field: at,
+            problem: "is missing".to_owned(),
+        }),
+    }
+}
+
+fn text_of(value: &Value, at: String) -> Result<String, AnchorError> {
+    match value.as_str() {
+        Some(text) => Ok(text.to_owned()),
+        None => Err(AnchorError::Field {
+            field: at,
+            problem: format!("is {value}, expected a string"),
+        }),
+    }
+}
+
+impl Anchor {
+    /// The anchor of these heads.
+    pub fn of(heads: Vec<ChainHead>) -> Self {
+        Anchor {
+            format: ANCHOR_FORMAT.to_owned(),
+            heads,
+        }
+    }
+
+    /// Reads an anchor, refusing anything it cannot vouch for and naming the
+    /// field at fault: a missing or unknown field, a value of the wrong type,
+    /// another format, an empty or repeated tenant, a number that is negative
+    /// or not a whole number, or a hash that is not 64 lower-case hex digits
+    /// (or not [`GENESIS_HASH`] at number 0).
+    pub fn parse(text: &str) -> Result<Self, AnchorError> {
+        let value: Value = serde_json::from_str(text)?;
+        let top = object(&value, "", &["format", "heads"])?;
+        let (format, at) = member(top, "", "format")?;
+        let format = text_of(format, at.clone())?;
+        if format != ANCHOR_FORMAT {
+            return Err(AnchorError::Field {
+                field: at,
+                problem: format!("is {format:?}, expected {ANCHOR_FORMAT:?}"),
+            });
+        }
+        let (heads, at) = member(top, "", "heads")?;
+        let heads = heads.as_array().ok_or_else(|| AnchorError::Field {
+            field: at,
+            problem: format!("is {heads}, expected a list"),
+        })?;
+        let mut parsed = Vec::with_capacity(heads.len());
+        let mut seen = BTreeSet::new();
+        for (index, head) in heads.iter().enumerate() {
+            let path = format!("heads[{index}]");
+            let head = object(head, &path, &["tenant", "seq", "hash"])?;
+            let bad = |name: &str, problem: String| AnchorError::Field {
+                field: format!("{path}.{name}"),
+                problem,
+            };
+            let (tenant, at) = member(head, &path, "tenant")?;
+            let tenant = text_of(tenant, at)?;
+            if tenant.is_empty() {
+                return Err(bad("tenant", "is empty".to_owned()));
+            }
+            if !seen.insert(tenant.clone()) {
+                return Err(bad(
+                    "tenant",
+                    format!("tenant {tenant:?} is anchored twice"),
+                ));
+            }
+            let (seq, _) = member(head, &path, "seq")?;
+            let seq = match seq.as_i64() {
+                Some(n) if n >= 0 => n,
+                _ => {
+                    return Err(bad(
+                        "seq",
+                        format!("is {seq}, expected a whole number from 0 up"),
+                    ));
+                }
+            };
+            let (hash, at) = member(head, &path, "hash")?;
+            let hash = text_of(hash, at)?;
+            if !is_hash(&hash) {
+                return Err(bad(
+                    "hash",
+                    format!("{hash:?} is not 64 lower-case hex digits"),
+                ));
+            }
+            if seq == 0 && hash != GENESIS_HASH {
+                return Err(bad(
+                    "hash",
+                    "an empty chain (seq 0) has the genesis hash, all zeros".to_owned(),
+                ));
+            }
+            parsed.push(ChainHead { tenant, seq, hash });
+        }
+        Ok(Anchor {
+            format,
+            heads: parsed,
+        })
+    }
+
+    /// The anchor as `harness ledger anchor` prints it: JSON, one head a line.
+    pub fn to_json(&self) -> String {
+        let heads: Vec<String> = self
+            .heads
+            .iter()
+            .map(|h| {
+                format!(
+                    "    {{\"tenant\": {}, \"seq\": {}, \"hash\": {}}}",
+                    Value::from(h.tenant.as_str()),
+                    h.seq,
+                    Value::from(h.hash.as_str())
+                )
+            })
+            .collect();
+        let heads = if heads.is_empty() {
+            "[]".to_owned()
+        } else {
+            format!("[\n{}\n  ]", heads.join(",\n"))
+        };
+        format!(
+            "{{\n  \"format\": {},\n  \"heads\": {heads}\n}}",
+            Value::from(self.format.as_str())
+        )
+    }
+
+    /// The anchored head of `tenant`, if any.
+    pub fn head_of(&self, tenant: &str) -> Option<&ChainHead> {
+        self.heads.iter().find(|h| h.tenant == tenant)
+    }
+}
+
+// ---- verification ------------------------------------------------------------
+
+/// The first entry of a chain that does not hold, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LedgerBreak {
+    pub tenant: String,
     pub seq: i64,
     pub problem: String,
 }
 
-/// What [`verify`] found.
+/// What [`verify`] found in one tenant's chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChainReport {
+    pub tenant: String,
+    /// Entries that verified, from the first up to the first break.
+    pub entries: u64,
+    /// The last entry that verified (0 and [`GENESIS_HASH`] before the first).
+    pub last_seq: i64,
+    pub last_hash: String,
+    /// The first broken entry, or a head that does not point at the last entry.
+    pub first_break: Option<LedgerBreak>,
+    /// With an anchor: the chain was cut below, or rewritten at, its anchored head.
+    pub anchor_break: Option<LedgerBreak>,
+}
+
+impl ChainReport {
+    pub fn intact(&self) -> bool {
+        self.first_break.is_none() && self.anchor_break.is_none()
+    }
+
+    /// The verified head, as an anchor records it.
+    pub fn head(&self) -> ChainHead {
+        ChainHead {
+            tenant: self.tenant.clone(),
+            seq: self.last_seq,
+            hash: self.last_hash.clone(),
+        }
+    }
+}
+
+/// What [`verify`] found, chain by chain in tenant order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LedgerReport {
-    /// Entries read.
+    pub chains: Vec<ChainReport>,
+    /// Entries that verified, over every chain.
     pub entries: u64,
-    /// The last entry's hash ([`GENESIS_HASH`] for an empty ledger).
-    pub last_hash: String,
-    /// The first broken entry, if any.
-    pub first_break: Option<LedgerBreak>,
 }
 
 impl LedgerReport {
     pub fn intact(&self) -> bool {
-        self.first_break.is_none()
+        self.chains.iter().all(ChainReport::intact)
+    }
+
+    /// Every break found: each chain's first break, then its anchor break.
+    pub fn breaks(&self) -> impl Iterator<Item = &LedgerBreak> {
+        self.chains
+            .iter()
+            .flat_map(|c| c.first_break.iter().chain(c.anchor_break.iter()))
+    }
+
+    /// The first break, in tenant order.
+    pub fn first_break(&self) -> Option<&LedgerBreak> {
+        self.breaks().next()
+    }
+
+    /// The chain of `tenant`, if it was verified.
+    pub fn chain(&self, tenant: &str) -> Option<&ChainReport> {
+        self.chains.iter().find(|c| c.tenant == tenant)
+    }
+
+    /// The verified heads, as an anchor.
+    pub fn anchor(&self) -> Anchor {
+        Anchor::of(self.chains.iter().map(ChainReport::head).collect())
     }
 }
 
 #[derive(sqlx::FromRow)]
 struct StoredEntry {
     seq: i64,
-    tenant_id: Option<String>,
     kind: String,
     at: DateTime<Utc>,
     entry: String,
@@ -172,9 +555,16 @@ struct StoredEntry {
     hash: String,
 }
 
-/// Checks one stored entry against the running chain.
-fn check(row: &StoredEntry, expected_seq: i64, prev: &str) -> Result<(), LedgerBreak> {
+/// Checks one stored entry of `tenant`'s chain against the running chain.
+fn check(
+    key: &LedgerKey,
+    tenant: &str,
+    row: &StoredEntry,
+    expected_seq: i64,
+    prev: &str,
+) -> Result<(), LedgerBreak> {
     let broken = |problem: String| LedgerBreak {
+        tenant: tenant.to_owned(),
         seq: expected_seq,
         problem,
     };
@@ -189,16 +579,17 @@ fn check(row: &StoredEntry, expected_seq: i64, prev: &str) -> Result<(), LedgerB
             "its prev_hash is not the previous entry's hash".to_owned(),
         ));
     }
-    if chain_hash(prev, &row.entry) != row.hash {
+    if chain_hash(key, prev, &row.entry) != row.hash {
         return Err(broken(
-            "its hash does not match its contents (the entry was changed)".to_owned(),
+            "its hash is not the keyed hash of its contents (the entry was forged or changed)"
+                .to_owned(),
         ));
     }
     let canonical: Canonical = serde_json::from_str(&row.entry)
         .map_err(|e| broken(format!("its entry is not a ledger entry: {e}")))?;
     let columns_agree = canonical.seq == row.seq
         && canonical.kind == row.kind
-        && canonical.tenant == row.tenant_id
+        && canonical.tenant == tenant
         && canonical.at == instant_text(row.at);
     if !columns_agree {
         return Err(broken(
@@ -208,66 +599,210 @@ fn check(row: &StoredEntry, expected_seq: i64, prev: &str) -> Result<(), LedgerB
     Ok(())
 }
 
-/// Walks the whole ledger and names the first broken entry.
-pub async fn verify(pool: &PgPool) -> Result<LedgerReport, ServiceError> {
-    let mut report = LedgerReport {
-        entries: 0,
-        last_hash: GENESIS_HASH.to_owned(),
-        first_break: None,
+/// Where the head row says the chain ends, against where the walk ended.
+fn head_break(
+    walked: &ChainReport,
+    head: Option<(i64, String)>,
+    tenant_known: bool,
+) -> Option<LedgerBreak> {
+    let last = walked.last_seq;
+    let broken = |seq: i64, problem: String| {
+        Some(LedgerBreak {
+            tenant: walked.tenant.clone(),
+            seq,
+            problem,
+        })
     };
-    let mut last_seq = 0i64;
-    loop {
-        let page: Vec<StoredEntry> = sqlx::query_as(
-            "SELECT seq, tenant_id, kind, at, entry, prev_hash, hash FROM ledger_entries \
-             WHERE seq > $1 ORDER BY seq LIMIT $2",
-        )
-        .bind(last_seq)
-        .bind(PAGE)
-        .fetch_all(pool)
-        .await
-        .ctx("reading the ledger")?;
-        let Some(last) = page.last() else { break };
-        let next_page_from = last.seq;
-        for row in &page {
-            if let Err(found) = check(row, last_seq + 1, &report.last_hash) {
-                report.first_break = Some(found);
-                return Ok(report);
-            }
-            report.entries += 1;
-            report.last_hash = row.hash.clone();
-            last_seq = row.seq;
-        }
-        debug_assert_eq!(next_page_from, last_seq);
-    }
-    let head: Option<(i64, String)> = sqlx::query_as("SELECT seq, hash FROM ledger_head")
-        .fetch_optional(pool)
-        .await
-        .ctx("reading the ledger head")?;
-    report.first_break = match head {
-        None => Some(LedgerBreak {
-            seq: last_seq + 1,
-            problem: "the ledger head row is missing".to_owned(),
-        }),
-        Some((seq, _)) if seq > last_seq => Some(LedgerBreak {
-            seq: last_seq + 1,
-            problem: format!(
-                "the head says the ledger ends at entry {seq}, but entry {} is missing",
-                last_seq + 1
+    match head {
+        // No tenant, no head, no entry: there is no chain (only an anchor can miss it).
+        None if last == 0 && !tenant_known => None,
+        None => broken(last + 1, "the chain's head row is missing".to_owned()),
+        Some((seq, _)) if seq > last => broken(
+            last + 1,
+            format!(
+                "entry {} is missing: the head says the chain ends at entry {seq}",
+                last + 1
             ),
-        }),
-        Some((seq, _)) if seq < last_seq => Some(LedgerBreak {
-            seq: seq + 1,
-            problem: format!(
-                "entry {} is not recorded in the ledger head (head at {seq})",
+        ),
+        Some((seq, _)) if seq < last => broken(
+            seq + 1,
+            format!(
+                "entry {} is past the head: the head says the chain ends at entry {seq}",
                 seq + 1
             ),
-        }),
-        Some((_, hash)) if hash != report.last_hash => Some(LedgerBreak {
-            seq: last_seq,
-            problem: "the ledger head's hash is not the last entry's hash".to_owned(),
-        }),
+        ),
+        Some((_, hash)) if hash != walked.last_hash => broken(
+            last,
+            "the head's hash is not this entry's hash (the head was moved)".to_owned(),
+        ),
         Some(_) => None,
+    }
+}
+
+/// Walks one tenant's chain inside one read-only snapshot.
+async fn verify_chain(
+    pool: &PgPool,
+    key: &LedgerKey,
+    tenant: &str,
+    tenant_known: bool,
+    anchored: Option<&ChainHead>,
+) -> Result<ChainReport, ServiceError> {
+    let mut tx = pool.begin().await.ctx("starting to read the ledger")?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await
+        .ctx("taking a snapshot of the ledger")?;
+    let head: Option<(i64, String)> =
+        sqlx::query_as("SELECT seq, hash FROM ledger_head WHERE tenant_id = $1")
+            .bind(tenant)
+            .fetch_optional(&mut *tx)
+            .await
+            .ctx("reading a ledger head")?;
+    let mut report = ChainReport {
+        tenant: tenant.to_owned(),
+        entries: 0,
+        last_seq: 0,
+        last_hash: GENESIS_HASH.to_owned(),
+        first_break: None,
+        anchor_break: None,
     };
+    'walk: loop {
+        let page: Vec<StoredEntry> = sqlx::query_as(
+            "SELECT seq, kind, at, entry, prev_hash, hash FROM ledger_entries \
+             WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+        )
+        .bind(tenant)
+        .bind(report.last_seq)
+        .bind(PAGE)
+        .fetch_all(&mut *tx)
+        .await
+        .ctx("reading the ledger")?;
+        if page.is_empty() {
+            break;
+        }
+        for row in &page {
+            if let Err(found) = check(key, tenant, row, report.last_seq + 1, &report.last_hash) {
+                report.first_break = Some(found);
+                break 'walk;
+            }
+            report.entries += 1;
+            report.last_seq = row.seq;
+            report.last_hash.clone_from(&row.hash);
+        }
+    }
+    if report.first_break.is_none() {
+        report.first_break = head_break(&report, head, tenant_known);
+    }
+    if let Some(anchored) = anchored.filter(|a| a.seq > 0) {
+        report.anchor_break = anchor_break(&mut tx, tenant, anchored).await?;
+    }
+    tx.rollback().await.ctx("ending a read of the ledger")?;
+    Ok(report)
+}
+
+/// The anchored entry must still be there, with the anchored hash.
+async fn anchor_break(
+    conn: &mut PgConnection,
+    tenant: &str,
+    anchored: &ChainHead,
+) -> Result<Option<LedgerBreak>, ServiceError> {
+    let (at_anchor, last): (Option<String>, Option<i64>) = sqlx::query_as(
+        "SELECT (SELECT hash FROM ledger_entries WHERE tenant_id = $1 AND seq = $2), \
+                (SELECT max(seq) FROM ledger_entries WHERE tenant_id = $1)",
+    )
+    .bind(tenant)
+    .bind(anchored.seq)
+    .fetch_one(conn)
+    .await
+    .ctx("reading the anchored entry")?;
+    let broken = |seq: i64, problem: String| LedgerBreak {
+        tenant: tenant.to_owned(),
+        seq,
+        problem,
+    };
+    Ok(match (at_anchor, last.unwrap_or(0)) {
+        (None, last) if last < anchored.seq => Some(broken(
+            last + 1,
+            format!(
+                "the tail was cut: the anchor records entry {} and the chain now ends at \
+                 entry {last}",
+                anchored.seq
+            ),
+        )),
+        (None, _) => Some(broken(
+            anchored.seq,
+            "the entry the anchor records is gone".to_owned(),
+        )),
+        (Some(hash), _) if hash != anchored.hash => Some(broken(
+            anchored.seq,
+            "its hash is not the one the anchor records (the chain was rewritten)".to_owned(),
+        )),
+        (Some(_), _) => None,
+    })
+}
+
+/// Every tenant that has, or should have, a chain: the tenants, the heads,
+/// the tenants named by entries (read through the index, one probe each).
+async fn chain_tenants(
+    pool: &PgPool,
+) -> Result<(BTreeSet<String>, BTreeSet<String>), ServiceError> {
+    let known: Vec<String> = sqlx::query_scalar("SELECT id FROM tenants")
+        .fetch_all(pool)
+        .await
+        .ctx("listing the tenants")?;
+    let chained: Vec<String> = sqlx::query_scalar(
+        "WITH RECURSIVE t (tenant_id) AS ( \
+             (SELECT tenant_id FROM ledger_entries ORDER BY tenant_id LIMIT 1) \
+             UNION ALL \
+             SELECT (SELECT e.tenant_id FROM ledger_entries e WHERE e.tenant_id > t.tenant_id \
+                     ORDER BY e.tenant_id LIMIT 1) \
+             FROM t WHERE t.tenant_id IS NOT NULL) \
+         SELECT tenant_id FROM t WHERE tenant_id IS NOT NULL \
+         UNION SELECT tenant_id FROM ledger_head",
+    )
+    .fetch_all(pool)
+    .await
+    .ctx("listing the ledger's chains")?;
+    let known: BTreeSet<String> = known.into_iter().collect();
+    let mut all = known.clone();
+    all.extend(chained);
+    Ok((all, known))
+}
+
+/// Verifies the chain of `tenant`, or every chain when `tenant` is `None`,
+/// under `key`; with an `anchor`, also checks each anchored head (a tenant
+/// the anchor names is verified even when nothing of it is left).
+pub async fn verify(
+    pool: &PgPool,
+    key: &LedgerKey,
+    tenant: Option<&str>,
+    anchor: Option<&Anchor>,
+) -> Result<LedgerReport, ServiceError> {
+    let (tenants, known) = match tenant {
+        Some(t) => {
+            let mut conn = pool.acquire().await.ctx("reading the ledger")?;
+            let exists = tenant_exists(&mut conn, t).await?;
+            let one = BTreeSet::from([t.to_owned()]);
+            (one.clone(), if exists { one } else { BTreeSet::new() })
+        }
+        None => {
+            let (mut all, known) = chain_tenants(pool).await?;
+            if let Some(anchor) = anchor {
+                all.extend(anchor.heads.iter().map(|h| h.tenant.clone()));
+            }
+            (all, known)
+        }
+    };
+    let mut report = LedgerReport {
+        chains: Vec::with_capacity(tenants.len()),
+        entries: 0,
+    };
+    for t in &tenants {
+        let anchored = anchor.and_then(|a| a.head_of(t));
+        let chain = verify_chain(pool, key, t, known.contains(t), anchored).await?;
+        report.entries += chain.entries;
+        report.chains.push(chain);
+    }
     Ok(report)
 }
 
@@ -275,12 +810,16 @@ pub async fn verify(pool: &PgPool) -> Result<LedgerReport, ServiceError> {
 mod tests {
     use super::*;
 
+    fn key() -> LedgerKey {
+        LedgerKey::new(b"0123456789abcdef-test-key").unwrap()
+    }
+
     fn stored(seq: i64, prev: &str, body: &str) -> StoredEntry {
-        let at: DateTime<Utc> = "2026-09-03T10:00:00Z".parse().unwrap();
+        let at: DateTime<Utc> = "2026-09-03T10:00:00.123456Z".parse().unwrap();
         let canonical = Canonical {
             seq,
             at: instant_text(at),
-            tenant: Some("acme".into()),
+            tenant: "acme".into(),
             kind: "k".into(),
             subject: "s".into(),
             body: Value::String(body.into()),
@@ -288,47 +827,287 @@ mod tests {
         let entry = serde_json::to_string(&canonical).unwrap();
         StoredEntry {
             seq,
-            tenant_id: Some("acme".into()),
             kind: "k".into(),
             at,
-            hash: chain_hash(prev, &entry),
+            hash: chain_hash(&key(), prev, &entry),
             entry,
             prev_hash: prev.into(),
         }
     }
 
+    fn problem(found: Result<(), LedgerBreak>) -> String {
+        found.unwrap_err().problem
+    }
+
     #[test]
     fn an_intact_entry_checks_and_each_kind_of_tampering_is_named() {
+        let k = key();
         let e = stored(1, GENESIS_HASH, "x");
-        assert_eq!(check(&e, 1, GENESIS_HASH), Ok(()));
-        assert!(
-            check(&e, 2, GENESIS_HASH)
-                .unwrap_err()
-                .problem
-                .contains("missing")
-        );
+        assert_eq!(check(&k, "acme", &e, 1, GENESIS_HASH), Ok(()));
+        assert!(problem(check(&k, "acme", &e, 2, GENESIS_HASH)).contains("missing"));
         let mut changed = stored(1, GENESIS_HASH, "x");
         changed.entry = changed.entry.replace("\"x\"", "\"y\"");
-        assert!(
-            check(&changed, 1, GENESIS_HASH)
-                .unwrap_err()
-                .problem
-                .contains("hash")
-        );
+        assert!(problem(check(&k, "acme", &changed, 1, GENESIS_HASH)).contains("forged"));
         let mut moved = stored(1, GENESIS_HASH, "x");
         moved.kind = "other".into();
-        assert!(
-            check(&moved, 1, GENESIS_HASH)
-                .unwrap_err()
-                .problem
-                .contains("columns")
+        assert!(problem(check(&k, "acme", &moved, 1, GENESIS_HASH)).contains("columns"));
+        let other_prev = chain_hash(&k, GENESIS_HASH, "something");
+        assert!(problem(check(&k, "acme", &e, 1, &other_prev)).contains("prev_hash"));
+        // Renumbered: the stored number is where the walk expects it, the
+        // hashed one is not.
+        let mut renumbered = stored(1, GENESIS_HASH, "x");
+        renumbered.seq = 2;
+        assert!(problem(check(&k, "acme", &renumbered, 2, GENESIS_HASH)).contains("columns"));
+        let in_another_chain = check(&k, "globex", &e, 1, GENESIS_HASH).unwrap_err();
+        assert_eq!(
+            (in_another_chain.tenant.as_str(), in_another_chain.seq),
+            ("globex", 1)
         );
-        let other_prev = chain_hash(GENESIS_HASH, "something");
-        assert!(
-            check(&e, 1, &other_prev)
-                .unwrap_err()
-                .problem
-                .contains("prev_hash")
+        assert!(in_another_chain.problem.contains("columns"));
+    }
+
+    /// `at` is covered: the stored instant is compared with the hashed one
+    /// to the microsecond (an `instant_text` that lost it would not notice).
+    #[test]
+    fn an_entry_re_dated_by_a_microsecond_is_named() {
+        let k = key();
+        let mut e = stored(1, GENESIS_HASH, "x");
+        assert_eq!(instant_text(e.at), "2026-09-03T10:00:00.123456Z");
+        e.at += chrono::Duration::microseconds(1);
+        assert!(problem(check(&k, "acme", &e, 1, GENESIS_HASH)).contains("columns"));
+    }
+
+    /// A hash computed without the key (plain SHA-256, or HMAC under another
+    /// key) does not verify, even over the right entry and previous hash.
+    #[test]
+    fn a_hash_computed_without_the_key_does_not_verify() {
+        let k = key();
+        let mut e = stored(1, GENESIS_HASH, "x");
+        let mut plain = Sha256::new();
+        plain.update(GENESIS_HASH.as_bytes());
+        plain.update(e.entry.as_bytes());
+        e.hash = hex::encode(plain.finalize());
+        assert!(problem(check(&k, "acme", &e, 1, GENESIS_HASH)).contains("forged"));
+        let other = LedgerKey::new(b"another key of 16+ bytes").unwrap();
+        e.hash = chain_hash(&other, GENESIS_HASH, &e.entry);
+        assert!(problem(check(&k, "acme", &e, 1, GENESIS_HASH)).contains("forged"));
+    }
+
+    #[test]
+    fn the_padded_hmac_is_rfc_2104_hmac_for_every_key_length() {
+        for len in [0, 1, 16, 32, 63, 64, 65, 200] {
+            let key = vec![0x5au8; len];
+            let mut ours = hmac_with(&key);
+            let mut reference = <Hmac<Sha256> as Mac>::new_from_slice(&key).unwrap();
+            ours.update(b"message");
+            reference.update(b"message");
+            assert_eq!(
+                ours.finalize().into_bytes(),
+                reference.finalize().into_bytes(),
+                "key of {len} bytes"
+            );
+        }
+    }
+
+    #[test]
+    fn the_derived_key_is_separated_from_the_secret_and_keyed_by_it() {
+        let secret = b"whsec_test_spendgate";
+        let derived = LedgerKey::derived_from_secret(secret);
+        let raw = LedgerKey::new(secret).unwrap();
+        let h = |k: &LedgerKey| chain_hash(k, GENESIS_HASH, "{}");
+        assert_ne!(h(&derived), h(&raw), "the derived key is not the secret");
+        assert_eq!(h(&derived), h(&LedgerKey::derived_from_secret(secret)));
+        assert_ne!(
+            h(&derived),
+            h(&LedgerKey::derived_from_secret(b"whsec_other_secret"))
         );
+        // HMAC(secret, domain) as the key, exactly.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret).unwrap();
+        mac.update(KEY_DOMAIN);
+        let expected = LedgerKey::new(&mac.finalize().into_bytes()).unwrap();
+        assert_eq!(h(&derived), h(&expected));
+        assert_eq!(format!("{derived:?}"), "LedgerKey(..)");
+    }
+
+    #[test]
+    fn a_short_ledger_key_is_refused() {
+        assert_eq!(
+            LedgerKey::new(b"short").unwrap_err(),
+            LedgerKeyError::TooShort { len: 5 }
+        );
+        assert!(LedgerKey::new(&[0u8; LedgerKey::MIN_LEN]).is_ok());
+    }
+
+    fn walked(last_seq: i64, last_hash: &str) -> ChainReport {
+        ChainReport {
+            tenant: "acme".into(),
+            entries: last_seq as u64,
+            last_seq,
+            last_hash: last_hash.into(),
+            first_break: None,
+            anchor_break: None,
+        }
+    }
+
+    #[test]
+    fn the_head_must_point_at_the_last_entry() {
+        let h = "a".repeat(64);
+        let w = walked(5, &h);
+        assert_eq!(head_break(&w, Some((5, h.clone())), true), None);
+        let seq_of = |b: Option<LedgerBreak>| b.map(|b| (b.seq, b.problem));
+        let missing = seq_of(head_break(&w, None, true)).unwrap();
+        assert_eq!(missing.0, 6);
+        assert!(missing.1.contains("head row is missing"));
+        let ahead = seq_of(head_break(&w, Some((7, h.clone())), true)).unwrap();
+        assert_eq!(ahead.0, 6);
+        assert!(ahead.1.contains("entry 6 is missing") && ahead.1.contains("entry 7"));
+        let behind = seq_of(head_break(&w, Some((3, h.clone())), true)).unwrap();
+        assert_eq!(behind.0, 4);
+        assert!(behind.1.contains("entry 4 is past the head") && behind.1.contains("entry 3"));
+        let moved = seq_of(head_break(&w, Some((5, "b".repeat(64))), true)).unwrap();
+        assert_eq!(moved.0, 5);
+        assert!(moved.1.contains("hash"));
+        // No tenant, no head, no entries: no chain to break.
+        assert_eq!(head_break(&walked(0, GENESIS_HASH), None, false), None);
+        // Entries left by a tenant that is gone still need their head.
+        assert!(head_break(&w, None, false).is_some());
+    }
+
+    fn anchor_text(heads: &str) -> String {
+        format!("{{\"format\": \"{ANCHOR_FORMAT}\", \"heads\": [{heads}]}}")
+    }
+
+    #[test]
+    fn an_anchor_round_trips_and_each_malformed_field_is_named() {
+        let good = Anchor::of(vec![
+            ChainHead {
+                tenant: "acme".into(),
+                seq: 12,
+                hash: "ab".repeat(32),
+            },
+            ChainHead {
+                tenant: "globex".into(),
+                seq: 0,
+                hash: GENESIS_HASH.into(),
+            },
+        ]);
+        assert_eq!(Anchor::parse(&good.to_json()).unwrap(), good);
+        let h = "ab".repeat(32);
+        assert_eq!(
+            good.to_json(),
+            format!(
+                "{{\n  \"format\": \"{ANCHOR_FORMAT}\",\n  \"heads\": [\n    \
+                 {{\"tenant\": \"acme\", \"seq\": 12, \"hash\": \"{h}\"}},\n    \
+                 {{\"tenant\": \"globex\", \"seq\": 0, \"hash\": \"{GENESIS_HASH}\"}}\n  ]\n}}"
+            )
+        );
+        let empty = Anchor::of(Vec::new());
+        assert_eq!(Anchor::parse(&empty.to_json()).unwrap(), empty);
+        let odd = Anchor::of(vec![ChainHead {
+            tenant: "a\"b\\c".into(),
+            seq: 1,
+            hash: h.clone(),
+        }]);
+        assert_eq!(Anchor::parse(&odd.to_json()).unwrap(), odd);
+        assert_eq!(good.head_of("globex").map(|h| h.seq), Some(0));
+        assert!(good.head_of("nobody").is_none());
+
+        let err = |text: &str| Anchor::parse(text).unwrap_err().to_string();
+        let h = "ab".repeat(32);
+        let head = |tenant: &str, seq: &str, hash: &str| {
+            format!(r#"{{"tenant": {tenant}, "seq": {seq}, "hash": {hash}}}"#)
+        };
+        let cases: Vec<(String, &str)> = vec![
+            (
+                "not json".into(),
+                "not JSON: expected ident at line 1 column 2",
+            ),
+            (
+                "[]".into(),
+                "field `(top level)`: is [], expected an object",
+            ),
+            (r#"{"heads": []}"#.into(), "field `format`: is missing"),
+            (
+                r#"{"format": 1, "heads": []}"#.into(),
+                "field `format`: is 1, expected a string",
+            ),
+            (
+                r#"{"format": "v0", "heads": []}"#.into(),
+                "field `format`: is \"v0\", expected",
+            ),
+            (
+                format!(r#"{{"format": "{ANCHOR_FORMAT}"}}"#),
+                "field `heads`: is missing",
+            ),
+            (
+                format!(r#"{{"format": "{ANCHOR_FORMAT}", "heads": {{}}}}"#),
+                "field `heads`: is {}, expected a list",
+            ),
+            (
+                format!(r#"{{"format": "{ANCHOR_FORMAT}", "heads": [], "at": 1}}"#),
+                "field `at`: is not a field",
+            ),
+            (
+                anchor_text(r#"{"tenant": "acme", "seq": 1}"#),
+                "field `heads[0].hash`: is missing",
+            ),
+            (
+                anchor_text(&format!(
+                    r#"{{"tenant": "a", "seq": 1, "hash": "{h}", "x": 1}}"#
+                )),
+                "field `heads[0].x`: is not a field",
+            ),
+            (
+                anchor_text(&head("7", "1", &format!("\"{h}\""))),
+                "field `heads[0].tenant`: is 7, expected a string",
+            ),
+            (
+                anchor_text(&head("\"\"", "1", &format!("\"{h}\""))),
+                "field `heads[0].tenant`: is empty",
+            ),
+            (
+                anchor_text(&format!(
+                    "{}, {}",
+                    head("\"acme\"", "1", &format!("\"{h}\"")),
+                    head("\"acme\"", "2", &format!("\"{h}\""))
+                )),
+                "field `heads[1].tenant`: tenant \"acme\" is anchored twice",
+            ),
+            (
+                anchor_text(&head("\"a\"", "-1", &format!("\"{h}\""))),
+                "field `heads[0].seq`: is -1, expected a whole number",
+            ),
+            (
+                anchor_text(&head("\"a\"", "1e99", &format!("\"{h}\""))),
+                "field `heads[0].seq`: is 1e+99",
+            ),
+            (
+                anchor_text(&head("\"a\"", "1.5", &format!("\"{h}\""))),
+                "field `heads[0].seq`: is 1.5",
+            ),
+            (
+                anchor_text(&head("\"a\"", "\"1\"", &format!("\"{h}\""))),
+                "field `heads[0].seq`: is \"1\"",
+            ),
+            (
+                anchor_text(&head("\"a\"", "1", &format!("\"{}\"", h.to_uppercase()))),
+                "field `heads[0].hash`: \"ABAB",
+            ),
+            (
+                anchor_text(&head("\"a\"", "1", "\"ab\"")),
+                "field `heads[0].hash`: \"ab\" is not 64",
+            ),
+            (
+                anchor_text(&head("\"a\"", "0", &format!("\"{h}\""))),
+                "field `heads[0].hash`: an empty chain",
+            ),
+        ];
+        for (text, expected) in cases {
+            let got = err(&text);
+            assert!(
+                got.contains(expected),
+                "{text}\n  gave: {got}\n  want: {expected}"
+            );
+        }
     }
 }

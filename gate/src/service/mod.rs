@@ -50,7 +50,10 @@ pub use checkout::AUTHORITY_TTL_MINUTES;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::ServiceError;
 pub use invariants::Invariants;
-pub use ledger::{LedgerBreak, LedgerReport, verify as verify_ledger};
+pub use ledger::{
+    Anchor, AnchorError, ChainHead, ChainReport, LedgerBreak, LedgerKey, LedgerKeyError,
+    LedgerReport, verify as verify_ledger,
+};
 pub use seed::{GrantSeed, PersonSeed, Seed, TenantSeed};
 pub use webhook::{ProviderEvent, sign_webhook};
 
@@ -62,29 +65,34 @@ use error::Ctx;
 /// How long `pay` waits for the provider by default.
 pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The gate: a pool, a provider, the webhook secret and a clock.
+/// The gate: a pool, a provider, the webhook secret, the ledger key and a clock.
 #[derive(Debug)]
 pub struct Gate<P> {
     pool: PgPool,
     provider: P,
     secret: Vec<u8>,
+    ledger_key: LedgerKey,
     clock: Arc<dyn Clock>,
     provider_timeout: Duration,
 }
 
 impl<P: PaymentProvider> Gate<P> {
     /// A gate over `pool` (already migrated). `webhook_secret` verifies
-    /// provider events and keys checkout authority ids.
+    /// provider events and keys checkout authority ids; the ledger is keyed
+    /// with a key derived from it ([`LedgerKey::derived_from_secret`], whose
+    /// docs give the trade-off) unless [`Gate::with_ledger_key`] sets one.
     pub fn new(
         pool: PgPool,
         provider: P,
         webhook_secret: impl Into<Vec<u8>>,
         clock: Arc<dyn Clock>,
     ) -> Self {
+        let secret = webhook_secret.into();
         Gate {
             pool,
             provider,
-            secret: webhook_secret.into(),
+            ledger_key: LedgerKey::derived_from_secret(&secret),
+            secret,
             clock,
             provider_timeout: DEFAULT_PROVIDER_TIMEOUT,
         }
@@ -93,6 +101,13 @@ impl<P: PaymentProvider> Gate<P> {
     /// How long `pay` waits for the provider before calling it a timeout.
     pub fn with_provider_timeout(mut self, timeout: Duration) -> Self {
         self.provider_timeout = timeout;
+        self
+    }
+
+    /// The key the ledger's chains are hashed with: a secret of the gate's
+    /// own, never stored in the database (see [`ledger`]).
+    pub fn with_ledger_key(mut self, key: LedgerKey) -> Self {
+        self.ledger_key = key;
         self
     }
 
@@ -116,6 +131,10 @@ impl<P: PaymentProvider> Gate<P> {
 
     pub(crate) fn secret(&self) -> &[u8] {
         &self.secret
+    }
+
+    pub(crate) fn ledger_key(&self) -> &LedgerKey {
+        &self.ledger_key
     }
 
     pub(crate) fn provider_timeout(&self) -> Duration {

@@ -233,7 +233,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "state": state::PROVIDER_PENDING,
             }),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a consumed authority")?;
         Ok(Ok((authority, request)))
     }
@@ -276,7 +276,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "currency": authority.currency,
             }),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a provider order")?;
         Ok(Outcome::ok(order.id.clone()))
     }
@@ -300,7 +300,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "reserved_paise": authority.amount_paise,
             }),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a provider failure")
     }
 }

@@ -216,7 +216,7 @@ impl<P: PaymentProvider> Gate<P> {
                 }),
             ),
         ];
-        ledger::append(&mut tx, now, entries).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, entries).await?;
         tx.commit().await.ctx("committing a proposal")?;
         Ok(ProposeOutcome::new(Some(row.id), decision, false))
     }

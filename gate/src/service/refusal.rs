@@ -34,7 +34,7 @@ impl<P: PaymentProvider> Gate<P> {
                 .await
                 .ctx("ending a refusal of an unknown tenant");
         }
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a refusal")
     }
 

@@ -206,7 +206,7 @@ impl Lockable for DailyRow {
     const KEY: &'static str = "tenant_id = $1 AND day = $2::date AND currency = $3";
 }
 
-/// The ledger's head: the number and hash of the latest entry.
+/// A tenant's ledger head: the number and hash of the latest entry of its chain.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct LedgerHeadRow {
     pub seq: i64,
@@ -215,7 +215,7 @@ pub(crate) struct LedgerHeadRow {
 
 impl Lockable for LedgerHeadRow {
     const SELECT: &'static str = "SELECT seq, hash FROM ledger_head";
-    const KEY: &'static str = "singleton";
+    const KEY: &'static str = "tenant_id = $1";
 }
 
 /// A provider order, as the gate recorded it.

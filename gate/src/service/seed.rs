@@ -171,7 +171,7 @@ impl<P: PaymentProvider> Gate<P> {
                 }),
             ));
         }
-        ledger::append(&mut tx, now, entries).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, entries).await?;
         tx.commit().await.ctx("committing the seed")
     }
 }

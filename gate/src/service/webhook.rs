@@ -229,7 +229,13 @@ impl<P: PaymentProvider> Gate<P> {
             (None, Some(event)) => event,
             (reason, _) => {
                 let reason = reason.unwrap_or(Reason::WebhookMalformed);
-                ledger::append(&mut tx, now, vec![refuse(None, reason, None)]).await?;
+                ledger::append(
+                    &mut tx,
+                    self.ledger_key(),
+                    now,
+                    vec![refuse(None, reason, None)],
+                )
+                .await?;
                 tx.commit()
                     .await
                     .ctx("committing a refused provider event")?;
@@ -245,7 +251,13 @@ impl<P: PaymentProvider> Gate<P> {
             timing(&event, now)
         };
         if let Some(reason) = early {
-            ledger::append(&mut tx, now, vec![refuse(None, reason, Some(&event))]).await?;
+            ledger::append(
+                &mut tx,
+                self.ledger_key(),
+                now,
+                vec![refuse(None, reason, Some(&event))],
+            )
+            .await?;
             tx.commit()
                 .await
                 .ctx("committing a refused provider event")?;
@@ -261,7 +273,7 @@ impl<P: PaymentProvider> Gate<P> {
         .ctx("looking up the event's order")?;
         let Some(order) = order else {
             let entry = refuse(None, Reason::WebhookUnknownOrder, Some(&event));
-            ledger::append(&mut tx, now, vec![entry]).await?;
+            ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
             tx.commit()
                 .await
                 .ctx("committing a refused provider event")?;
@@ -309,7 +321,7 @@ impl<P: PaymentProvider> Gate<P> {
         };
         if let Some(reason) = refusal {
             let entry = refuse(Some(&tenant), reason, Some(&event));
-            ledger::append(&mut tx, now, vec![entry]).await?;
+            ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
             tx.commit()
                 .await
                 .ctx("committing a refused provider event")?;
@@ -340,7 +352,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "released_paise": if to == state::FAILED { request.reserved_paise } else { 0 },
             }),
         );
-        ledger::append(&mut tx, now, vec![entry]).await?;
+        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a provider event")?;
         Ok(Outcome::ok(event.id))
     }
