@@ -251,6 +251,16 @@ mod tests {
         }
     }
 
+    /// The grammar is plain digits by itself, not by courtesy of the JSON
+    /// layer or of `u64::from_str` (which would read `+5` as 5).
+    #[test]
+    fn the_quantity_grammar_itself_is_plain_digits() {
+        for q in ["+5", "+0", "-5", "5.0", "5e0", "", " ", "٥"] {
+            assert_eq!(parse_quantity(q), Err(Reason::QuantityInvalid), "{q:?}");
+        }
+        assert_eq!(parse_quantity("5"), Ok(5));
+    }
+
     #[test]
     fn the_largest_boundary_quantity_is_accepted() {
         let body = format!(r#"{{"sku":"A","quantity":{MAX_QUANTITY},"purpose":"x"}}"#);

@@ -9,7 +9,9 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod db;
 mod generate;
+mod keys;
 mod ledger;
+mod mcp;
 mod mutants_audit;
 mod mutate;
 mod mutate_cross;
@@ -18,6 +20,7 @@ mod mutate_tour;
 mod naive_tool;
 mod perf;
 mod report;
+mod serve;
 mod triage;
 mod world;
 
@@ -49,6 +52,12 @@ enum Command {
     MutantsAudit(mutants_audit::MutantsAuditArgs),
     /// Measure the gate's speed and write reports/performance.md and .json.
     Perf(perf::PerfArgs),
+    /// Serve the gate over HTTP (docs/http.md) until SIGTERM.
+    Serve(serve::ServeArgs),
+    /// Issue, list or revoke the bearer API keys of `serve`.
+    Keys(keys::KeysArgs),
+    /// The agent's MCP tools over stdio, as the agent whose key is in SPENDGATE_AGENT_KEY.
+    Mcp(mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +79,9 @@ fn main() -> ExitCode {
         Command::Mutate(args) => mutate::run(args),
         Command::MutantsAudit(args) => mutants_audit::run(args),
         Command::Perf(args) => perf::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Keys(args) => keys::run(args),
+        Command::Mcp(args) => mcp::run(args),
     };
     match result {
         Ok(code) => code,

@@ -236,9 +236,12 @@ pub(crate) async fn still_valid(
 ) -> Result<Result<(), Reason>, ServiceError> {
     let tenant = request.tenant_id.as_str();
     let current = world::current_policy(conn, tenant).await?;
-    let Some(current) = current.filter(|c| c.version == version) else {
+    let Some(current) = current else {
         return Ok(Err(Reason::AuthorityPolicyChanged));
     };
+    if current.version != version {
+        return Ok(Err(Reason::AuthorityPolicyChanged));
+    }
     let window = current
         .policy
         .as_ref()

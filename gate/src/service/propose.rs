@@ -78,11 +78,10 @@ impl<P: PaymentProvider> Gate<P> {
         // the proposal is recorded without it and refused PROPOSAL_MALFORMED.
         let key_malformed = idempotency_key.is_some_and(|k| Ident::parse_key(k).is_none());
         let mut stored_key = idempotency_key.filter(|_| !key_malformed);
-        let mut forced = parsed
-            .as_ref()
-            .err()
-            .copied()
-            .or(key_malformed.then_some(Reason::ProposalMalformed));
+        let mut forced = parsed.as_ref().err().copied();
+        if key_malformed {
+            forced = forced.or(Some(Reason::ProposalMalformed));
+        }
         if let Some(key) = stored_key {
             if let Some(first) = requests::by_idempotency_key(&mut tx, tenant, actor, key).await? {
                 if first.body_sha256 == body_sha256 {

@@ -1,0 +1,123 @@
+//! `harness serve`: the gate over HTTP (the `wire` crate), on a loopback port by default.
+//!
+//! Guarantees: connects to `DATABASE_URL` and applies the migrations, builds
+//! the gate (the one place the harness does: [`build_gate`]) with the
+//! in-process provider and the webhook secret from `SPENDGATE_WEBHOOK_SECRET`
+//! (refused when unset or empty; never printed), binds `--bind`
+//! (127.0.0.1:8080 by default), and serves until SIGTERM or Ctrl-C, letting
+//! the requests in flight finish. The URL's password is never printed.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use gate::provider::InProcessProvider;
+use gate::service::{Gate, SystemClock};
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+/// The variable holding the provider's webhook secret.
+pub const WEBHOOK_SECRET_ENV: &str = "SPENDGATE_WEBHOOK_SECRET";
+
+/// `harness serve`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    bind: String,
+    /// Seconds one request may take before it is answered 503 TIMEOUT.
+    #[arg(long, default_value_t = 30)]
+    timeout_secs: u64,
+    /// Requests served at once; the rest wait their turn.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// The database to serve, on the server DATABASE_URL names [default: DATABASE_URL's own].
+    #[arg(long, value_name = "NAME")]
+    database: Option<String>,
+}
+
+/// Connects to `DATABASE_URL` (or to the database `database` on the same
+/// server) and applies the migrations.
+pub async fn connect(database: Option<&str>) -> Result<PgPool> {
+    let url = std::env::var(gate::db::DATABASE_URL_ENV)
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .context(
+            "DATABASE_URL is not set: point it at the gate's Postgres server \
+             (`export \"$(harness db up)\"` starts a throwaway one)",
+        )?;
+    let shown = gate::db::redact_url(&url);
+    let mut options: PgConnectOptions = url
+        .parse()
+        .with_context(|| format!("DATABASE_URL {shown} is not a Postgres URL"))?;
+    if let Some(name) = database {
+        options = options.database(name);
+    }
+    let pool = PgPoolOptions::new()
+        .max_connections(POOL_SIZE)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await
+        .with_context(|| format!("connecting to {shown}"))?;
+    gate::db::migrate(&pool).await?;
+    Ok(pool)
+}
+
+/// Connections the served gate may hold.
+const POOL_SIZE: u32 = 16;
+
+/// The webhook secret from the environment.
+pub fn webhook_secret() -> Result<Vec<u8>> {
+    let secret = std::env::var(WEBHOOK_SECRET_ENV).unwrap_or_default();
+    if secret.trim().is_empty() {
+        bail!(
+            "{WEBHOOK_SECRET_ENV} is not set: it verifies the provider's webhooks and keys \
+             checkout authority ids (use at least 32 random bytes)"
+        );
+    }
+    Ok(secret.into_bytes())
+}
+
+/// The one place the harness builds a served gate.
+pub fn build_gate(pool: PgPool, secret: Vec<u8>) -> Result<Gate<InProcessProvider>> {
+    Ok(Gate::new(
+        pool,
+        InProcessProvider::new(),
+        secret,
+        Arc::new(SystemClock),
+    ))
+}
+
+pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: ServeArgs) -> Result<ExitCode> {
+    let secret = webhook_secret()?;
+    let pool = connect(args.database.as_deref()).await?;
+    let gate = Arc::new(build_gate(pool, secret)?);
+    let listener = tokio::net::TcpListener::bind(&args.bind)
+        .await
+        .with_context(|| format!("binding {}", args.bind))?;
+    let config = wire::WireConfig {
+        provider_mode: "in-process",
+        request_timeout: Duration::from_secs(args.timeout_secs.max(1)),
+        concurrency_limit: args.concurrency.max(1),
+    };
+    eprintln!(
+        "spendgate listening on http://{} (provider: in-process; SIGTERM or Ctrl-C stops it)",
+        listener.local_addr()?
+    );
+    wire::serve(listener, gate.clone(), config, wire::shutdown_signal())
+        .await
+        .context("serving")?;
+    gate.pool().close().await;
+    eprintln!("spendgate stopped: every request in flight was answered");
+    Ok(ExitCode::SUCCESS)
+}
