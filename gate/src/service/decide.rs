@@ -16,6 +16,7 @@ use super::error::{Ctx, ServiceError};
 use super::lock::lock_all;
 use super::rows::AgentHop;
 use super::world::{self, CurrentPolicy};
+use crate::catalog::Catalog;
 use crate::delegation::DelegationChain;
 use crate::policy::{Evaluation, Inputs, evaluate};
 use crate::proposal::PurchaseProposal;
@@ -58,6 +59,35 @@ pub(crate) async fn decide(
     now: DateTime<Utc>,
     moment: Moment,
 ) -> Result<Decided, ServiceError> {
+    decide_with_catalog(
+        conn,
+        tenant,
+        agent,
+        proposal,
+        policy,
+        None,
+        spent_today_paise,
+        now,
+        moment,
+    )
+    .await
+}
+
+/// [`decide`], with the tenant's catalog when the caller read it already (a
+/// plain read, so it may be read before the day lock is taken, which keeps
+/// it out of the tenant's critical section); `None` reads it here.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn decide_with_catalog(
+    conn: &mut PgConnection,
+    tenant: &str,
+    agent: &str,
+    proposal: &PurchaseProposal,
+    policy: Option<&CurrentPolicy>,
+    catalog: Option<Catalog>,
+    spent_today_paise: i64,
+    now: DateTime<Utc>,
+    moment: Moment,
+) -> Result<Decided, ServiceError> {
     let Some(current) = policy else {
         return Ok(Decided {
             evaluation: refused(Reason::PolicyInvalid),
@@ -76,7 +106,10 @@ pub(crate) async fn decide(
             });
         }
     };
-    let catalog = world::catalog(conn, tenant).await?;
+    let catalog = match catalog {
+        Some(catalog) => catalog,
+        None => world::catalog(conn, tenant).await?,
+    };
     let spend = match moment {
         Moment::Proposal => {
             world::spend_state(conn, tenant, agent, now, policy, spent_today_paise).await?

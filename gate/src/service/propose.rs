@@ -72,6 +72,12 @@ impl<P: PaymentProvider> Gate<P> {
         }
 
         let policy = world::current_policy(&mut tx, tenant).await?;
+        // The catalog is a plain read (the day lock does not guard it): read
+        // before the lock, it stays out of the tenant's critical section.
+        let catalog = match (&parsed, policy.as_ref().map(|p| &p.policy)) {
+            (Ok(_), Some(Ok(_))) => Some(world::catalog(&mut tx, tenant).await?),
+            _ => None,
+        };
         let today = budget::lock_day(&mut tx, tenant, now.date_naive(), policy.as_ref()).await?;
 
         // A key outside the identifier grammar is never looked up or stored:
@@ -96,12 +102,13 @@ impl<P: PaymentProvider> Gate<P> {
         let proposal = parsed.ok();
         let decided = match (forced, &proposal) {
             (None, Some(p)) => {
-                decide::decide(
+                decide::decide_with_catalog(
                     &mut tx,
                     tenant,
                     actor,
                     p,
                     policy.as_ref(),
+                    catalog,
                     today.reserved_paise,
                     now,
                     Moment::Proposal,

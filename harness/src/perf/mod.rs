@@ -17,6 +17,8 @@
 //!   headline figures and the report paths on stdout.
 
 mod database;
+mod load;
+mod load_report;
 mod machine;
 mod report;
 mod stats;
@@ -76,6 +78,19 @@ pub struct PerfArgs {
     /// Skip the database phase.
     #[arg(long)]
     pub no_db: bool,
+    /// Also run the load phase: pgbench and the gate through Postgres at
+    /// 1, 2, 4, 8 and 16 clients, side by side, with latency percentiles and
+    /// DIR/performance.svg (DATABASE_URL, or a throwaway Postgres).
+    #[arg(long)]
+    pub db: bool,
+    /// Only the load phase (implies --db): writes DIR/performance-load.md,
+    /// DIR/performance-load.json and DIR/performance.svg, and leaves
+    /// performance.md alone (a quick look while tuning).
+    #[arg(long)]
+    pub load_only: bool,
+    /// Seconds per load cell [default: 3; 1 with --quick].
+    #[arg(long, value_name = "S")]
+    pub cell_seconds: Option<u64>,
 }
 
 /// How much of everything to do.
@@ -186,6 +201,60 @@ impl Ticker {
     }
 }
 
+/// The load phase: (figures, notes).
+fn run_load(args: &PerfArgs, progress: &Progress) -> Result<(load::Load, Vec<String>)> {
+    progress.say("load: the gate through Postgres beside pgbench");
+    let runtime = crate::bench::runtime()?;
+    let plan = load::LoadPlan {
+        clients: vec![1, 2, 4, 8, 16],
+        cell: Duration::from_secs(args.cell_seconds.unwrap_or(if args.quick { 1 } else { 3 })),
+        latency_clients: vec![1, 8],
+    };
+    let (load, mut notes) = runtime.block_on(async {
+        let server = crate::db::Server::open("the load phase").await?;
+        let measured = load::measure(&server.url, &plan, progress).await;
+        server.close();
+        measured
+    })?;
+    notes.push(
+        "All tenants still share one ledger head row (`ledger_head`): in the load phase \
+         every write of every tenant queues on it, so the tenant-per-client cells \
+         serialize at the ledger even though their budgets are apart. The per-tenant \
+         ledger chain (another helper's change, not merged when this was measured) \
+         removes that queue."
+            .to_string(),
+    );
+    Ok((load, notes))
+}
+
+fn write_chart(load: &load::Load, out: &Path) -> Result<()> {
+    let svg = out.join("performance.svg");
+    let drawn = load_report::svg(load).map_err(|e| anyhow::anyhow!("drawing the chart: {e}"))?;
+    std::fs::write(&svg, drawn).with_context(|| format!("could not write {}", svg.display()))?;
+    println!("chart: {}", svg.display());
+    Ok(())
+}
+
+/// `--load-only`: the load phase alone, in files of its own.
+fn run_load_only(args: &PerfArgs, progress: &Progress) -> Result<ExitCode> {
+    let (load, notes) = run_load(args, progress)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("could not create {}", args.out.display()))?;
+    let mut md = load_report::section(Some(&load), None);
+    for n in &notes {
+        md.push_str(&format!("- {n}\n"));
+    }
+    let path = args.out.join("performance-load.md");
+    std::fs::write(&path, md).with_context(|| format!("could not write {}", path.display()))?;
+    let json = args.out.join("performance-load.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&load)? + "\n")
+        .with_context(|| format!("could not write {}", json.display()))?;
+    write_chart(&load, &args.out)?;
+    print_load(&load);
+    println!("report: {} and {}", path.display(), json.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(args: PerfArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let taken_at = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
@@ -193,6 +262,9 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
     let progress = Progress {
         tty: std::io::stderr().is_terminal(),
     };
+    if args.load_only {
+        return run_load_only(&args, &progress);
+    }
     let mut machine = Machine::read();
     if machine.profile == "debug" {
         progress.say("this is a debug build: the figures will be far below a release build's");
@@ -256,6 +328,15 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
     };
     drop(generated);
     mark(&mut memory, "4. database");
+
+    let (load, load_skipped) = if args.db {
+        let (load, load_notes) = run_load(&args, &progress)?;
+        notes.extend(load_notes);
+        (Some(load), None)
+    } else {
+        (None, Some("--db was not given".to_string()))
+    };
+    mark(&mut memory, "5. load");
     progress.say("5/5 memory: recorded after each phase");
 
     machine.load_after = load_average();
@@ -278,10 +359,16 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
         scaling,
         database,
         database_skipped,
+        load,
+        load_skipped,
+        history: load_report::HISTORY.to_vec(),
         memory,
         notes,
     };
     let (md, json) = write_report(&report, &args.out)?;
+    if let Some(load) = &report.load {
+        write_chart(load, &args.out)?;
+    }
     print_headline(&report);
     println!("report: {} and {}", md.display(), json.display());
     Ok(ExitCode::SUCCESS)
@@ -763,8 +850,36 @@ fn print_headline(r: &Report) {
             r.database_skipped.as_deref().unwrap_or("skipped")
         ),
     }
+    if let Some(load) = &r.load {
+        print_load(load);
+    }
     println!(
         "peak RSS: {}",
         stats::format_kib(r.memory.iter().filter_map(|m| m.vm_hwm_kib).max())
     );
+}
+
+fn print_load(load: &load::Load) {
+    {
+        for row in &load.rows {
+            let x = |c: &Option<load::Cell>| match (
+                c.as_ref().and_then(|c| c.per_sec),
+                row.pgbench_tps,
+            ) {
+                (Some(g), Some(p)) if p > 0.0 => {
+                    format!("{} ({:.3}×)", format_rate(Some(g)), g / p)
+                }
+                (g, _) => format_rate(g),
+            };
+            println!(
+                "load, {} clients: pgbench {}; propose one tenant {}, tenant per client {}; flow one tenant {}, tenant per client {}",
+                row.clients,
+                format_rate(row.pgbench_tps),
+                x(&row.propose_one_tenant),
+                x(&row.propose_tenant_per_client),
+                x(&row.flow_one_tenant),
+                x(&row.flow_tenant_per_client)
+            );
+        }
+    }
 }

@@ -46,6 +46,11 @@ pub struct Report {
     /// `None` when the database phase did not run; `database_skipped` says why.
     pub database: Option<Database>,
     pub database_skipped: Option<String>,
+    /// The load phase (`--db`): the gate through Postgres beside pgbench.
+    pub load: Option<super::load::Load>,
+    pub load_skipped: Option<String>,
+    /// Changes made for speed, before → after.
+    pub history: Vec<super::load_report::HistoryEntry>,
     pub memory: Vec<MemoryMark>,
     /// Observations computed from the figures (where the time goes, caveats).
     pub notes: Vec<String>,
@@ -344,6 +349,10 @@ pub fn render_markdown(r: &Report) -> String {
     w(pure_section(r));
     w(scaling_section(&r.scaling));
     w(database_section(r));
+    w(super::load_report::section(
+        r.load.as_ref(),
+        r.load_skipped.as_deref(),
+    ));
     w(memory_section(&r.memory));
     if !r.notes.is_empty() {
         w("## Notes\n\n".into());
@@ -461,6 +470,9 @@ fn summary_section(r: &Report) -> String {
         yes_no(r.scaling.linear)
     );
     let peak = r.memory.iter().filter_map(|m| m.vm_hwm_kib).max();
+    if let Some(load) = &r.load {
+        s.push_str(&super::load_report::goal_rows(load));
+    }
     let _ = writeln!(s, "| peak RSS (VmHWM) | {} | — | — |\n", format_kib(peak));
     s
 }
@@ -756,7 +768,7 @@ fn database_section(r: &Report) -> String {
 
 fn memory_section(marks: &[MemoryMark]) -> String {
     let mut s = String::from(
-        "## 5. Memory\n\nThis process's resident set from /proc/self/status after each phase. \
+        "## 6. Memory\n\nThis process's resident set from /proc/self/status after each phase. \
          VmHWM is the peak so far, so it never falls.\n\n\
          | after | peak RSS (VmHWM) | RSS now (VmRSS) |\n|---|---|---|\n",
     );
@@ -907,6 +919,9 @@ mod tests {
                 goal_seconds: DB_CORPUS_GOAL_SECS,
             }),
             database_skipped: None,
+            load: None,
+            load_skipped: Some("--db was not given".into()),
+            history: Vec::new(),
             memory: vec![
                 MemoryMark {
                     phase: "1. decisions".into(),

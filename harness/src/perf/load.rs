@@ -1,0 +1,682 @@
+//! `harness perf --db`: the database-backed gate under concurrent load, side
+//! by side with pgbench on the same server.
+//!
+//! Guarantees:
+//! - For each client count, every cell runs back to back in one pass:
+//!   pgbench's built-in TPC-B-like script (`pgbench -c N -j N -T T -M
+//!   prepared`, in a database of its own initialised by `pgbench -i`), then
+//!   the gate's propose and full-flow cells in both shapes. So each ratio is
+//!   between figures taken seconds apart on the same server.
+//! - The gate is the project's own `gate::service::Gate` on one fresh migrated
+//!   database for the phase (`gate::db::fresh_database`), seeded with the
+//!   standard world made roomy for load (see [`load_seed`]); its pool has one
+//!   connection per client of the largest count. The cells run one after
+//!   another on it, so later cells see the rows earlier ones wrote (as a
+//!   server in service does). Every operation's outcome is checked: one that
+//!   does not do what the cell expects is counted (and reported), not timed
+//!   as a success.
+//! - Latencies go into HDR histograms (`hdrhistogram`), per operation.
+//! - Bounded: every cell stops at its deadline; pgbench gets `-T`. Only the
+//!   server of `DATABASE_URL` (loopback or unix socket: `harness db run`) is used.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use chrono::{DateTime, Utc};
+use gate::db::FreshDatabase;
+use gate::provider::InProcessProvider;
+use gate::service::standard::{standard_now, standard_seed};
+use gate::service::webhook::EVENT_CAPTURED;
+use gate::service::{Clock, Gate, ProviderEvent, Seed, TenantSeed, sign_webhook};
+use gate::{Decision, Reason};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, Executor, PgConnection};
+
+use super::Progress;
+
+const SECRET: &[u8] = b"spendgate-perf-load";
+/// The simulated clock runs this many times faster than real time, so that
+/// the one-minute rate windows of [`load_seed`] hold a fraction of a second of
+/// real proposals (a fixed clock would put every proposal of the run in the
+/// window, and each decision would read them all).
+pub const CLOCK_SPEED: u32 = 600;
+/// pgbench's scale factor (`pgbench -i -s`): its default, one branch row.
+pub const PGBENCH_SCALE: u32 = 1;
+
+/// What the load phase runs.
+#[derive(Debug, Clone)]
+pub struct LoadPlan {
+    pub clients: Vec<usize>,
+    pub cell: Duration,
+    /// The client counts whose latencies are reported.
+    pub latency_clients: Vec<usize>,
+}
+
+/// The two shapes of load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shape {
+    /// Every client proposes for the same agent of one tenant.
+    OneTenant,
+    /// Each client has a tenant of its own (a copy of the standard `acme`).
+    TenantPerClient,
+}
+
+impl Shape {
+    pub fn label(self) -> &'static str {
+        match self {
+            Shape::OneTenant => "one tenant",
+            Shape::TenantPerClient => "tenant per client",
+        }
+    }
+}
+
+/// What one client does in a loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Work {
+    /// A proposal the merchant allowlist denies: the whole decision path,
+    /// recorded and appended to the ledger, no reservation.
+    Propose,
+    /// propose (allowed) → checkout → pay → signed capture webhook.
+    Flow,
+    /// propose (step-up) → approve; only the approval is timed.
+    Approve,
+}
+
+/// One cell's throughput.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    pub completed: u64,
+    pub seconds: f64,
+    pub per_sec: Option<f64>,
+    /// Operations whose outcome was not the one the cell expects.
+    pub unexpected: u64,
+    pub first_unexpected: Option<String>,
+}
+
+/// One client count: pgbench and the gate side by side.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoadRow {
+    pub clients: usize,
+    pub pgbench_tps: Option<f64>,
+    pub pgbench_error: Option<String>,
+    pub propose_one_tenant: Option<Cell>,
+    pub propose_tenant_per_client: Option<Cell>,
+    pub flow_one_tenant: Option<Cell>,
+    pub flow_tenant_per_client: Option<Cell>,
+}
+
+/// Percentiles of one operation at one client count in one shape.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LatencyRow {
+    pub operation: String,
+    pub shape: Shape,
+    pub clients: usize,
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// The whole load phase.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Load {
+    pub cell_seconds: f64,
+    pub pgbench: String,
+    pub pgbench_scale: u32,
+    pub clock_speed: u32,
+    pub rows: Vec<LoadRow>,
+    pub latency: Vec<LatencyRow>,
+    pub seconds: f64,
+}
+
+/// A clock that starts at the standard world's "now" and runs
+/// [`CLOCK_SPEED`] times faster than the wall clock.
+#[derive(Debug)]
+struct Accelerated {
+    start: DateTime<Utc>,
+    origin: Instant,
+}
+
+impl Clock for Accelerated {
+    fn now(&self) -> DateTime<Utc> {
+        let real = self.origin.elapsed();
+        let simulated = real * CLOCK_SPEED;
+        self.start + chrono::Duration::from_std(simulated).unwrap_or_default()
+    }
+}
+
+/// The standard world's `acme`, roomy for load: rate limits a load cannot
+/// reach (a million per one-minute window), caps and the delegation budget
+/// far above what a run spends, a policy valid for decades; everything else
+/// (catalog, allowlists, per-transaction cap, approval threshold) as in the
+/// spec. `acme` itself and `tenants` copies of it under the ids `t00`, `t01`, ….
+fn load_seed(tenants: usize) -> Seed {
+    let standard = standard_seed();
+    let Some(mut acme) = standard.tenants.into_iter().next() else {
+        return Seed { tenants: vec![] };
+    };
+    acme.policy.velocity.max_proposals = 1_000_000;
+    acme.policy.velocity.window_minutes = 1;
+    acme.policy.denial_rate.max_denials = 1_000_000;
+    acme.policy.denial_rate.window_minutes = 1;
+    acme.policy.daily_cap_paise = 1_000_000_000_000_000;
+    acme.policy.valid_until = "2099-12-31T23:59:59Z".into();
+    for d in &mut acme.delegations {
+        d.budget_paise = 1_000_000_000_000_000;
+    }
+    let copies: Vec<TenantSeed> = (0..tenants)
+        .map(|i| TenantSeed {
+            id: tenant_id(i),
+            ..acme.clone()
+        })
+        .collect();
+    Seed {
+        tenants: std::iter::once(acme).chain(copies).collect(),
+    }
+}
+
+fn tenant_id(i: usize) -> String {
+    format!("t{i:02}")
+}
+
+/// The tenant client `i` works in.
+fn tenant_of(shape: Shape, i: usize) -> String {
+    match shape {
+        Shape::OneTenant => "acme".into(),
+        Shape::TenantPerClient => tenant_id(i),
+    }
+}
+
+/// Latencies of one cell, per operation, in microseconds.
+type Histograms = BTreeMap<&'static str, Histogram<u64>>;
+
+fn new_histogram() -> Result<Histogram<u64>> {
+    // 1 µs .. 100 s at 3 significant digits.
+    Histogram::new_with_bounds(1, 100_000_000, 3).context("creating an HDR histogram")
+}
+
+fn record(h: &mut Histograms, op: &'static str, since: Instant) -> Result<()> {
+    let micros = u64::try_from(since.elapsed().as_micros())
+        .unwrap_or(u64::MAX)
+        .clamp(1, 100_000_000);
+    match h.get_mut(op) {
+        Some(hist) => hist.record(micros),
+        None => {
+            let mut hist = new_histogram()?;
+            hist.record(micros)?;
+            h.insert(op, hist);
+            Ok(())
+        }
+    }
+    .context("recording a latency")
+}
+
+/// What one client did.
+struct ClientRun {
+    completed: u64,
+    unexpected: u64,
+    first_unexpected: Option<String>,
+    histograms: Histograms,
+}
+
+type LoadGate = Gate<InProcessProvider>;
+
+/// One client: `work` in a loop until `deadline`.
+async fn client(
+    gate: Arc<LoadGate>,
+    tenant: String,
+    index: usize,
+    cell_no: usize,
+    work: Work,
+    deadline: Instant,
+) -> Result<ClientRun> {
+    let mut run = ClientRun {
+        completed: 0,
+        unexpected: 0,
+        first_unexpected: None,
+        histograms: Histograms::new(),
+    };
+    let denied = br#"{"sku":"USB-HUB","quantity":1,"purpose":"desk setup"}"#;
+    let step_up = br#"{"sku":"CLOUD-TEAM","quantity":1,"purpose":"team plan"}"#;
+    let mut n = 0u64;
+    while Instant::now() < deadline {
+        n += 1;
+        let problem = match work {
+            Work::Propose => {
+                let t = Instant::now();
+                let p = gate.propose(&tenant, "buyer-agent", denied, None).await?;
+                record(&mut run.histograms, "propose", t)?;
+                (p.decision != Decision::Deny(Reason::MerchantNotAllowed))
+                    .then(|| format!("propose: {:?}", p.decision))
+            }
+            Work::Approve => {
+                let p = gate.propose(&tenant, "buyer-agent", step_up, None).await?;
+                match (p.decision, p.request_id) {
+                    (Decision::StepUp(_), Some(request)) => {
+                        let t = Instant::now();
+                        let a = gate.approve(&tenant, &request, "finance-lead").await?;
+                        record(&mut run.histograms, "approve", t)?;
+                        (!a.is_ok()).then(|| format!("approve: {:?}", a.decision))
+                    }
+                    (d, _) => Some(format!("propose for approval: {d:?}")),
+                }
+            }
+            Work::Flow => {
+                let event = format!("evt_{cell_no}_{tenant}_{index}_{n}");
+                flow(&gate, &tenant, &event, &mut run.histograms).await?
+            }
+        };
+        match problem {
+            None => run.completed += 1,
+            Some(why) => {
+                run.unexpected += 1;
+                run.first_unexpected.get_or_insert(why);
+            }
+        }
+    }
+    Ok(run)
+}
+
+/// One full purchase: `None` when every step did what it should.
+async fn flow(
+    gate: &LoadGate,
+    tenant: &str,
+    event: &str,
+    h: &mut Histograms,
+) -> Result<Option<String>> {
+    let allowed = br#"{"sku":"CLOUD-STARTER","quantity":1,"purpose":"team cloud credits"}"#;
+    let t = Instant::now();
+    let p = gate.propose(tenant, "buyer-agent", allowed, None).await?;
+    record(h, "propose (allowed)", t)?;
+    let Some(request) = p.request_id.filter(|_| p.decision == Decision::Allow) else {
+        return Ok(Some(format!("propose: {:?}", p.decision)));
+    };
+    let t = Instant::now();
+    let c = gate.checkout(tenant, &request, "finance-lead").await?;
+    record(h, "checkout", t)?;
+    let Some(authority) = c.id.clone().filter(|_| c.is_ok()) else {
+        return Ok(Some(format!("checkout: {:?}", c.decision)));
+    };
+    let t = Instant::now();
+    let paid = gate.pay(tenant, &authority, "finance-lead").await?;
+    record(h, "pay", t)?;
+    let Some(order) = paid.id.clone().filter(|_| paid.is_ok()) else {
+        return Ok(Some(format!("pay: {:?}", paid.decision)));
+    };
+    let body = ProviderEvent {
+        id: event.to_string(),
+        event: EVENT_CAPTURED.into(),
+        created_at: gate.now(),
+        order_id: order,
+        amount_paise: 60000,
+        currency: "INR".into(),
+    }
+    .to_body();
+    let signature = sign_webhook(SECRET, &body);
+    let t = Instant::now();
+    let hook = gate.webhook(&body, Some(&signature)).await?;
+    record(h, "webhook", t)?;
+    Ok((!hook.is_ok()).then(|| format!("webhook: {:?}", hook.decision)))
+}
+
+/// One fresh database for the whole phase, seeded with `acme` and one copy
+/// per client of the largest count, and a gate on a pool of one connection
+/// per client of the largest count (a cell of fewer clients uses fewer).
+async fn world(admin_url: &str, clients: usize) -> Result<(FreshDatabase, Arc<LoadGate>)> {
+    let db = gate::db::fresh_database(admin_url).await?;
+    let size = u32::try_from(clients.max(1)).unwrap_or(u32::MAX);
+    let pool = PgPoolOptions::new()
+        .max_connections(size)
+        .min_connections(size)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(db.connect_options().clone())
+        .await
+        .context("opening the load pool")?;
+    // Open every connection before the clock starts.
+    let mut held = Vec::new();
+    for _ in 0..size {
+        held.push(pool.acquire().await.context("warming the load pool")?);
+    }
+    drop(held);
+    let clock = Accelerated {
+        start: standard_now(),
+        origin: Instant::now(),
+    };
+    let gate = Gate::new(pool, InProcessProvider::new(), SECRET, Arc::new(clock));
+    gate.seed(&load_seed(clients)).await?;
+    Ok((db, Arc::new(gate)))
+}
+
+/// Runs one cell; returns its throughput and its histograms.
+async fn cell(
+    gate: &Arc<LoadGate>,
+    cell_no: usize,
+    shape: Shape,
+    work: Work,
+    clients: usize,
+    seconds: Duration,
+) -> Result<(Cell, Histograms)> {
+    let start = Instant::now();
+    let deadline = start + seconds;
+    let tasks: Vec<_> = (0..clients)
+        .map(|i| {
+            tokio::spawn(client(
+                gate.clone(),
+                tenant_of(shape, i),
+                i,
+                cell_no,
+                work,
+                deadline,
+            ))
+        })
+        .collect();
+    let mut runs = Vec::new();
+    for t in tasks {
+        runs.push(t.await.context("a load client panicked")??);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut histograms = Histograms::new();
+    let mut out = Cell {
+        completed: 0,
+        seconds: elapsed,
+        per_sec: None,
+        unexpected: 0,
+        first_unexpected: None,
+    };
+    for run in runs {
+        out.completed += run.completed;
+        out.unexpected += run.unexpected;
+        if out.first_unexpected.is_none() {
+            out.first_unexpected = run.first_unexpected;
+        }
+        for (op, h) in run.histograms {
+            match histograms.get_mut(op) {
+                Some(all) => all.add(&h).context("merging histograms")?,
+                None => {
+                    histograms.insert(op, h);
+                }
+            }
+        }
+    }
+    out.per_sec = super::stats::rate(out.completed, elapsed);
+    Ok((out, histograms))
+}
+
+fn latency_rows(
+    h: &Histograms,
+    shape: Shape,
+    clients: usize,
+    only: Option<&str>,
+) -> Vec<LatencyRow> {
+    let ms = |micros: u64| micros as f64 / 1000.0;
+    h.iter()
+        .filter(|(op, _)| only.is_none_or(|o| o == **op))
+        .map(|(op, hist)| LatencyRow {
+            operation: (*op).to_string(),
+            shape,
+            clients,
+            count: hist.len(),
+            p50_ms: ms(hist.value_at_quantile(0.50)),
+            p95_ms: ms(hist.value_at_quantile(0.95)),
+            p99_ms: ms(hist.value_at_quantile(0.99)),
+            max_ms: ms(hist.max()),
+        })
+        .collect()
+}
+
+/// pgbench next to the server's `initdb`, else on PATH.
+fn pgbench_path() -> PathBuf {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin/pgbench"))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort();
+    found.pop().unwrap_or_else(|| PathBuf::from("pgbench"))
+}
+
+/// `url` with its database replaced by `database`.
+fn with_database(url: &str, database: &str) -> Result<String> {
+    let Some(scheme_end) = url.find("://") else {
+        bail!("not a postgres:// URL");
+    };
+    let start = scheme_end + 3;
+    let (head, query) = match url[start..].find(['?', '#']) {
+        Some(i) => url.split_at(start + i),
+        None => (url, ""),
+    };
+    let authority_end = head[start..].find('/').map_or(head.len(), |i| start + i);
+    Ok(format!("{}/{database}{query}", &head[..authority_end]))
+}
+
+/// The pgbench database: created, initialised, dropped at the end.
+struct Pgbench {
+    admin_url: String,
+    name: String,
+    url: String,
+    program: PathBuf,
+}
+
+impl Pgbench {
+    async fn init(admin_url: &str) -> Result<Pgbench> {
+        let name = format!("spendgate_pgbench_{}", std::process::id());
+        let mut conn = PgConnection::connect(admin_url)
+            .await
+            .context("connecting for pgbench")?;
+        conn.execute(format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#).as_str())
+            .await?;
+        conn.execute(format!(r#"CREATE DATABASE "{name}""#).as_str())
+            .await
+            .context("creating the pgbench database")?;
+        conn.close().await.ok();
+        let bench = Pgbench {
+            admin_url: admin_url.to_string(),
+            url: with_database(admin_url, &name)?,
+            name,
+            program: pgbench_path(),
+        };
+        let out = tokio::process::Command::new(&bench.program)
+            .args(["-i", "-q", "-s", &PGBENCH_SCALE.to_string(), &bench.url])
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .with_context(|| format!("running {} -i", bench.program.display()))?;
+        if !out.status.success() {
+            bail!(
+                "pgbench -i failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(bench)
+    }
+
+    async fn run(&self, clients: usize, seconds: Duration) -> Result<f64> {
+        let n = clients.to_string();
+        let t = seconds.as_secs().max(1).to_string();
+        let out = tokio::process::Command::new(&self.program)
+            .args([
+                "-n", "-c", &n, "-j", &n, "-T", &t, "-M", "prepared", &self.url,
+            ])
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .context("running pgbench")?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            bail!(
+                "pgbench -c {n} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        parse_tps(&stdout).with_context(|| format!("no tps in pgbench's output: {stdout}"))
+    }
+
+    async fn drop(self) -> Result<()> {
+        let mut conn = PgConnection::connect(&self.admin_url).await?;
+        conn.execute(format!(r#"DROP DATABASE IF EXISTS "{}" WITH (FORCE)"#, self.name).as_str())
+            .await?;
+        Ok(())
+    }
+}
+
+/// The `tps = N` figure of pgbench's report.
+fn parse_tps(stdout: &str) -> Option<f64> {
+    stdout.lines().find_map(|line| {
+        let rest = line.trim().strip_prefix("tps = ")?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// The whole load phase.
+pub(super) async fn measure(
+    admin_url: &str,
+    plan: &LoadPlan,
+    progress: &Progress,
+) -> Result<(Load, Vec<String>)> {
+    let started = Instant::now();
+    let mut notes = Vec::new();
+    let bench = Pgbench::init(admin_url).await?;
+    let most = plan.clients.iter().copied().max().unwrap_or(1);
+    let (db, gate) = world(admin_url, most).await?;
+    let mut cell_no = 0;
+    let mut rows = Vec::new();
+    let mut latency = Vec::new();
+    for &clients in &plan.clients {
+        progress.say(&format!("load: {clients} clients"));
+        let (pgbench_tps, pgbench_error) = match bench.run(clients, plan.cell).await {
+            Ok(tps) => (Some(tps), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
+        let mut row = LoadRow {
+            clients,
+            pgbench_tps,
+            pgbench_error,
+            propose_one_tenant: None,
+            propose_tenant_per_client: None,
+            flow_one_tenant: None,
+            flow_tenant_per_client: None,
+        };
+        let keep = plan.latency_clients.contains(&clients);
+        for (shape, work) in [
+            (Shape::OneTenant, Work::Propose),
+            (Shape::TenantPerClient, Work::Propose),
+            (Shape::OneTenant, Work::Flow),
+            (Shape::TenantPerClient, Work::Flow),
+        ] {
+            cell_no += 1;
+            let (c, h) = cell(&gate, cell_no, shape, work, clients, plan.cell).await?;
+            if keep {
+                latency.extend(latency_rows(&h, shape, clients, None));
+            }
+            let slot = match (shape, work) {
+                (Shape::OneTenant, Work::Propose) => &mut row.propose_one_tenant,
+                (Shape::TenantPerClient, Work::Propose) => &mut row.propose_tenant_per_client,
+                (Shape::OneTenant, _) => &mut row.flow_one_tenant,
+                (Shape::TenantPerClient, _) => &mut row.flow_tenant_per_client,
+            };
+            if c.unexpected > 0 {
+                notes.push(format!(
+                    "{} clients, {:?} in {}: {} operations did not do what the cell expects \
+                     (first: {}).",
+                    clients,
+                    work,
+                    shape.label(),
+                    c.unexpected,
+                    c.first_unexpected.as_deref().unwrap_or("?")
+                ));
+            }
+            *slot = Some(c);
+        }
+        if keep {
+            for shape in [Shape::OneTenant, Shape::TenantPerClient] {
+                cell_no += 1;
+                let (_, h) = cell(&gate, cell_no, shape, Work::Approve, clients, plan.cell).await?;
+                latency.extend(latency_rows(&h, shape, clients, Some("approve")));
+            }
+        }
+        rows.push(row);
+    }
+    bench.drop().await?;
+    gate.pool().close().await;
+    drop(gate);
+    db.drop().await?;
+    Ok((
+        Load {
+            cell_seconds: plan.cell.as_secs_f64(),
+            pgbench: format!(
+                "pgbench -i -s {PGBENCH_SCALE}; pgbench -n -c N -j N -T {} -M prepared",
+                plan.cell.as_secs().max(1)
+            ),
+            pgbench_scale: PGBENCH_SCALE,
+            clock_speed: CLOCK_SPEED,
+            rows,
+            latency,
+            seconds: started.elapsed().as_secs_f64(),
+        },
+        notes,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pgbench_tps_is_read_from_its_report() {
+        let out = "number of failed transactions: 0 (0.000%)\n\
+                   latency average = 1.027 ms\n\
+                   initial connection time = 2.130 ms\n\
+                   tps = 973.214500 (without initial connection time)\n";
+        assert_eq!(parse_tps(out), Some(973.2145));
+        assert_eq!(parse_tps("no figure here"), None);
+    }
+
+    #[test]
+    fn the_database_of_a_url_is_replaced_and_the_rest_kept() -> Result<()> {
+        assert_eq!(
+            with_database("postgresql://postgres@%2Ftmp%2Fx:5433/postgres", "b")?,
+            "postgresql://postgres@%2Ftmp%2Fx:5433/b"
+        );
+        assert_eq!(
+            with_database("postgres://u:p@localhost:5432/app?sslmode=disable", "b")?,
+            "postgres://u:p@localhost:5432/b?sslmode=disable"
+        );
+        assert_eq!(
+            with_database("postgres://u@localhost", "b")?,
+            "postgres://u@localhost/b"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn the_load_world_copies_acme_under_new_ids_and_keeps_its_terms() {
+        let seed = load_seed(3);
+        let ids: Vec<&str> = seed.tenants.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["acme", "t00", "t01", "t02"]);
+        let standard = &standard_seed().tenants[0];
+        for t in &seed.tenants {
+            assert_eq!(t.catalog, standard.catalog);
+            assert_eq!(t.agents, standard.agents);
+            assert_eq!(
+                t.policy.allowed_merchants,
+                standard.policy.allowed_merchants
+            );
+            assert_eq!(
+                t.policy.approval_threshold_paise,
+                standard.policy.approval_threshold_paise
+            );
+            assert!(t.policy.publishable().is_ok());
+        }
+        assert_eq!(load_seed(0).tenants.len(), 1);
+    }
+}
