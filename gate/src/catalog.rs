@@ -233,4 +233,25 @@ pub(crate) mod tests {
         let moved = derive(&proposal("CLOUD-STARTER", 1), &c).unwrap();
         assert_ne!(a.digest(), moved.digest());
     }
+
+    // The outside audit (issue 14): a row that does not say `available`.
+
+    #[test]
+    fn a_catalog_row_without_available_is_available() {
+        let row: CatalogItem = serde_json::from_value(serde_json::json!({
+            "sku": "PLAIN",
+            "merchant": "cloudco",
+            "price_paise": 100,
+            "currency": "INR",
+            "category": "software",
+            "max_quantity": 5,
+        }))
+        .unwrap();
+        assert!(row.available);
+        let c = Catalog::new([row]);
+        assert_eq!(
+            derive(&proposal("PLAIN", 2), &c).map(|p| p.amount_paise),
+            Ok(200)
+        );
+    }
 }

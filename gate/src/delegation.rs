@@ -389,4 +389,51 @@ pub(crate) mod tests {
             Err(Reason::DelegationGrantorNotPermitted)
         );
     }
+
+    // The outside audit (issue 14): a hop with exactly nothing left.
+
+    #[test]
+    fn a_hop_that_allocated_its_whole_budget_still_passes_authority_down() {
+        let mut c = chain3();
+        c.hops[1].allocated_paise = c.hops[1].budget_paise; // exactly 0 left
+        c.hops[2].budget_paise = c.hops[1].budget_paise;
+        assert_eq!(c.hops[1].remaining_paise(), 0);
+        assert_eq!(c.authorize("renewals-agent", "X", 1, now()), Ok(()));
+        assert_eq!(
+            c.authorize("renewals-agent", "X", 100000, now()),
+            Ok(()),
+            "the leaf spends its own whole budget"
+        );
+    }
+
+    #[test]
+    fn a_leaf_that_spent_its_last_paisa_keeps_authority_for_what_it_holds() {
+        let mut c = chain3();
+        c.hops[2].spent_paise = c.hops[2].budget_paise; // exactly 0 left
+        // Checkout and pay re-derive authority for an amount already held: 0.
+        assert_eq!(c.authorize("renewals-agent", "X", 0, now()), Ok(()));
+        assert_eq!(
+            c.authorize("renewals-agent", "X", 1, now()),
+            Err(Reason::DelegationBudgetExhausted),
+            "but it cannot spend one paisa more"
+        );
+    }
+
+    #[test]
+    fn a_child_may_be_granted_exactly_its_untouched_parents_budget() {
+        let parent = hop("p", None, "a", 100000);
+        let terms = |budget_paise| GrantTerms {
+            budget_paise,
+            skus: None,
+            expires_at: None,
+        };
+        assert_eq!(
+            check_grant(Grantor::Hop(&parent), &terms(100000), now()),
+            Ok(())
+        );
+        assert_eq!(
+            check_grant(Grantor::Hop(&parent), &terms(100001), now()),
+            Err(Reason::DelegationWidens)
+        );
+    }
 }

@@ -581,4 +581,58 @@ pub(crate) mod tests {
         obj.insert("spending_limit".into(), serde_json::json!(5000000));
         assert!(serde_json::from_value::<Policy>(serde_json::Value::Object(obj)).is_err());
     }
+
+    // The outside audit (issue 14): boundaries that a mutant could move so
+    // that the gate refuses too much.
+
+    #[test]
+    fn a_zero_approval_threshold_is_valid_and_sends_every_purchase_to_a_human() {
+        let mut w = World::standard();
+        w.policy.approval_threshold_paise = 0;
+        assert!(
+            w.policy.validated().is_ok(),
+            "a zero threshold is enforceable"
+        );
+        assert_eq!(w.policy.publishable(), Ok(()), "and publishable");
+        assert_eq!(w.decide("SNACK-BOX", 1), StepUp(Reason::ApprovalRequired));
+        assert_eq!(
+            w.decide("CLOUD-STARTER", 1),
+            StepUp(Reason::ApprovalRequired)
+        );
+    }
+
+    #[test]
+    fn a_zero_cap_is_valid_and_refuses_by_that_cap_not_as_an_invalid_policy() {
+        let mut w = World::standard();
+        w.policy.per_transaction_cap_paise = 0;
+        assert_eq!(w.policy.publishable(), Ok(()));
+        assert_eq!(
+            w.decide("SNACK-BOX", 1),
+            Deny(Reason::AmountExceedsTransactionCap)
+        );
+        let mut w = World::standard();
+        w.policy.daily_cap_paise = 0;
+        assert_eq!(w.policy.publishable(), Ok(()));
+        assert_eq!(w.decide("SNACK-BOX", 1), Deny(Reason::DailyBudgetExhausted));
+    }
+
+    #[test]
+    fn a_policy_window_of_a_single_instant_allows_at_that_instant_only() {
+        let mut w = World::standard();
+        let instant = "2026-09-03T10:00:00Z";
+        w.policy.valid_from = instant.into();
+        w.policy.valid_until = instant.into();
+        w.now = instant.parse().unwrap();
+        assert!(w.policy.validated().is_ok(), "from == until is enforceable");
+        assert_eq!(w.decide("SNACK-BOX", 1), Allow);
+        w.now += Duration::seconds(1);
+        assert_eq!(w.decide("SNACK-BOX", 1), Deny(Reason::PolicyExpired));
+        w.now -= Duration::seconds(2);
+        assert_eq!(w.decide("SNACK-BOX", 1), Deny(Reason::PolicyNotYetValid));
+        assert_eq!(
+            w.policy.publishable(),
+            Err(Reason::PolicyInvalid),
+            "an operator may not publish a window without length"
+        );
+    }
 }

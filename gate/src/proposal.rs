@@ -340,4 +340,24 @@ mod tests {
         let body = br#"{"sku":"A","quantity":1,"purpose":"x"}"#;
         assert_eq!(read_body(&body[..]).as_deref(), Ok(&body[..]));
     }
+
+    // The outside audit (issue 14): a body of exactly the limit.
+
+    /// A well-formed body padded with JSON whitespace to exactly `len` bytes.
+    fn body_of(len: usize) -> Vec<u8> {
+        let mut body = br#"{"sku":"A","quantity":1,"purpose":"x"}"#.to_vec();
+        body.resize(len, b' ');
+        body
+    }
+
+    #[test]
+    fn a_body_of_exactly_the_limit_is_read_and_parsed_and_one_byte_more_is_not() {
+        let exact = body_of(MAX_BODY_BYTES);
+        assert_eq!(exact.len(), 4096);
+        assert_eq!(read_body(&exact[..]).as_deref(), Ok(&exact[..]));
+        assert_eq!(parse_proposal(&exact).map(|p| p.sku), Ok("A".to_owned()));
+        let over = body_of(MAX_BODY_BYTES + 1);
+        assert_eq!(read_body(&over[..]), Err(Reason::ProposalTooLarge));
+        assert_eq!(parse_proposal(&over), Err(Reason::ProposalTooLarge));
+    }
 }

@@ -12,6 +12,7 @@ mod generate;
 mod keys;
 mod ledger;
 mod mcp;
+mod mutants_audit;
 mod mutate;
 mod mutate_cross;
 mod mutate_db;
@@ -48,6 +49,8 @@ enum Command {
     /// The guided tour: what an unguarded purchase tool does, and what the gate does instead.
     Triage(triage::TriageArgs),
     Mutate(mutate::MutateArgs),
+    /// The outside mutation audit: cargo-mutants over `gate`, reports/outside-mutants.{md,json}.
+    MutantsAudit(mutants_audit::MutantsAuditArgs),
     /// Measure the gate's speed and write reports/performance.md and .json.
     Perf(perf::PerfArgs),
     /// Serve the gate over HTTP (docs/http.md) until SIGTERM.
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
         Command::Ledger(args) => ledger::run(args),
         Command::Triage(args) => triage::run(args),
         Command::Mutate(args) => mutate::run(args),
+        Command::MutantsAudit(args) => mutants_audit::run(args),
         Command::Perf(args) => perf::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Keys(args) => keys::run(args),

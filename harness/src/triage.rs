@@ -63,6 +63,10 @@ fn mutation_step(url: &str) -> Result<()> {
     println!(
         "  every registered guard: reports/mutations.md (make mutation-report regenerates it)"
     );
+    println!(
+        "  {}",
+        crate::mutants_audit::headline_from("reports/outside-mutants.json".as_ref())
+    );
     Ok(())
 }
 

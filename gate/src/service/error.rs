@@ -70,14 +70,6 @@ impl ServiceError {
             ServiceError::Database { action, cause }
         }
     }
-
-    /// The name of the constraint or trigger that refused, when a database guard did.
-    pub fn constraint(&self) -> Option<&str> {
-        match self {
-            ServiceError::Database { cause, .. } => cause.as_database_error()?.constraint(),
-            _ => None,
-        }
-    }
 }
 
 fn is_unavailable(cause: &sqlx::Error) -> bool {

@@ -248,3 +248,83 @@ pub(crate) fn stored_decision(kind: &str, reason: Option<&str>) -> Option<Decisi
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_step_up_and_a_stored_deny_replay_as_themselves() {
+        assert_eq!(
+            stored_decision("step_up", Some("APPROVAL_REQUIRED")),
+            Some(Decision::StepUp(Reason::ApprovalRequired))
+        );
+        assert_eq!(
+            stored_decision("deny", Some("SKU_UNKNOWN")),
+            Some(Decision::Deny(Reason::SkuUnknown))
+        );
+        assert_eq!(stored_decision("allow", None), Some(Decision::Allow));
+    }
+
+    #[test]
+    fn a_stored_decision_that_does_not_hang_together_is_unreadable() {
+        for (kind, reason) in [
+            ("allow", Some("SKU_UNKNOWN")),
+            ("step_up", None),
+            ("deny", None),
+            ("deny", Some("NOT_A_REASON")),
+            ("approve", Some("SKU_UNKNOWN")),
+            ("", None),
+        ] {
+            assert_eq!(stored_decision(kind, reason), None, "{kind} {reason:?}");
+        }
+    }
+
+    /// A request row as `propose` stores a refused or stepped-up proposal.
+    fn row(decision: &str, reason: Option<&str>) -> RequestRow {
+        RequestRow {
+            tenant_id: "acme".into(),
+            id: "req-1".into(),
+            agent_id: "buyer-agent".into(),
+            body_sha256: "00".repeat(32),
+            sku: Some("CLOUD-TEAM".into()),
+            quantity: Some(1),
+            purpose: Some("team credits".into()),
+            merchant_id: None,
+            currency: None,
+            amount_paise: None,
+            purchase_digest: None,
+            decision: decision.into(),
+            reason: reason.map(Into::into),
+            state: state::PENDING_APPROVAL.into(),
+            policy_version: Some(1),
+            delegation_id: None,
+            reserved_day: None,
+            reserved_paise: 0,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+            authorized_at: None,
+        }
+    }
+
+    #[test]
+    fn replaying_a_stored_step_up_or_deny_returns_it_marked_as_a_replay() {
+        let replayed = replay(&row("step_up", Some("APPROVAL_REQUIRED"))).unwrap();
+        assert_eq!(
+            replayed.decision,
+            Decision::StepUp(Reason::ApprovalRequired)
+        );
+        assert_eq!(replayed.request_id.as_deref(), Some("req-1"));
+        assert!(replayed.replayed);
+        let replayed = replay(&row("deny", Some("VELOCITY_LIMIT"))).unwrap();
+        assert_eq!(replayed.decision, Decision::Deny(Reason::VelocityLimit));
+        assert!(replayed.replayed);
+    }
+
+    #[test]
+    fn replaying_an_unreadable_row_is_a_corrupt_error_never_a_decision() {
+        assert!(matches!(
+            replay(&row("step_up", None)),
+            Err(ServiceError::Corrupt { .. })
+        ));
+    }
+}
