@@ -169,3 +169,9 @@ ALTER TABLE daily_spend ALTER COLUMN currency DROP DEFAULT;
 -- the application role needs no INSERT on ledger_head (it may only move a
 -- head it already has, under its lock).
 ALTER FUNCTION ledger_head_for_new_tenant() SECURITY DEFINER SET search_path = pg_catalog, public;
+
+-- The provider's payments are upserted (a capture after a failed attempt
+-- updates the payment's status) and kept captures are settled by reconcile;
+-- the API keys are revoked in place. The application role updates these
+-- rows and nothing more (roles: UPDATE only where the gate's code issues it).
+GRANT UPDATE ON provider_payments, kept_captures TO spendgate_app;

@@ -103,3 +103,7 @@ $$;
 CREATE TRIGGER approval_notes_by_requester
     BEFORE INSERT OR UPDATE ON approval_notes
     FOR EACH ROW EXECUTE FUNCTION approval_notes_by_requester();
+
+-- A key is revoked in place; the application role may set its revocation
+-- and change nothing else about it (api_keys_binding_immutable).
+GRANT UPDATE (revoked_at) ON api_keys TO spendgate_app;

@@ -28,11 +28,17 @@ const MANIFEST: &[(&str, &str)] = &[
     // The migrations' bookkeeping: nothing.
     ("_sqlx_migrations", ""),
     ("agents", "SELECT INSERT"),
+    // A key is revoked in place (wire); nothing else about it changes.
+    ("api_keys", "SELECT INSERT UPDATE(revoked_at)"),
+    // An agent's request for approval: written once.
+    ("approval_notes", "SELECT INSERT"),
     ("approvals", "SELECT INSERT UPDATE"),
     ("catalog_items", "SELECT INSERT UPDATE"),
     ("checkout_authorities", "SELECT INSERT UPDATE"),
     ("daily_spend", "SELECT INSERT UPDATE"),
     ("delegations", "SELECT INSERT UPDATE"),
+    // Captures kept for reconcile are settled in place.
+    ("kept_captures", "SELECT INSERT UPDATE"),
     // Append-only: the hash chain is read and appended, never changed.
     ("ledger_entries", "SELECT INSERT"),
     // Seeded by its migration, then only moved (and locked).
@@ -43,6 +49,8 @@ const MANIFEST: &[(&str, &str)] = &[
     // Published versions are append-only.
     ("policy_versions", "SELECT INSERT"),
     ("provider_events", "SELECT INSERT"),
+    // A payment's status moves from failed to captured (an upsert).
+    ("provider_payments", "SELECT INSERT UPDATE"),
     ("provider_orders", "SELECT INSERT UPDATE"),
     // Only ever locked (SELECT .. FOR UPDATE needs UPDATE on one column).
     ("tenants", "SELECT INSERT UPDATE(id)"),

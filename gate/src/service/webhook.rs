@@ -514,15 +514,17 @@ pub(crate) async fn apply_payment(
         });
     };
     sqlx::query(
-        "INSERT INTO daily_spend AS d (tenant_id, day, reserved_paise, cap_paise, review_paise) \
-         VALUES ($1, $2, $3, 0, $3) \
-         ON CONFLICT (tenant_id, day) DO UPDATE \
+        "INSERT INTO daily_spend AS d \
+            (tenant_id, day, currency, reserved_paise, cap_paise, review_paise) \
+         VALUES ($1, $2, $4, $3, 0, $3) \
+         ON CONFLICT (tenant_id, day, currency) DO UPDATE \
             SET reserved_paise = d.reserved_paise + EXCLUDED.reserved_paise, \
                 review_paise = d.review_paise + EXCLUDED.review_paise",
     )
     .bind(&request.tenant_id)
     .bind(day)
     .bind(counted)
+    .bind(&order.currency)
     .execute(&mut *conn)
     .await
     .ctx("counting a captured payment in the day's spend")?;
