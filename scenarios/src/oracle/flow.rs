@@ -416,14 +416,12 @@ pub fn webhook(
     if w.currency.as_deref().unwrap_or(&o.currency) != o.currency {
         return Ok(Outcome::deny(Reason::WebhookCurrencyMismatch));
     }
-    if o.state != OrderState::Created {
-        return Ok(Outcome::deny(Reason::StateTransitionInvalid));
-    }
-    state.orders[oi].state = next;
+    // Money that has moved (spec): a failed attempt moves nothing (the order
+    // can still be paid, the reservation stays); a capture is recorded once,
+    // whatever came before it.
     state.events.insert(event_id.to_string());
-    if next == OrderState::Failed {
-        let r = &mut state.requests[o.request];
-        r.reserved = 0;
+    if next == OrderState::Captured && o.state != OrderState::Failed {
+        state.orders[oi].state = OrderState::Captured;
     }
     Ok(Outcome::ok())
 }
