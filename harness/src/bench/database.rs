@@ -273,8 +273,6 @@ async fn observe(cx: &Driver<'_>, world: &World) -> Result<ObservedState> {
     Ok(state)
 }
 
-/// `books_balanced`, computed from the database.
-
 /// Every tenant of the world, for the expiry sweep.
 fn all_tenants(world: &World) -> Vec<String> {
     world.tenants.iter().map(|t| t.id.clone()).collect()

@@ -324,7 +324,6 @@ pub fn pay(
     state.authorities[ai].used = true;
     state.requests[auth.request].state = RequestState::Paid;
     state.orders.push(Order {
-        request: auth.request,
         amount: purchase.amount,
         currency: purchase.currency,
         state: OrderState::Created,

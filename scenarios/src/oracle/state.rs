@@ -93,7 +93,6 @@ pub enum OrderState {
 
 #[derive(Debug, Clone)]
 pub struct Order {
-    pub request: usize,
     pub amount: i64,
     pub currency: String,
     pub state: OrderState,
