@@ -175,3 +175,22 @@ ALTER FUNCTION ledger_head_for_new_tenant() SECURITY DEFINER SET search_path = p
 -- the API keys are revoked in place. The application role updates these
 -- rows and nothing more (roles: UPDATE only where the gate's code issues it).
 GRANT UPDATE ON provider_payments, kept_captures TO spendgate_app;
+
+-- Money reaches a request's books as a recorded captured payment (a webhook
+-- or reconcile), so that is what CAPTURED needs, even in replica mode.
+CREATE OR REPLACE FUNCTION request_captured_by_event() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.state = 'CAPTURED'
+       AND (TG_OP = 'INSERT' OR OLD.state IS DISTINCT FROM 'CAPTURED')
+       AND NOT EXISTS (
+           SELECT 1 FROM provider_payments p
+            WHERE p.tenant_id = NEW.tenant_id AND p.request_id = NEW.id
+              AND p.status = 'captured') THEN
+        RAISE EXCEPTION USING ERRCODE = 'check_violation', CONSTRAINT = 'request_captured_by_event',
+            MESSAGE = format('request_captured_by_event: request %s may become CAPTURED only once a '
+                             'captured payment is recorded for it', NEW.id);
+    END IF;
+    RETURN NEW;
+END;
+$$;

@@ -152,7 +152,12 @@ async fn request_state_transition_refuses_needs_review_without_a_captured_paymen
         &payment_row(&order, "pay_failed", 60000, "failed", "webhook"),
     )
     .await?;
-    for to in ["NEEDS_REVIEW", "CAPTURED"] {
+    // CAPTURED is refused first by request_captured_by_event (db_roles.rs);
+    // NEEDS_REVIEW only by this guard.
+    for (to, guard) in [
+        ("NEEDS_REVIEW", "request_state_transition"),
+        ("CAPTURED", "request_captured_by_event"),
+    ] {
         assert_refused_by(
             exec(
                 w.pool(),
@@ -161,7 +166,7 @@ async fn request_state_transition_refuses_needs_review_without_a_captured_paymen
                 ),
             )
             .await,
-            "request_state_transition",
+            guard,
         );
     }
     w.drop().await

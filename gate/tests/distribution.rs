@@ -61,6 +61,19 @@ const KNOWN: &[Known] = &[
         in_transition: false,
     },
     Known {
+        name: "uq_provider_payment_id",
+        why: "the provider names a payment by its own id, without our tenant; a payment \
+              is recorded once whoever reports it (webhook or reconcile). Sharded: routed \
+              through the order's tenant like the order itself.",
+        in_transition: false,
+    },
+    Known {
+        name: "uq_kept_capture_event",
+        why: "a capture kept for reconcile is keyed by the provider's event id, which \
+              carries no tenant of ours. Sharded: routed by the receipt's authority.",
+        in_transition: false,
+    },
+    Known {
         name: "pk_api_keys",
         why: "a bearer key names its row by the key id alone (the caller has no tenant \
               until the key is read); the key decides the tenant. Sharded: a small \

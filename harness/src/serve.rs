@@ -39,7 +39,9 @@ pub struct ServeArgs {
 }
 
 /// Connects to `DATABASE_URL` (or to the database `database` on the same
-/// server) and applies the migrations.
+/// server) as the application role, after applying the migrations as the
+/// owner (`MIGRATION_DATABASE_URL`, or both derived from an administrator's
+/// URL: `gate::db::server_urls`).
 pub async fn connect(database: Option<&str>) -> Result<PgPool> {
     let url = std::env::var(gate::db::DATABASE_URL_ENV)
         .ok()
@@ -49,19 +51,30 @@ pub async fn connect(database: Option<&str>) -> Result<PgPool> {
              (`export \"$(harness db up)\"` starts a throwaway one)",
         )?;
     let shown = gate::db::redact_url(&url);
-    let mut options: PgConnectOptions = url
-        .parse()
-        .with_context(|| format!("DATABASE_URL {shown} is not a Postgres URL"))?;
-    if let Some(name) = database {
-        options = options.database(name);
-    }
+    let urls = gate::db::server_urls(&url).await?;
+    let options = |url: &str| -> Result<PgConnectOptions> {
+        let options: PgConnectOptions = url
+            .parse()
+            .with_context(|| format!("DATABASE_URL {shown} is not a Postgres URL"))?;
+        Ok(match database {
+            Some(name) => options.database(name),
+            None => options,
+        })
+    };
+    let owner = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options(&urls.owner)?)
+        .await
+        .with_context(|| format!("connecting to {shown} as the owner"))?;
+    gate::db::migrate(&owner).await?;
+    owner.close().await;
     let pool = PgPoolOptions::new()
         .max_connections(POOL_SIZE)
         .acquire_timeout(Duration::from_secs(10))
-        .connect_with(options)
+        .connect_with(options(&urls.app)?)
         .await
         .with_context(|| format!("connecting to {shown}"))?;
-    gate::db::migrate(&pool).await?;
     Ok(pool)
 }
 

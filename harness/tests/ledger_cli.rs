@@ -14,7 +14,7 @@ use gate::service::standard::{standard_now, standard_seed};
 use gate::service::{Anchor, Gate, ManualClock};
 use sqlx::Executor;
 
-const SECRET: &str = "whsec_ledger_cli_test";
+const SECRET: &str = "whsec_ledger_cli_test_0123456789abcdef";
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
