@@ -628,7 +628,7 @@ async fn an_engine_error_is_503_with_a_request_id_and_no_database_text() -> Test
     let key = s.key("acme", "buyer-agent").await?;
     // The gate's budget table gone: proposing cannot decide.
     sqlx::query("DROP TABLE daily_spend CASCADE")
-        .execute(s.pool())
+        .execute(s.db.owner_pool())
         .await?;
     let r = s
         .post("/v1/requests", Some(&key), &proposal("CLOUD-STARTER", 1))
