@@ -286,13 +286,29 @@ async fn request_state_transition_refuses_capturing_from_anywhere_else() -> Test
         return Ok(());
     };
     let request = authorized(&w).await?;
-    // An applied capture event recorded for the AUTHORIZED request (borrowing
+    // A captured payment recorded for the AUTHORIZED request (borrowing
     // another request's order), so request_captured_by_event, which fires
     // first and refuses any capture without one, lets the statement through
-    // to the transition guard. A capture without an event is refused by
+    // to the transition guard. A capture without a payment is refused by
     // request_captured_by_event (gate/tests/db_roles.rs).
     let (_, _, order) = paid_order(&w).await?;
-    exec(w.pool(), &event_row("acme", &request, &order)).await?;
+    // As the owner: the payment's own foreign key would refuse the borrowing.
+    exec(
+        w.owner(),
+        "ALTER TABLE provider_payments DROP CONSTRAINT fk_provider_payment_matches_order",
+    )
+    .await?;
+    exec(
+        w.pool(),
+        &format!(
+            "INSERT INTO provider_payments (tenant_id, provider_payment_id, provider_order_id, \
+             request_id, amount_paise, currency, status, source, recorded_at) \
+             SELECT tenant_id, 'pay_borrowed', provider_order_id, '{request}', amount_paise, \
+                    currency, 'captured', 'webhook', now() \
+               FROM provider_orders WHERE provider_order_id = '{order}'"
+        ),
+    )
+    .await?;
     assert_refused_by(
         exec(
             w.pool(),

@@ -89,7 +89,7 @@ async fn an_anchor_names_a_cut_tail_that_a_plain_verify_cannot_see() {
     );
 
     // The owner cuts acme's tail and moves its head back: no key needed.
-    db.pool()
+    db.owner_pool()
         .execute(
             "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
              DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > 5; \
