@@ -120,11 +120,14 @@ pub(crate) async fn decide_with_catalog(
         },
     };
     // Every hop the agent holds, locked deepest first (the lock order), then
-    // tried in the order they were granted.
-    let _: Vec<AgentHop> = lock_all(conn, &[tenant, agent])
+    // tried in the order they were granted. Only a hop locked here may be
+    // spent from: one granted after the lock was taken waits for the next
+    // proposal (spending it unlocked would take a hop out of order).
+    let locked: Vec<AgentHop> = lock_all(conn, &[tenant, agent])
         .await
         .ctx("locking the agent's delegations")?;
-    let leaves = world::agent_leaves(conn, tenant, agent).await?;
+    let mut leaves = world::agent_leaves(conn, tenant, agent).await?;
+    leaves.retain(|leaf| locked.iter().any(|hop| &hop.id == leaf));
     let judge = |chain: &DelegationChain| {
         evaluate(&Inputs {
             actor: agent,

@@ -66,7 +66,6 @@ impl Lockable for BranchRow {
 /// the agent spends.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct AgentHop {
-    #[allow(dead_code)]
     pub id: String,
 }
 
