@@ -29,8 +29,9 @@ use super::lock::lock;
 use super::pay::{insert_order, matches_request};
 use super::requests::{self, Hold};
 use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, RequestRow, state};
-use super::webhook::{Applied, apply_payment, find_order, is_identifier};
+use super::webhook::{Applied, apply_payment, find_order};
 use super::{Gate, Outcome};
+use crate::ident::is_ident;
 use crate::provider::{OrderRequest, OrderSnapshot, PaymentProvider, PaymentStatus, ProviderError};
 use crate::reason::Reason;
 
@@ -105,7 +106,7 @@ impl<P: PaymentProvider> Gate<P> {
     /// `tenant`, or of every tenant when `None`, against the provider.
     pub async fn reconcile(&self, tenant: Option<&str>) -> Result<Reconciled, ServiceError> {
         let mut out = Reconciled::default();
-        if tenant.is_some_and(|t| !is_identifier(t)) {
+        if tenant.is_some_and(|t| !is_ident(t)) {
             return Ok(out);
         }
         let sql = format!(
@@ -196,7 +197,7 @@ impl<P: PaymentProvider> Gate<P> {
                         for payment in &snap.payments {
                             if payment.amount_paise != order.amount_paise
                                 || payment.currency != order.currency
-                                || !is_identifier(&payment.id)
+                                || !is_ident(&payment.id)
                             {
                                 continue;
                             }

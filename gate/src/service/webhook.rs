@@ -53,6 +53,7 @@ use super::lock::lock;
 use super::requests::{self, Hold};
 use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, OrderRow, RequestRow, state};
 use super::{Gate, Outcome};
+use crate::ident::is_ident;
 use crate::provider::{OrderStatus, Payment, PaymentProvider, PaymentStatus, ProviderOrder};
 use crate::reason::{Decision, Reason};
 
@@ -114,14 +115,6 @@ pub fn signature_is_valid(secret: &[u8], body: &[u8], signature: Option<&str>) -
     };
     mac.update(body);
     mac.verify_slice(&given).is_ok()
-}
-
-/// The gate's identifier grammar: 1–64 ASCII letters, digits, `-_.:`.
-pub fn is_identifier(id: &str) -> bool {
-    (1..=64).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
 }
 
 /// The hex SHA-256 of an event id's bytes: how it is deduplicated.
@@ -355,7 +348,7 @@ pub(crate) fn parse_event(body: &[u8]) -> Result<Parsed, Reason> {
         || (head.event == EVENT_ORDER_PAID && order.is_none())
         || payment.amount <= 0
         || !is_currency(&payment.currency)
-        || !is_identifier(&payment.id)
+        || !is_ident(&payment.id)
     {
         return Err(Reason::WebhookMalformed);
     }
@@ -383,7 +376,7 @@ pub(crate) fn parse_event(body: &[u8]) -> Result<Parsed, Reason> {
     {
         return Err(Reason::WebhookMalformed);
     }
-    if !is_identifier(&order_id) {
+    if !is_ident(&order_id) {
         return Err(Reason::WebhookUnknownOrder);
     }
     Ok(Parsed {
@@ -394,7 +387,7 @@ pub(crate) fn parse_event(body: &[u8]) -> Result<Parsed, Reason> {
         amount_paise: payment.amount,
         currency: payment.currency,
         captured,
-        receipt: order.and_then(|o| o.receipt).filter(|r| is_identifier(r)),
+        receipt: order.and_then(|o| o.receipt).filter(|r| is_ident(r)),
     })
 }
 
@@ -593,7 +586,7 @@ pub(crate) async fn authority_by_receipt(
 /// What the ledger may carry of an event id: the id itself when it is a
 /// plain identifier, else only its digest.
 fn ledger_subject(event_id: &str, digest: &str) -> String {
-    if is_identifier(event_id) {
+    if is_ident(event_id) {
         event_id.to_owned()
     } else {
         format!("sha256:{digest}")
