@@ -70,6 +70,11 @@ fn disagreements(corpus: &Corpus, s: &Scenario) -> Vec<String> {
     );
     check("captured_paise", inv.captured_paise, obs.captured_paise);
     check(
+        "provider_captured_paise",
+        inv.provider_captured_paise,
+        obs.provider_captured_paise,
+    );
+    check(
         "spent_today_paise",
         inv.spent_today_paise,
         obs.spent_today_paise,
@@ -110,5 +115,29 @@ fn oracle_can_disagree() {
     assert!(!disagreements(&corpus, &s).is_empty());
     let mut s = corpus.get("legit-daily-cap-exact").unwrap().clone();
     s.invariants.spent_today_paise = Some(499_999);
+    assert_eq!(disagreements(&corpus, &s).len(), 1);
+    // The provider's side too: a release that did not happen, a capture
+    // that was not booked, a late answer read as an order.
+    let mut s = corpus
+        .get("prov-timeout-reconcile-after-expiry-releases")
+        .unwrap()
+        .clone();
+    s.invariants.spent_today_paise = Some(25_000);
+    assert_eq!(disagreements(&corpus, &s).len(), 1);
+    let mut s = corpus
+        .get("prov-late-answer-no-webhook-reconcile-books")
+        .unwrap()
+        .clone();
+    s.invariants.captured_paise = Some(0);
+    s.invariants.provider_captured_paise = Some(0);
+    assert_eq!(disagreements(&corpus, &s).len(), 2);
+    let mut s = corpus
+        .get("prov-late-answer-pay-again-refused")
+        .unwrap()
+        .clone();
+    if let Some(StepExpect::Decision(e)) = &mut s.steps[3].expect {
+        e.decision = DecisionKind::Ok;
+        e.reason = None;
+    }
     assert_eq!(disagreements(&corpus, &s).len(), 1);
 }

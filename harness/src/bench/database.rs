@@ -13,10 +13,22 @@
 //! an error of the gate (`ServiceError`), a panic anywhere in the run (the
 //! run is its own task, so a panic is a `JoinError`, never the end of the
 //! bench) and a run longer than [`SCENARIO_TIMEOUT`] are recorded as an
-//! engine error with their text. A verb this driver does not execute yet
-//! (the provider's: `provider`, `reconcile`, `provider_capture`) and a clock
-//! move chrono cannot represent are clean failures of the scenario, not
-//! engine errors. All clock arithmetic is checked.
+//! engine error with their text. A clock move chrono cannot represent, and
+//! a `provider_capture` of a step that produced no provider order, are clean
+//! failures of the scenario, not engine errors. All clock arithmetic is
+//! checked.
+//!
+//! The provider is the gate's own [`InProcessProvider`], one per scenario:
+//! `provider` sets how it answers the next `pay` calls, `provider_capture`
+//! is the customer paying at the provider, and `reconcile` runs
+//! `Gate::reconcile` (for the step's tenant when it names one, else for
+//! all). A `pay` the provider answered too late still names its order: the
+//! one the provider holds for that authority's receipt, so later steps can
+//! capture it and send its webhooks. A signed capture of a real order is
+//! the customer paying at the provider first (when its amount and currency
+//! are the order's), and a capture of an order the gate never heard back
+//! about carries the provider's order entity (with its receipt), as the
+//! provider's own event does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,11 +36,12 @@ use std::time::Duration as StdDuration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use chrono::TimeDelta;
-use gate::Decision;
 use gate::db::fresh_database;
-use gate::provider::InProcessProvider;
+use gate::provider::{InProcessProvider, Mode};
+use gate::service::webhook::razorpay_envelope;
 use gate::service::{Gate, ManualClock, ProviderEvent, ServiceError, sign_webhook};
-use scenarios::{DecisionKind, Scenario, Signature, Step, Verb, World};
+use gate::{Decision, Reason};
+use scenarios::{DecisionKind, ProviderMode, Scenario, Signature, Step, Verb, World};
 use sqlx::PgPool;
 use tokio::task::JoinSet;
 
@@ -152,6 +165,9 @@ struct Driver<'a> {
     sent: BTreeMap<String, Call>,
     event_counter: u64,
     guards: std::collections::BTreeSet<String>,
+    /// Orders the provider created for a `pay` it answered too late: the
+    /// gate has not recorded them (until reconcile does).
+    unanswered: std::collections::BTreeSet<String>,
 }
 
 async fn run_in(pool: PgPool, scenario: Scenario, world: World) -> Run {
@@ -186,6 +202,7 @@ async fn run_in(pool: PgPool, scenario: Scenario, world: World) -> Run {
         sent: BTreeMap::new(),
         event_counter: 0,
         guards: Default::default(),
+        unanswered: Default::default(),
     };
     for step in &scenario.steps {
         match cx.step(step).await {
@@ -359,8 +376,12 @@ impl Driver<'_> {
             self.sent.insert(name.clone(), call.clone());
         }
         let tenant = call.tenant().map(str::to_string).unwrap_or(tenant);
+        let late_pay = matches!(call, Call::Pay { .. });
         let (outcome, id, guard) = call.send(&self.gate).await?;
         self.guards.extend(guard);
+        if late_pay && outcome.reason() == Some(Reason::ProviderUnavailable) {
+            self.unanswered.extend(id.clone());
+        }
         Ok((outcome, Named { id, tenant }))
     }
 
@@ -467,23 +488,47 @@ impl Driver<'_> {
                         .or(order.map(|o| o.currency))
                         .unwrap_or_else(|| "INR".into()),
                 };
+                let provider_order = self
+                    .gate
+                    .provider()
+                    .orders()
+                    .into_iter()
+                    .find(|o| o.id == order_id);
+                let as_ordered = provider_order.as_ref().is_some_and(|o| {
+                    event.amount_paise == o.amount_paise && event.currency == o.currency
+                });
                 // A provider sends a capture only after it captured: a signed
-                // capture of a real order is the customer paying at the
-                // provider first (once; a repeat finds the order paid).
+                // capture of a real order, for its amount and currency, is the
+                // customer paying at the provider first (once; a repeat finds
+                // the order paid).
                 if w.raw_bytes().is_none()
                     && w.signature_header.is_none()
                     && matches!(w.signature(), Signature::Valid)
-                    && event.event == gate::service::webhook::EVENT_CAPTURED
-                    && self
-                        .gate
-                        .provider()
-                        .orders()
-                        .iter()
-                        .any(|o| o.id == order_id)
+                    && [
+                        gate::service::webhook::EVENT_CAPTURED,
+                        gate::service::webhook::EVENT_ORDER_PAID,
+                    ]
+                    .contains(&event.event.as_str())
+                    && as_ordered
                 {
+                    self.gate.provider().set_now(event.created_at.timestamp());
                     let _already_paid = self.gate.provider().capture_payment(&order_id);
                 }
-                let body = w.raw_bytes().unwrap_or_else(|| event.to_body());
+                // The gate never heard back about this order: the provider's
+                // event carries its order entity, receipt included.
+                let with_order = provider_order
+                    .filter(|_| as_ordered && self.unanswered.contains(&order_id))
+                    .filter(|_| event.event != gate::service::webhook::EVENT_FAILED);
+                let body = match (w.raw_bytes(), with_order) {
+                    (Some(raw), _) => raw,
+                    (None, Some(order)) => razorpay_envelope(
+                        &event.event,
+                        event.created_at,
+                        Some(&event.payment()),
+                        Some(&order),
+                    ),
+                    (None, None) => event.to_body(),
+                };
                 let signature = match (&w.signature_header, w.signature()) {
                     (Some(header), _) => Some(header.clone()),
                     (None, Signature::Valid) => Some(sign_webhook(WEBHOOK_SECRET, &body)),
@@ -522,14 +567,32 @@ impl Driver<'_> {
                 self.clock.set(s.at);
                 Call::Nothing
             }
-            // The provider's verbs belong to the provider work (issue 10):
-            // loaded and validated, not executed yet. The one place to change.
-            Verb::Provider(_) | Verb::Reconcile | Verb::ProviderCapture(_) => {
-                bail!(
-                    "`{}` is not executed yet by this bench (the simulated provider's verbs arrive with the provider work)",
-                    verb.name()
-                )
+            Verb::Provider(p) => Call::Provider {
+                mode: match p.mode() {
+                    ProviderMode::Ok => Mode::Ok,
+                    ProviderMode::Timeout => Mode::Timeout,
+                    ProviderMode::Late => Mode::Late,
+                    ProviderMode::Reject => Mode::Reject,
+                    ProviderMode::Unavailable => Mode::Unavailable,
+                },
+                times: p.times,
+            },
+            Verb::ProviderCapture(c) => {
+                let order = self.named.get(&c.order).and_then(|n| n.id.clone());
+                let Some(order) = order else {
+                    bail!(
+                        "provider_capture: step `{}` produced no provider order to capture",
+                        c.order
+                    );
+                };
+                Call::ProviderCapture {
+                    order,
+                    at: self.clock_now().timestamp(),
+                }
             }
+            Verb::Reconcile => Call::Reconcile {
+                tenant: step.tenant.clone(),
+            },
             Verb::Replay(_) | Verb::Concurrent(_) => {
                 bail!(
                     "step {:?}: `{}` cannot be nested here",
@@ -601,6 +664,20 @@ enum Call {
         tenant: String,
         patch: gate::PolicyPatch,
     },
+    /// How the provider answers the next `pay` calls.
+    Provider {
+        mode: Mode,
+        times: Option<u32>,
+    },
+    /// The customer pays `order` at the provider, at unix time `at`.
+    ProviderCapture {
+        order: String,
+        at: i64,
+    },
+    /// The reconcile job, for one tenant or (`None`) all.
+    Reconcile {
+        tenant: Option<String>,
+    },
     Nothing,
 }
 
@@ -617,7 +694,12 @@ impl Call {
             | Call::Revoke { tenant, .. }
             | Call::SetPrice { tenant, .. }
             | Call::SetPolicy { tenant, .. } => Some(tenant),
-            Call::Webhook { .. } | Call::Expire { .. } | Call::Nothing => None,
+            Call::Webhook { .. }
+            | Call::Expire { .. }
+            | Call::Provider { .. }
+            | Call::ProviderCapture { .. }
+            | Call::Reconcile { .. }
+            | Call::Nothing => None,
         }
     }
 
@@ -660,7 +742,14 @@ impl Call {
                     Some(actor) => actor,
                     None => requester(gate, &tenant, &authority).await?,
                 };
-                (gate.pay(&tenant, &authority, &actor).await?, ok)
+                let mut paid = gate.pay(&tenant, &authority, &actor).await?;
+                // An answer that came too late: the order the provider holds
+                // for this receipt is still this step's order.
+                if paid.decision == Decision::Deny(Reason::ProviderUnavailable) && paid.id.is_none()
+                {
+                    paid.id = gate.provider().order_for_receipt(&authority).map(|o| o.id);
+                }
+                (paid, ok)
             }
             Call::Webhook {
                 body,
@@ -689,6 +778,21 @@ impl Call {
                 (gate.set_price(&tenant, &sku, price).await?, ok)
             }
             Call::SetPolicy { tenant, patch } => (gate.set_policy(&tenant, &patch).await?, ok),
+            Call::Provider { mode, times } => {
+                gate.provider().set_mode(mode, times);
+                return Ok((operation(Decision::Allow, ok), None, None));
+            }
+            Call::ProviderCapture { order, at } => {
+                gate.provider().set_now(at);
+                gate.provider()
+                    .capture(&order)
+                    .with_context(|| format!("provider_capture of order {order}"))?;
+                return Ok((operation(Decision::Allow, ok), Some(order), None));
+            }
+            Call::Reconcile { tenant } => {
+                gate.reconcile(tenant.as_deref()).await?;
+                return Ok((operation(Decision::Allow, ok), None, None));
+            }
             Call::Nothing => return Ok((operation(Decision::Allow, ok), None, None)),
         };
         Ok((operation(o.decision, kind), o.id, o.constraint))

@@ -7,9 +7,10 @@
 //! produced (request, authority, order) is what later steps that name it
 //! use, and a step that produced nothing leaves them a reference the gate
 //! never issued. Every verb acts for the step's tenant (the world's first
-//! when the step names none). The provider's verbs (`provider`,
-//! `reconcile`, `provider_capture`) are not modelled: a scenario that uses
-//! them is [`OracleError::Unsupported`].
+//! when the step names none; `reconcile` acts for every tenant unless the
+//! step names one). The provider's verbs are modelled in
+//! [`super::provider`]; a `provider_capture` of a step that produced no
+//! order is [`OracleError::Unsupported`].
 
 use std::collections::BTreeMap;
 
@@ -18,6 +19,7 @@ use gate::Reason;
 use super::chain;
 use super::flow;
 use super::proposal;
+use super::provider;
 use super::state::{Keyed, Produced, Request, RequestState, State};
 use super::{OracleError, Outcome, StepOutcome};
 use crate::expect::DecisionKind;
@@ -35,13 +37,13 @@ pub fn step(
         let tenant = tenant_of(state, &c.step);
         let mut counts: BTreeMap<DecisionKind, u32> = BTreeMap::new();
         for _ in 0..c.times {
-            let (o, _) = verb(state, scenario, i, &c.step.verb, &tenant)?;
+            let (o, _) = verb(state, scenario, i, &c.step, &tenant)?;
             *counts.entry(o.decision).or_default() += 1;
         }
         return Ok(StepOutcome::Counts(counts));
     }
     let tenant = tenant_of(state, step);
-    let (o, produced) = verb(state, scenario, i, &step.verb, &tenant)?;
+    let (o, produced) = verb(state, scenario, i, step, &tenant)?;
     if let Some(name) = &step.name {
         state.produced.insert(name.clone(), produced);
     }
@@ -63,9 +65,10 @@ fn verb(
     state: &mut State,
     scenario: &Scenario,
     i: usize,
-    verb: &Verb,
+    step: &Step,
     tenant: &str,
 ) -> Result<(Outcome, Produced), OracleError> {
+    let verb = &step.verb;
     let none = Produced::default();
     Ok(match verb {
         Verb::Propose(p) => propose(state, p, tenant),
@@ -150,12 +153,24 @@ fn verb(
             state.now = s.at;
             (Outcome::ok(), none)
         }
-        Verb::Provider(_) | Verb::Reconcile | Verb::ProviderCapture(_) => {
-            return Err(OracleError::Unsupported {
-                step: i,
-                message: format!("`{}` (the provider's verbs) is not modelled", verb.name()),
-            });
+        Verb::Provider(p) => (provider::set_mode(state, p), none),
+        Verb::ProviderCapture(c) => {
+            let Some(order) = produced(state, &c.order).order else {
+                return Err(OracleError::Unsupported {
+                    step: i,
+                    message: format!("provider_capture: step `{}` produced no order", c.order),
+                });
+            };
+            (
+                provider::capture(state, order),
+                Produced {
+                    order: Some(order),
+                    ..none
+                },
+            )
         }
+        // Every tenant's, unless the step names one.
+        Verb::Reconcile => (provider::reconcile(state, step.tenant.as_deref()), none),
         Verb::Replay(r) => {
             let j = scenario
                 .steps
@@ -168,7 +183,7 @@ fn verb(
                 })?;
             let target = scenario.steps[j].clone();
             let tenant = tenant_of(state, &target);
-            return self::verb(state, scenario, j, &target.verb, &tenant);
+            return self::verb(state, scenario, j, &target, &tenant);
         }
         Verb::Concurrent(_) => {
             return Err(OracleError::Unsupported {

@@ -9,10 +9,12 @@
 //! moved; it is spent once, within 15 minutes (inclusive), under the same
 //! conditions; a request whose authority expired, or whose chain, price or
 //! policy moved under it at checkout or payment, ends there and its
-//! reservation is released. A provider event is checked signature first, then body,
-//! event id, timestamp (24 h back, 5 min ahead, inclusive), order, type,
-//! amount, currency and state transition (CREATED -> CAPTURED | FAILED); a
-//! failure releases the request's reservation.
+//! reservation is released. A provider event is checked signature first,
+//! then body and type, event id, timestamp (24 h back, 5 min ahead,
+//! inclusive), order, amount and currency; a capture is booked once,
+//! whatever came before it, and a failed attempt moves nothing (the order
+//! can still be paid, so the reservation stays). What the provider answers
+//! a `pay` is [`super::provider`]'s.
 //!
 //! Every operation is scoped to the caller's tenant: an unknown tenant is
 //! `TENANT_UNKNOWN`, and another tenant's request or authority is exactly a
@@ -30,6 +32,7 @@ use gate::Reason;
 use super::OracleError;
 use super::Outcome;
 use super::chain;
+use super::envelope;
 use super::proposal;
 use super::state::{Authority, Order, OrderState, RequestState, State};
 use crate::verbs::{Approve, Checkout, Pay, Signature, Webhook};
@@ -212,7 +215,7 @@ fn pay_actor(state: &State, tenant: &str, requester: &str, actor: &str) -> Resul
 }
 
 /// Ends a request before payment and releases what it reserved.
-fn end(state: &mut State, ri: usize) {
+pub(super) fn end(state: &mut State, ri: usize) {
     let r = &mut state.requests[ri];
     r.state = RequestState::Ended;
     r.reserved = 0;
@@ -321,51 +324,22 @@ pub fn pay(
         return (Outcome::deny(r), None);
     }
     let purchase = req.purchase.expect("a checked-out request has a purchase");
-    state.authorities[ai].used = true;
-    state.requests[auth.request].state = RequestState::Paid;
-    state.orders.push(Order {
-        amount: purchase.amount,
-        currency: purchase.currency,
-        state: OrderState::Created,
-    });
-    (Outcome::ok(), Some(state.orders.len() - 1))
+    super::provider::create_order(state, ai, purchase.amount, purchase.currency)
 }
 
 /// A signed body given as is. The gate's order ids are its own, so a body
-/// written in a corpus file names no order the gate created: once it is
-/// well formed, fresh and not a duplicate, it is `WEBHOOK_UNKNOWN_ORDER`.
-fn raw_event(state: &State, raw: &[u8]) -> Outcome {
-    use serde_json::Value as Json;
-    let Some(v) = std::str::from_utf8(raw)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Json>(t).ok())
-    else {
-        return Outcome::deny(Reason::WebhookMalformed);
+/// written in a corpus file names no order the gate created: once it is a
+/// well-formed envelope ([`envelope::read`]), fresh and not a duplicate, it
+/// is `WEBHOOK_UNKNOWN_ORDER`.
+fn raw_event(state: &State, raw: &[u8], event_id: &str) -> Outcome {
+    let envelope = match envelope::read(raw) {
+        Ok(e) => e,
+        Err(reason) => return Outcome::deny(reason),
     };
-    let entity = v
-        .pointer("/payload/payment/entity")
-        .or_else(|| v.pointer("/payload/order/entity"));
-    let fields = (
-        v.get("id").and_then(Json::as_str),
-        v.get("event").and_then(Json::as_str),
-        v.get("created_at").and_then(Json::as_i64),
-        entity.and_then(|e| {
-            e.get("order_id")
-                .or_else(|| e.get("id"))
-                .and_then(Json::as_str)
-        }),
-        entity.and_then(|e| e.get("amount")).and_then(Json::as_i64),
-        entity
-            .and_then(|e| e.get("currency"))
-            .and_then(Json::as_str),
-    );
-    let (Some(id), Some(_), Some(created), Some(_), Some(_), Some(_)) = fields else {
-        return Outcome::deny(Reason::WebhookMalformed);
-    };
-    if state.events.contains(id) {
+    if state.events.contains(event_id) {
         return Outcome::deny(Reason::WebhookDuplicate);
     }
-    let age_minutes = (state.now.timestamp() - created).div_euclid(60);
+    let age_minutes = (state.now.timestamp() - envelope.created_at).div_euclid(60);
     if age_minutes > STALE_MINUTES {
         return Outcome::deny(Reason::WebhookStale);
     }
@@ -375,6 +349,11 @@ fn raw_event(state: &State, raw: &[u8]) -> Outcome {
     Outcome::deny(Reason::WebhookUnknownOrder)
 }
 
+/// A provider event for the order a step named. A signed capture of a real
+/// order for its own amount and currency is the customer paying at the
+/// provider first, whatever the gate then says of the event. An order the
+/// gate has not recorded (its answer came late) takes only a capture, which
+/// is kept for reconcile; anything else about it is `WEBHOOK_UNKNOWN_ORDER`.
 pub fn webhook(
     state: &mut State,
     step: usize,
@@ -387,9 +366,23 @@ pub fn webhook(
         return Ok(Outcome::deny(Reason::WebhookSignatureInvalid));
     }
     if let Some(raw) = w.raw_bytes() {
-        return Ok(raw_event(state, &raw));
+        return Ok(raw_event(state, &raw, event_id));
     }
     let _ = step;
+    let capture = matches!(w.event(), "payment.captured" | "order.paid");
+    let as_ordered = |o: &Order| {
+        w.amount_paise.unwrap_or(o.amount) == o.amount
+            && w.currency.as_deref().unwrap_or(&o.currency) == o.currency
+    };
+    if let Some(oi) = order {
+        if capture && as_ordered(&state.orders[oi]) {
+            state.orders[oi].provider_paid = true;
+        }
+    }
+    let failed = w.event() == "payment.failed";
+    if !capture && !failed {
+        return Ok(Outcome::deny(Reason::WebhookEventIgnored));
+    }
     if state.events.contains(event_id) {
         return Ok(Outcome::deny(Reason::WebhookDuplicate));
     }
@@ -403,12 +396,16 @@ pub fn webhook(
     let Some(oi) = order else {
         return Ok(Outcome::deny(Reason::WebhookUnknownOrder));
     };
-    let next = match w.event() {
-        "payment.captured" => OrderState::Captured,
-        "payment.failed" => OrderState::Failed,
-        _ => return Ok(Outcome::deny(Reason::WebhookEventIgnored)),
-    };
     let o = state.orders[oi].clone();
+    if !o.recorded {
+        // Kept only as the provider sends it: a capture carrying its order
+        // entity, which only an event for the order's own amount does.
+        if failed || !as_ordered(&o) {
+            return Ok(Outcome::deny(Reason::WebhookUnknownOrder));
+        }
+        state.events.insert(event_id.to_string());
+        return Ok(Outcome::ok());
+    }
     if w.amount_paise.unwrap_or(o.amount) != o.amount {
         return Ok(Outcome::deny(Reason::WebhookAmountMismatch));
     }
@@ -419,7 +416,7 @@ pub fn webhook(
     // can still be paid, the reservation stays); a capture is recorded once,
     // whatever came before it.
     state.events.insert(event_id.to_string());
-    if next == OrderState::Captured && o.state != OrderState::Failed {
+    if capture {
         state.orders[oi].state = OrderState::Captured;
     }
     Ok(Outcome::ok())

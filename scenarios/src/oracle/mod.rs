@@ -8,16 +8,20 @@
 //! velocity and denial-rate windows (every recorded proposal counts, every
 //! refusal counts), budgets reserved when a request becomes authorized (at
 //! once on allow, at approval for a step-up, after re-evaluating the request
-//! against the state of that moment) and released when its payment fails.
+//! against the state of that moment) and released when the request ends
+//! unpaid (the provider refused the order, or reconcile found none once the
+//! authority had expired).
 //! Where the spec leaves a choice open, the oracle makes the choice the
 //! corpus README documents. The generator uses it to write expectations; a
 //! test runs it over the hand-written corpus as a second, independent check
 //! of the hand arithmetic.
 
 mod chain;
+mod envelope;
 mod exec;
 mod flow;
 mod proposal;
+mod provider;
 mod state;
 
 use std::collections::BTreeMap;
@@ -78,8 +82,10 @@ pub enum StepOutcome {
 pub struct Observed {
     /// Provider orders created, all tenants.
     pub provider_orders: u64,
-    /// Money captured, all tenants.
+    /// Money captured on the gate's books, all tenants.
     pub captured_paise: i64,
+    /// Money the simulated provider captured.
+    pub provider_captured_paise: i64,
     /// The default tenant's reservations for the current UTC day.
     pub spent_today_paise: i64,
     /// Each delegation's own reservations (not its children's allocations).

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 
 use crate::policy::WorldPolicy;
+use crate::verbs::ProviderMode;
 use crate::world::{CatalogItem, Tenant, World};
 
 use super::{Observed, OracleError};
@@ -84,18 +85,28 @@ pub struct Authority {
     pub used: bool,
 }
 
+/// An order on the gate's books: a failed attempt leaves it `Created` (it
+/// can still be paid).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrderState {
     Created,
     Captured,
-    Failed,
 }
 
+/// An order the provider created. `state` is what the gate's books say of
+/// it; the provider's own record is `provider_paid`.
 #[derive(Debug, Clone)]
 pub struct Order {
     pub amount: i64,
     pub currency: String,
     pub state: OrderState,
+    /// The authority whose id is the order's receipt.
+    pub authority: usize,
+    /// Whether the gate has recorded the order (its answer came in time, or
+    /// reconcile found it).
+    pub recorded: bool,
+    /// Whether the customer paid it at the provider.
+    pub provider_paid: bool,
 }
 
 /// What a step produced that later steps may name.
@@ -131,6 +142,10 @@ pub struct State {
     pub events: BTreeSet<String>,
     /// The event id each webhook step used, so a replay resends it.
     pub event_ids: BTreeMap<usize, String>,
+    /// How the simulated provider answers the next `pay` calls.
+    pub provider_mode: ProviderMode,
+    /// Calls left in `provider_mode`; `None` for every later one.
+    pub provider_times: Option<u32>,
 }
 
 impl State {
@@ -163,6 +178,8 @@ impl State {
             denials: BTreeMap::new(),
             events: BTreeSet::new(),
             event_ids: BTreeMap::new(),
+            provider_mode: ProviderMode::Ok,
+            provider_times: None,
         };
         for t in &world.tenants {
             for d in &t.delegations {
@@ -263,11 +280,17 @@ impl State {
     pub fn observed(&self) -> Observed {
         let default = self.default_tenant().to_string();
         Observed {
-            provider_orders: self.orders.len() as u64,
+            provider_orders: self.orders.iter().filter(|o| o.recorded).count() as u64,
             captured_paise: self
                 .orders
                 .iter()
-                .filter(|o| o.state == OrderState::Captured)
+                .filter(|o| o.recorded && o.state == OrderState::Captured)
+                .map(|o| o.amount)
+                .sum(),
+            provider_captured_paise: self
+                .orders
+                .iter()
+                .filter(|o| o.provider_paid)
                 .map(|o| o.amount)
                 .sum(),
             spent_today_paise: self.spent_today(&default),
