@@ -1,13 +1,16 @@
-//! The database-backed gate as a scenario driver: one fresh migrated
-//! database per scenario, the world seeded into it, every step sent through
-//! the gate's own operations exactly as a caller would.
+//! The database-backed gate as a scenario driver: an empty migrated
+//! database per scenario (from [`DatabasePool`]: made once, emptied between
+//! scenarios), the world seeded into it, every step sent through the gate's
+//! own operations exactly as a caller would.
 //!
 //! Guarantees: nothing is decided here. A step is translated to one call of
 //! `gate::service::Gate` for the step's tenant (the world's first when it
 //! names none; a webhook is built and signed the way the provider does;
 //! `replay` resends the named step's request byte for byte; `concurrent`
 //! runs its copies as simultaneous tasks), and the outcome is what the gate
-//! returned. Each scenario's database is dropped afterwards.
+//! returned. A scenario's database goes back to the pool when its run ended
+//! (emptied before the next scenario gets it), and is dropped when the run
+//! failed as an engine.
 //!
 //! A step the gate cannot answer stops its scenario, and only its scenario:
 //! an error of the gate (`ServiceError`), a panic anywhere in the run (the
@@ -36,7 +39,6 @@ use std::time::Duration as StdDuration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use chrono::TimeDelta;
-use gate::db::fresh_database;
 use gate::provider::{InProcessProvider, Mode};
 use gate::service::webhook::razorpay_envelope;
 use gate::service::{Gate, ManualClock, ProviderEvent, ServiceError, sign_webhook};
@@ -47,6 +49,7 @@ use tokio::task::JoinSet;
 
 use super::judge::Run;
 use super::observed::{ObservedState, StepOutcome};
+use super::pool::{DatabasePool, RunEnd};
 use crate::world::{grant, policy_patch, seed};
 
 /// The longest one scenario may run on the database engine.
@@ -64,21 +67,27 @@ pub const PANIC_ENV: &str = "SPENDGATE_BENCH_PANIC_SCENARIO";
 /// A connection to the server that hands out one database per scenario.
 #[derive(Debug, Clone)]
 pub struct DatabaseEngine {
-    admin_url: String,
+    pool: Arc<DatabasePool>,
     timeout: StdDuration,
 }
 
 impl DatabaseEngine {
     /// Uses the server `admin_url` names.
     pub async fn start(admin_url: &str) -> Result<Self> {
-        let admin_url = admin_url.to_string();
-        // Fail now, clearly, if the server is down or the migrations do not apply.
-        let probe = fresh_database(&admin_url).await?;
-        probe.drop().await?;
+        let pool = Arc::new(DatabasePool::new(admin_url));
+        // Fail now, clearly, if the server is down or the migrations do not
+        // apply; the probe is the pool's first database.
+        let probe = pool.lease().await?;
+        pool.give_back(probe, RunEnd::Clean).await;
         Ok(DatabaseEngine {
-            admin_url,
+            pool,
             timeout: SCENARIO_TIMEOUT,
         })
+    }
+
+    /// Drops the databases the engine holds (a later run makes new ones).
+    pub async fn close(&self) {
+        self.pool.close().await;
     }
 
     /// The same engine with another per-scenario time limit.
@@ -96,7 +105,7 @@ impl DatabaseEngine {
     /// Runs one scenario in its own database, as its own task, within
     /// `limit`: a panic or a timeout is this scenario's engine error.
     pub async fn run_within(&self, scenario: &Scenario, world: &World, limit: StdDuration) -> Run {
-        let db = match fresh_database(&self.admin_url).await {
+        let db = match self.pool.lease().await {
             Ok(db) => db,
             Err(e) => {
                 return Run {
@@ -122,9 +131,12 @@ impl DatabaseEngine {
                 ))
             }
         };
-        if let Err(e) = db.drop().await {
-            tracing::warn!("could not drop a scenario database: {e}");
-        }
+        let end = if run.engine_error {
+            RunEnd::Broken
+        } else {
+            RunEnd::Clean
+        };
+        self.pool.give_back(db, end).await;
         run
     }
 }

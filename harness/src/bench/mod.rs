@@ -14,6 +14,7 @@
 pub mod database;
 pub mod judge;
 pub mod observed;
+pub mod pool;
 pub mod pure;
 pub mod results;
 
@@ -71,6 +72,22 @@ pub struct BenchArgs {
     /// milliseconds; longer is that scenario's engine error.
     #[arg(long, default_value_t = database::SCENARIO_TIMEOUT.as_millis() as u64)]
     pub scenario_timeout_ms: u64,
+    /// Run the scenarios in an order drawn from this seed instead of the
+    /// corpus's. Databases are reused from scenario to scenario (emptied in
+    /// between), so any order must give the same results; this shows it.
+    #[arg(long, value_name = "SEED")]
+    pub shuffle: Option<u64>,
+}
+
+/// `selected` in the order a seeded Fisher–Yates shuffle gives.
+pub fn shuffled<T>(mut selected: Vec<T>, seed: u64) -> Vec<T> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    for i in (1..selected.len()).rev() {
+        let j = rng.gen_range(0..=i);
+        selected.swap(i, j);
+    }
+    selected
 }
 
 /// `results.json`, plus the refusals of the loader (an addition to the spec's shape).
@@ -91,6 +108,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         .iter()
         .filter(|s| args.only.as_deref().is_none_or(|o| s.id.contains(o)))
         .collect();
+    if let Some(seed) = args.shuffle {
+        selected = shuffled(selected, seed);
+    }
     if args.engines == Engines::Pure {
         let before = selected.len();
         selected.retain(|s| pure::eligible(s));
@@ -273,6 +293,9 @@ pub async fn run_with(
         results[index] = Some(result);
     }
     bar.finish_and_clear();
+    if let Some(db) = &db {
+        db.close().await;
+    }
     Ok(results.into_iter().flatten().collect())
 }
 

@@ -1,0 +1,186 @@
+//! Migrated databases handed from scenario to scenario: the bench's clean
+//! world without a `CREATE DATABASE` per scenario.
+//!
+//! Guarantees:
+//! - A database is leased to one scenario at a time. It comes back through
+//!   [`DatabasePool::give_back`], which empties it before anyone else gets it:
+//!   one statement, run by the tables' owner in one transaction, truncates
+//!   every table the migrations made (`_sqlx_migrations` aside), restarts
+//!   every sequence, and disables the tables' TRUNCATE guards only inside
+//!   that transaction (`ledger_append_only` and its kin stay in force for
+//!   every other session, and are back before it commits).
+//! - A database is reused only when the migrations left every table empty
+//!   (checked once, when the pool first opens one), and only after a run
+//!   that ended cleanly: a run that errored, panicked or timed out, or a
+//!   reset that failed, drops its database instead, and the next lease
+//!   makes a fresh one. So a scenario never sees what another left behind.
+//! - Every database the pool made is dropped by [`DatabasePool::close`] (and,
+//!   failing that, when the pool is dropped: `FreshDatabase`'s own `Drop`).
+
+use std::sync::Mutex;
+
+use gate::db::{DbError, FreshDatabase, fresh_database};
+use sqlx::PgPool;
+
+/// The statement that empties one of the pool's databases.
+#[derive(Debug, Clone)]
+struct Reset {
+    sql: String,
+}
+
+impl Reset {
+    /// Reads the schema of `db` (as its owner) and writes the reset
+    /// statement; `None` when a table holds rows straight after migrating
+    /// (data the migrations put there, which a reset would lose).
+    async fn for_schema(owner: &PgPool) -> Result<Option<Reset>, sqlx::Error> {
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') \
+               AND c.relname <> '_sqlx_migrations' ORDER BY 1",
+        )
+        .fetch_all(owner)
+        .await?;
+        for table in &tables {
+            let filled: bool =
+                sqlx::query_scalar(&format!("SELECT EXISTS (SELECT 1 FROM {table})"))
+                    .fetch_one(owner)
+                    .await?;
+            if filled {
+                tracing::info!(
+                    "{table} holds rows after migrating: each scenario gets a new database"
+                );
+                return Ok(None);
+            }
+        }
+        let sequences: Vec<String> = sqlx::query_scalar(
+            "SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = current_schema() AND c.relkind = 'S' ORDER BY 1",
+        )
+        .fetch_all(owner)
+        .await?;
+        // Statement-level TRUNCATE guards (bit 5 of tgtype), not internal ones.
+        let guards: Vec<(String, String)> = sqlx::query_as(
+            "SELECT format('%I', t.tgname), format('%I.%I', n.nspname, c.relname) \
+             FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = current_schema() AND NOT t.tgisinternal \
+               AND (t.tgtype & 32) <> 0 ORDER BY 1, 2",
+        )
+        .fetch_all(owner)
+        .await?;
+        let mut sql = String::from("BEGIN;\n");
+        for (trigger, table) in &guards {
+            sql.push_str(&format!("ALTER TABLE {table} DISABLE TRIGGER {trigger};\n"));
+        }
+        if !tables.is_empty() {
+            sql.push_str(&format!(
+                "TRUNCATE {} RESTART IDENTITY;\n",
+                tables.join(", ")
+            ));
+        }
+        for sequence in &sequences {
+            sql.push_str(&format!("ALTER SEQUENCE {sequence} RESTART;\n"));
+        }
+        for (trigger, table) in &guards {
+            sql.push_str(&format!("ALTER TABLE {table} ENABLE TRIGGER {trigger};\n"));
+        }
+        sql.push_str("COMMIT;\n");
+        Ok(Some(Reset { sql }))
+    }
+}
+
+/// Whether databases are reused, once the pool knows.
+#[derive(Debug, Clone)]
+enum Reuse {
+    Unknown,
+    Yes(Reset),
+    No,
+}
+
+/// Databases for scenarios, reused after an empty-out when that is safe.
+#[derive(Debug)]
+pub struct DatabasePool {
+    url: String,
+    state: Mutex<(Reuse, Vec<FreshDatabase>)>,
+}
+
+/// How a leased database's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunEnd {
+    /// The run finished (passing or failing its expectations): reusable.
+    Clean,
+    /// An engine error, a panic or a timeout: its database is dropped.
+    Broken,
+}
+
+impl DatabasePool {
+    /// A pool on the server `url` names; it opens databases as they are asked for.
+    pub fn new(url: &str) -> Self {
+        DatabasePool {
+            url: url.to_string(),
+            state: Mutex::new((Reuse::Unknown, Vec::new())),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut (Reuse, Vec<FreshDatabase>)) -> T) -> T {
+        let mut guard = match self.state.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut guard)
+    }
+
+    /// An empty, migrated database for one scenario.
+    pub async fn lease(&self) -> Result<FreshDatabase, DbError> {
+        if let Some(db) = self.with(|s| s.1.pop()) {
+            return Ok(db);
+        }
+        let db = fresh_database(&self.url).await?;
+        if matches!(self.with(|s| s.0.clone()), Reuse::Unknown) {
+            let reuse = match Reset::for_schema(db.owner_pool()).await {
+                Ok(Some(reset)) => Reuse::Yes(reset),
+                Ok(None) => Reuse::No,
+                Err(e) => {
+                    tracing::warn!(
+                        "could not read the schema to reuse databases ({e}); each scenario gets a new one"
+                    );
+                    Reuse::No
+                }
+            };
+            self.with(|s| s.0 = reuse);
+        }
+        Ok(db)
+    }
+
+    /// Takes a leased database back: emptied for the next scenario, or dropped.
+    pub async fn give_back(&self, db: FreshDatabase, end: RunEnd) {
+        let reset = match self.with(|s| s.0.clone()) {
+            Reuse::Yes(reset) if end == RunEnd::Clean => reset,
+            _ => return drop_now(db).await,
+        };
+        match sqlx::raw_sql(&reset.sql).execute(db.owner_pool()).await {
+            Ok(_) => self.with(|s| s.1.push(db)),
+            Err(e) => {
+                tracing::warn!("could not empty database {} for reuse: {e}", db.name());
+                drop_now(db).await;
+            }
+        }
+    }
+
+    /// Drops every database the pool holds.
+    pub async fn close(&self) {
+        let held = self.with(|s| std::mem::take(&mut s.1));
+        for db in held {
+            drop_now(db).await;
+        }
+    }
+}
+
+async fn drop_now(db: FreshDatabase) {
+    let name = db.name().to_string();
+    if let Err(e) = db.drop().await {
+        tracing::warn!("could not drop scenario database {name}: {e}");
+    }
+}
