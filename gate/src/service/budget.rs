@@ -68,29 +68,35 @@ pub(crate) async fn lock_day(
         .and_then(|p| p.policy.as_ref().ok())
         .map_or(NO_CURRENCY, |p| p.currency.as_str())
         .to_owned();
-    sqlx::query(
-        "INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) \
-         VALUES ($1, $2, $3, 0, $4) ON CONFLICT (tenant_id, day, currency) DO NOTHING",
-    )
-    .bind(tenant)
-    .bind(day)
-    .bind(&currency)
-    .bind(cap_paise)
-    .execute(&mut *conn)
-    .await
-    .ctx("opening the day's reservations")?;
     let day_key = day.to_string();
-    let row: DailyRow = lock(conn, &[tenant, &day_key, &currency])
+    // Locked where it exists (every proposal of a day but its first: one
+    // round trip); opened first, then locked, on the day's first proposal.
+    for _ in 0..2 {
+        let row: Option<DailyRow> = lock(conn, &[tenant, &day_key, &currency])
+            .await
+            .ctx("locking the day's reservations")?;
+        if let Some(row) = row {
+            return Ok(Day {
+                day,
+                currency,
+                cap_paise,
+                reserved_paise: row.reserved_paise,
+            });
+        }
+        sqlx::query(
+            "INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) \
+             VALUES ($1, $2, $3, 0, $4) ON CONFLICT (tenant_id, day, currency) DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(day)
+        .bind(&currency)
+        .bind(cap_paise)
+        .execute(&mut *conn)
         .await
-        .ctx("locking the day's reservations")?
-        .ok_or_else(|| ServiceError::Corrupt {
-            what: format!("the reservations row of {tenant} for {day} vanished"),
-        })?;
-    Ok(Day {
-        day,
-        currency,
-        cap_paise,
-        reserved_paise: row.reserved_paise,
+        .ctx("opening the day's reservations")?;
+    }
+    Err(ServiceError::Corrupt {
+        what: format!("the reservations row of {tenant} for {day} vanished"),
     })
 }
 

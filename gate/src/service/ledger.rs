@@ -213,6 +213,8 @@ pub(crate) async fn append(
             .ctx("locking the tenant's ledger head")?
             .ok_or(ServiceError::LedgerHeadMissing)?;
         let (mut seq, mut prev) = (head.seq, head.hash);
+        // The tenant's entries go in with one statement, in chain order.
+        let mut rows = Rows::default();
         for e in entries {
             seq += 1;
             let canonical = Canonical {
@@ -227,22 +229,28 @@ pub(crate) async fn append(
                 what: format!("a ledger entry does not serialize: {e}"),
             })?;
             let hash = chain_hash(key, &prev, &text);
-            sqlx::query(
-                "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(&tenant)
-            .bind(seq)
-            .bind(e.kind)
-            .bind(at)
-            .bind(&text)
-            .bind(&prev)
-            .bind(&hash)
-            .execute(&mut *conn)
-            .await
-            .ctx("appending to the ledger")?;
-            prev = hash;
+            rows.seqs.push(seq);
+            rows.kinds.push(e.kind.to_owned());
+            rows.texts.push(text);
+            rows.prevs.push(std::mem::replace(&mut prev, hash.clone()));
+            rows.hashes.push(hash);
         }
+        sqlx::query(
+            "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+             SELECT $1, u.seq, u.kind, $2, u.entry, u.prev_hash, u.hash \
+             FROM UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) \
+               WITH ORDINALITY AS u(seq, kind, entry, prev_hash, hash, n) ORDER BY u.n",
+        )
+        .bind(&tenant)
+        .bind(at)
+        .bind(&rows.seqs)
+        .bind(&rows.kinds)
+        .bind(&rows.texts)
+        .bind(&rows.prevs)
+        .bind(&rows.hashes)
+        .execute(&mut *conn)
+        .await
+        .ctx("appending to the ledger")?;
         sqlx::query("UPDATE ledger_head SET seq = $2, hash = $3 WHERE tenant_id = $1")
             .bind(&tenant)
             .bind(seq)
@@ -252,6 +260,16 @@ pub(crate) async fn append(
             .ctx("moving the tenant's ledger head")?;
     }
     Ok(())
+}
+
+/// One tenant's new entries, column by column, for one INSERT.
+#[derive(Debug, Default)]
+struct Rows {
+    seqs: Vec<i64>,
+    kinds: Vec<String>,
+    texts: Vec<String>,
+    prevs: Vec<String>,
+    hashes: Vec<String>,
 }
 
 async fn tenant_exists(conn: &mut PgConnection, tenant: &str) -> Result<bool, ServiceError> {

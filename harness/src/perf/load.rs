@@ -40,7 +40,7 @@ use sqlx::{Connection, Executor, PgConnection};
 
 use super::Progress;
 
-const SECRET: &[u8] = b"spendgate-perf-load";
+const SECRET: &[u8] = b"spendgate-perf-load-webhook-secret-0123456789";
 /// The simulated clock runs this many times faster than real time, so that
 /// the one-minute rate windows of [`load_seed`] hold a fraction of a second of
 /// real proposals (a fixed clock would put every proposal of the run in the
@@ -548,7 +548,11 @@ pub(super) async fn measure(
 ) -> Result<(Load, Vec<String>)> {
     let started = Instant::now();
     let mut notes = Vec::new();
-    let bench = Pgbench::init(admin_url).await?;
+    // pgbench gets a database of its own, made by the role that may create
+    // databases: the migrations' owner (DATABASE_URL is the application's,
+    // which may not, under `harness db run`).
+    let owner = gate::db::server_urls(admin_url).await?.owner;
+    let bench = Pgbench::init(&owner).await?;
     let most = plan.clients.iter().copied().max().unwrap_or(1);
     let (db, gate) = world(admin_url, most).await?;
     let mut cell_no = 0;
