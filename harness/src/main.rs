@@ -21,8 +21,10 @@ mod naive_tool;
 mod perf;
 mod reconcile;
 mod report;
+mod scenario_format;
 mod serve;
 mod triage;
+mod workspace;
 mod world;
 
 /// spendgate's command line: a throwaway Postgres, the guided triage tour,
@@ -61,6 +63,8 @@ enum Command {
     Mcp(mcp::McpArgs),
     /// Settle every PROVIDER_PENDING request (and kept capture) against the provider.
     Reconcile(reconcile::ReconcileArgs),
+    /// Write docs/scenario-format.md from the corpus loader's own tables (or --check it).
+    ScenarioFormat(scenario_format::ScenarioFormatArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
         Command::Keys(args) => keys::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::Reconcile(args) => reconcile::run(args),
+        Command::ScenarioFormat(args) => scenario_format::run(args),
     };
     match result {
         Ok(code) => code,
