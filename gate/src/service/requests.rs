@@ -1,16 +1,16 @@
 //! Payment request rows: recording a proposal and moving it through its states.
 //!
 //! Guarantees: a request is inserted PROPOSED and then moved, in the same
-//! transaction, by a typed [`Transition`] (from the state the request was
-//! locked in to the next) — [`Transition::apply`] is the one function that
-//! changes a request's state, the move to NEEDS_REVIEW included. Leaving a reserving state (AUTHORIZED, CHECKOUT_ISSUED,
-//! PROVIDER_PENDING, CAPTURED) for any other releases the daily and the
-//! delegation budget together with the state change; entering AUTHORIZED
-//! records the reservation just taken; entering NEEDS_REVIEW counts the late
-//! payment on top of what the request held and records the state it had
-//! ended in (`CAPTURED_AFTER_<state>`). The database's
-//! `request_state_transition` and `ck_request_reservation_matches_state`
-//! refuse anything else.
+//! transaction, by a typed [`Transition`] from the state it was locked in to
+//! the next; [`Transition::apply`] is the one function that changes a
+//! request's state, the move to NEEDS_REVIEW included. Leaving a reserving
+//! state (AUTHORIZED, CHECKOUT_ISSUED, PROVIDER_PENDING, CAPTURED) for any
+//! other releases the daily and the delegation budget together with the
+//! state change; entering AUTHORIZED records the reservation just taken;
+//! entering NEEDS_REVIEW counts the late payment on top of what the request
+//! held and records the state it had ended in (`CAPTURED_AFTER_<state>`).
+//! The database's `request_state_transition` and
+//! `ck_request_reservation_matches_state` refuse anything else.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
