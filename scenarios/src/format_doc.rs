@@ -34,7 +34,11 @@ fn keys_table(out: &mut String, keys: &[Key]) {
     out.push_str("| key | required | meaning |\n|---|---|---|\n");
     for k in keys {
         let required = if k.required { "yes" } else { "no" };
-        let about = k.about.replace('|', "\\|");
+        let mut about = k.about.replace('|', "\\|");
+        if !k.refers_to.is_empty() {
+            let verbs = spelled(k.refers_to, |v| v);
+            let _ = write!(about, " (names an earlier step: {verbs})");
+        }
         let _ = writeln!(out, "| `{}` | {required} | {about} |", k.name);
     }
 }

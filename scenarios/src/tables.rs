@@ -6,10 +6,12 @@
 //! tables ([`check_table`]) before decoding it, so a key the table does not
 //! list is refused and a key it marks required must be present; the serde
 //! structs behind them accept exactly the same keys (a test in this module
-//! compares each table with the struct's own field list). The reference
-//! `docs/scenario-format.md` is rendered from these tables
-//! ([`crate::format_doc`]), so the document cannot say what the loader
-//! does not do.
+//! compares each table with the struct's own field list). A key that names
+//! an earlier step says which verbs that step may have (`refers_to`), and
+//! the reference check ([`crate::references`]) reads it from here. The
+//! reference `docs/scenario-format.md` is rendered from these tables
+//! ([`crate::format_doc`]), so the document cannot say what the loader does
+//! not do.
 
 use serde_yaml::Mapping;
 
@@ -23,6 +25,10 @@ pub struct Key {
     pub required: bool,
     /// One sentence for the reference.
     pub about: &'static str,
+    /// For a key that names an earlier step: the verbs that step may have
+    /// (seen through replays); [`crate::references`] checks it. Empty for
+    /// any other key.
+    pub refers_to: &'static [&'static str],
 }
 
 const fn req(name: &'static str, about: &'static str) -> Key {
@@ -30,6 +36,7 @@ const fn req(name: &'static str, about: &'static str) -> Key {
         name,
         required: true,
         about,
+        refers_to: &[],
     }
 }
 
@@ -38,8 +45,28 @@ const fn opt(name: &'static str, about: &'static str) -> Key {
         name,
         required: false,
         about,
+        refers_to: &[],
     }
 }
+
+/// A required key that names an earlier step of one of these verbs.
+const fn step_ref(
+    name: &'static str,
+    refers_to: &'static [&'static str],
+    about: &'static str,
+) -> Key {
+    Key {
+        name,
+        required: true,
+        about,
+        refers_to,
+    }
+}
+
+/// The verbs whose step sends a request that `replay` can send again.
+pub const SENDERS: &[&str] = &[
+    "propose", "approve", "checkout", "pay", "webhook", "grant", "revoke", "cancel",
+];
 
 /// One verb of the step table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,8 +177,6 @@ pub const POLICY: &[Key] = &[
     opt("denial_rate", "`{max_denials, window_minutes}` per agent"),
 ];
 
-const REQUEST: &str = "the name of an earlier `propose` step";
-
 /// Every verb, in the spec's order.
 pub const VERB_SPECS: [VerbSpec; 18] = [
     VerbSpec {
@@ -169,20 +194,26 @@ pub const VERB_SPECS: [VerbSpec; 18] = [
     VerbSpec {
         name: "approve",
         about: "a human approves a step-up request",
-        keys: &[req("request", REQUEST), req("approver", "the human")],
+        keys: &[
+            step_ref("request", &["propose"], "the request"),
+            req("approver", "the human"),
+        ],
         rules: &[],
     },
     VerbSpec {
         name: "checkout",
         about: "issues the single-use checkout authority for an authorized request",
-        keys: &[req("request", REQUEST), req("actor", "who asks")],
+        keys: &[
+            step_ref("request", &["propose"], "the request"),
+            req("actor", "who asks"),
+        ],
         rules: &[],
     },
     VerbSpec {
         name: "pay",
         about: "consumes the authority: creates exactly one provider order",
         keys: &[
-            req("authority", "the name of an earlier `checkout` step"),
+            step_ref("authority", &["checkout"], "the authority"),
             opt("actor", "who pays"),
         ],
         rules: &[],
@@ -191,7 +222,7 @@ pub const VERB_SPECS: [VerbSpec; 18] = [
         name: "webhook",
         about: "a provider event arriving at the webhook endpoint",
         keys: &[
-            req("order", "the name of an earlier `pay` step"),
+            step_ref("order", &["pay"], "the provider order"),
             opt("event", "the event type, default `payment.captured`"),
             opt("amount_paise", "default the order's amount"),
             opt("currency", "default the order's currency"),
@@ -277,7 +308,10 @@ pub const VERB_SPECS: [VerbSpec; 18] = [
     VerbSpec {
         name: "cancel",
         about: "the requesting agent or a human who may approve cancels a request",
-        keys: &[req("request", REQUEST), req("actor", "who cancels")],
+        keys: &[
+            step_ref("request", &["propose"], "the request"),
+            req("actor", "who cancels"),
+        ],
         rules: &[],
     },
     VerbSpec {
@@ -307,15 +341,16 @@ pub const VERB_SPECS: [VerbSpec; 18] = [
     VerbSpec {
         name: "provider_capture",
         about: "the simulated provider captures an order (moves no state in the gate by itself)",
-        keys: &[req("order", "the name of an earlier `pay` step")],
+        keys: &[step_ref("order", &["pay"], "the provider order")],
         rules: &[],
     },
     VerbSpec {
         name: "replay",
         about: "sends an earlier step's request again, byte for byte",
-        keys: &[req(
+        keys: &[step_ref(
             "of",
-            "the name of an earlier step that sends a request",
+            SENDERS,
+            "the step whose request is sent again",
         )],
         rules: &["takes no `tenant`"],
     },
@@ -350,6 +385,14 @@ pub const VERBS: [&str; 18] = {
 /// The table of one verb.
 pub fn verb(name: &str) -> Option<&'static VerbSpec> {
     VERB_SPECS.iter().find(|v| v.name == name)
+}
+
+/// The verbs a step named by `field` of `verb` may have; empty when the
+/// field names no step.
+pub fn refers_to(verb: &str, field: &str) -> &'static [&'static str] {
+    self::verb(verb)
+        .and_then(|v| v.keys.iter().find(|k| k.name == field))
+        .map_or(&[], |k| k.refers_to)
 }
 
 /// The names of a table's keys.
@@ -506,6 +549,42 @@ mod tests {
                 serde_yaml::from_str(&format!("{{{name}: {body}}}")).unwrap();
             crate::Step::parse(&step, "s").unwrap_or_else(|e| panic!("{name}: {e:?}"));
         }
+    }
+
+    #[test]
+    fn every_reference_a_verb_makes_is_a_table_key_that_names_verbs() {
+        // The fields Verb::references() yields, verb by verb, are exactly the
+        // table keys with a non-empty `refers_to`.
+        let samples = [
+            "{approve: {request: p, approver: h}}",
+            "{checkout: {request: p, actor: a}}",
+            "{cancel: {request: p, actor: a}}",
+            "{pay: {authority: c}}",
+            "{webhook: {order: o}}",
+            "{provider_capture: {order: o}}",
+            "{replay: {of: p}}",
+        ];
+        for text in samples {
+            let value: serde_yaml::Value = serde_yaml::from_str(text).unwrap();
+            let step = crate::Step::parse(&value, "s").unwrap();
+            let fields: Vec<&str> = step.verb.references().iter().map(|(f, _)| *f).collect();
+            let spec = verb(step.verb.name()).unwrap();
+            let table: Vec<&str> = spec
+                .keys
+                .iter()
+                .filter(|k| !k.refers_to.is_empty())
+                .map(|k| k.name)
+                .collect();
+            assert_eq!(fields, table, "{text}");
+            for v in table.iter().flat_map(|f| refers_to(spec.name, f)) {
+                assert!(VERBS.contains(v), "{text}: {v}");
+            }
+        }
+        let with_refs = VERB_SPECS
+            .iter()
+            .filter(|v| v.keys.iter().any(|k| !k.refers_to.is_empty()))
+            .count();
+        assert_eq!(with_refs, samples.len());
     }
 
     #[test]
