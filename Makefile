@@ -21,6 +21,7 @@ help:
 	@echo 'make test       every test against Postgres (cargo test --workspace)'
 	@echo 'make triage     the guided tour: an unguarded purchase tool, then the gate'
 	@echo 'make reports    regenerate reports/ (benchmark, attack matrix, generated corpus, mutations)'
+	@echo '                and docs/scenario-format.md (harness scenario-format)'
 	@echo 'make bench      the corpus through the gate, then speed figures (reports/performance.md)'
 	@echo 'make mutation   delete each registered guard in turn, rebuilding each (rewrite mode)'
 	@echo 'make mutation-report  regenerate reports/mutations.{md,json} (both modes, every guard)'
@@ -69,8 +70,9 @@ triage:
 	$(HARNESS) triage $(ARGS)
 
 # benchmark, attack matrix and the 10,000 generated scenarios (reports/generated.*),
-# then the mutation report.
+# then the mutation report; first docs/scenario-format.md from the loader's tables.
 reports:
+	$(HARNESS) scenario-format
 	$(WITH_DB) $(HARNESS) report $(ARGS)
 	$(MAKE) mutation-report
 

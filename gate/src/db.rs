@@ -58,7 +58,8 @@
 //! silent pass) unless `SPENDGATE_SKIP_DB=1`, in which case it says the test was
 //! skipped and returns `Ok(None)`.
 //!
-//! The mutation runner's schema-guard contract (`mutations/src/drop_guards.rs`):
+//! The mutation runner's schema-guard contract (the `drop-guards` crate, the
+//! one codec the runner and this module share):
 //! when `SPENDGATE_DROP_GUARDS=KIND:TABLE:NAME[,...]` is set (KIND is
 //! `constraint`, `trigger` or `index`), [`fresh_database`] drops each named
 //! object from the NEW database (never the template) before handing it out,
@@ -80,6 +81,8 @@ use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, Executor, Postgres};
 
+use drop_guards::{LogLine, is_sql_name};
+
 /// Every migration of `migrations/`, embedded at build time.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 
@@ -94,9 +97,9 @@ pub const APP_ROLE: &str = "spendgate_app";
 /// Set to `1` to skip database tests when `DATABASE_URL` is not set.
 pub const SKIP_ENV: &str = "SPENDGATE_SKIP_DB";
 /// The mutation runner's list of schema objects a fresh database goes without.
-pub const DROP_GUARDS_ENV: &str = "SPENDGATE_DROP_GUARDS";
+pub use drop_guards::DROP_GUARDS_ENV;
 /// The file [`fresh_database`] reports each drop to (see the module docs).
-pub const DROP_GUARDS_LOG_ENV: &str = "SPENDGATE_DROP_GUARDS_LOG";
+pub use drop_guards::DROP_GUARDS_LOG_ENV;
 
 /// How long to wait for a connection before calling the server unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -543,106 +546,55 @@ pub async fn fresh_database_with(urls: &ServerUrls) -> Result<FreshDatabase, DbE
     }
 }
 
-/// A schema object the mutation runner asks a fresh database to go without.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct DropGuard {
-    /// `constraint`, `trigger` or `index`.
-    kind: &'static str,
-    table: String,
-    name: String,
-}
-
-impl DropGuard {
-    /// `KIND:TABLE:NAME`, as the runner wrote it.
-    fn spec(&self) -> String {
-        format!("{}:{}:{}", self.kind, self.table, self.name)
-    }
-
-    /// The one statement that drops the object.
-    fn sql(&self) -> String {
-        match self.kind {
-            "constraint" => format!("ALTER TABLE {} DROP CONSTRAINT {}", self.table, self.name),
-            "trigger" => format!("DROP TRIGGER {} ON {}", self.name, self.table),
-            _ => format!("DROP INDEX {}", self.name),
-        }
-    }
-}
-
-/// A plain (optionally schema-qualified) SQL identifier, safe to splice into DDL.
-fn is_sql_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.split('.').all(|part| {
-            let mut chars = part.chars();
-            matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        })
-}
-
-/// Parses `KIND:TABLE:NAME[,KIND:TABLE:NAME...]`; `Err((item, why))` names the bad item.
-fn parse_drop_guards(value: &str) -> Result<Vec<DropGuard>, (String, String)> {
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-        .map(|item| {
-            let bad = |why: &str| (item.to_owned(), why.to_owned());
-            let mut parts = item.splitn(3, ':');
-            let (Some(kind), Some(table), Some(name)) = (parts.next(), parts.next(), parts.next())
-            else {
-                return Err(bad("not KIND:TABLE:NAME"));
-            };
-            let kind = match kind {
-                "constraint" => "constraint",
-                "trigger" => "trigger",
-                "index" => "index",
-                _ => return Err(bad("KIND is not constraint, trigger or index")),
-            };
-            if !is_sql_name(table) || !is_sql_name(name) {
-                return Err(bad("TABLE and NAME must be plain SQL identifiers"));
-            }
-            Ok(DropGuard {
-                kind,
-                table: table.to_owned(),
-                name: name.to_owned(),
-            })
-        })
-        .collect()
-}
-
 /// Appends one line to the runner's log (best effort: a log that cannot be
 /// written leaves no `dropped` line, which the runner reports as an error).
-fn log_line(log: Option<&std::path::Path>, line: &str) {
-    use std::io::Write;
-    if let Some(path) = log {
-        let written = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
-            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
-        if let Err(e) = written {
-            eprintln!("warning: cannot append to {}: {e}", path.display());
-        }
+fn log_line(log: Option<&std::path::Path>, line: &LogLine) {
+    if let Some(path) = log
+        && let Err(e) = drop_guards::append_log(path, line)
+    {
+        eprintln!("warning: cannot append to {}: {e}", path.display());
     }
 }
 
-/// Drops every object `wanted` names from the database of `pool`, logging each.
+/// Drops every object `wanted` names from the database of `pool`, logging
+/// each. `wanted` is decoded by the contract's one codec (`drop_guards`): an
+/// item it refuses is logged and returned as [`DbError::DropGuard`].
 async fn drop_guards(
     pool: &PgPool,
     wanted: &str,
     log: Option<&std::path::Path>,
 ) -> Result<(), DbError> {
-    let guards = parse_drop_guards(wanted).map_err(|(spec, message)| {
-        log_line(log, &format!("failed {spec}: {message}"));
-        DbError::DropGuard { spec, message }
+    let specs = drop_guards::decode(wanted).map_err(|(item, refusal)| {
+        let message = refusal.to_string();
+        log_line(
+            log,
+            &LogLine::Failed {
+                item: item.clone(),
+                message: message.clone(),
+            },
+        );
+        DbError::DropGuard {
+            spec: item,
+            message,
+        }
     })?;
-    for guard in guards {
-        let spec = guard.spec();
-        match pool.execute(guard.sql().as_str()).await {
-            Ok(_) => log_line(log, &format!("dropped {spec}")),
+    for spec in specs {
+        match pool.execute(spec.sql().as_str()).await {
+            Ok(_) => log_line(log, &LogLine::Dropped(spec)),
             Err(cause) => {
                 let message = cause.to_string().replace('\n', " ");
-                log_line(log, &format!("failed {spec}: {message}"));
-                return Err(DbError::DropGuard { spec, message });
+                let item = spec.to_string();
+                log_line(
+                    log,
+                    &LogLine::Failed {
+                        item: item.clone(),
+                        message: message.clone(),
+                    },
+                );
+                return Err(DbError::DropGuard {
+                    spec: item,
+                    message,
+                });
             }
         }
     }
@@ -962,43 +914,6 @@ mod tests {
             redact_url("postgres:///db?host=/tmp&password=hunter2&user=u"),
             "postgres:///db?host=/tmp&password=***&user=u"
         );
-    }
-
-    #[test]
-    fn drop_guard_lists_parse_into_ddl_and_refuse_anything_else() {
-        let parsed = parse_drop_guards(
-            " constraint:ledger:ck_amount_positive,trigger:ledger_entries:ledger_append_only,,\
-             index:approvals:uq_live_approval ",
-        )
-        .unwrap_or_else(|e| panic!("{e:?}"));
-        let sql: Vec<String> = parsed.iter().map(DropGuard::sql).collect();
-        assert_eq!(
-            sql,
-            [
-                "ALTER TABLE ledger DROP CONSTRAINT ck_amount_positive",
-                "DROP TRIGGER ledger_append_only ON ledger_entries",
-                "DROP INDEX uq_live_approval",
-            ]
-        );
-        assert_eq!(
-            parsed[1].spec(),
-            "trigger:ledger_entries:ledger_append_only"
-        );
-        assert_eq!(parse_drop_guards(""), Ok(Vec::new()));
-        assert_eq!(
-            parse_drop_guards("public.approvals:x").map_err(|(_, why)| why),
-            Err("not KIND:TABLE:NAME".to_owned())
-        );
-        for bad in [
-            "view:a:b",
-            "constraint:a;drop table x:b",
-            "index:t:\"x\"",
-            "trigger::x",
-        ] {
-            let err = parse_drop_guards(bad).map(|_| ()).unwrap_err();
-            assert_eq!(err.0, bad, "{bad}");
-        }
-        assert!(parse_drop_guards("constraint:public.t:ck_x").is_ok());
     }
 
     /// The drop hook against a real database: each object goes, each drop is

@@ -25,6 +25,18 @@ pub enum Layer {
 }
 
 impl Layer {
+    /// Every layer, in the order a proposal meets them.
+    pub const ALL: [Layer; 8] = [
+        Layer::ToolBoundary,
+        Layer::Identity,
+        Layer::Policy,
+        Layer::Delegation,
+        Layer::Approval,
+        Layer::CheckoutAuthority,
+        Layer::ProviderEvent,
+        Layer::Replay,
+    ];
+
     /// The kebab-case name used in reports and the taxonomy.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -209,8 +221,8 @@ impl Decision {
 mod tests {
     use super::*;
 
-    /// The codes `shared/spec/scenarios.md` lists, copied here so that the
-    /// test holds even where the spec file is not beside the repository.
+    /// The codes the spec (`scenarios.md`, the corpus contract) lists,
+    /// copied here: a contract is extended, never renamed.
     const SPEC_CODES: &[&str] = &[
         "PROPOSAL_MALFORMED",
         "PROPOSAL_UNKNOWN_FIELD",
@@ -283,35 +295,40 @@ mod tests {
         }
     }
 
+    /// The repository's own reference, `docs/scenario-format.md`, is
+    /// generated from this enum (`harness scenario-format`; a drift test
+    /// keeps it current). It must exist in every clone, list every code here
+    /// and every code of the spec, and nothing that does not parse.
     #[test]
-    fn the_spec_file_lists_no_code_missing_here() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/spec/scenarios.md"
-        );
-        let Ok(spec) = std::fs::read_to_string(path) else {
-            eprintln!(
-                "spec not beside the repository at {path}; the copied list above still holds"
-            );
-            return;
-        };
-        let section = spec
+    fn the_generated_reference_lists_exactly_these_codes() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scenario-format.md");
+        let doc = std::fs::read_to_string(path).unwrap_or_else(|e| {
+            panic!("{path}: {e}; regenerate it with `cargo run -p harness -- scenario-format`")
+        });
+        let section = doc
             .split("## Reason codes")
             .nth(1)
-            .and_then(|s| s.split("### Which reason wins").next())
-            .expect("the spec has a reason-code section");
+            .and_then(|s| s.split("\n## ").next())
+            .expect("the reference has a `## Reason codes` section");
         let mut seen = std::collections::BTreeSet::new();
-        for token in section.split('`') {
+        for token in section.split('`').skip(1).step_by(2) {
             if token.len() > 3 && token.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
                 assert!(
                     token.parse::<Reason>().is_ok(),
-                    "spec code {token} missing from Reason"
+                    "the reference lists {token}, which is not a Reason"
                 );
-                assert!(SPEC_CODES.contains(&token), "copied list lacks {token}");
-                seen.insert(token);
+                assert!(seen.insert(token), "the reference lists {token} twice");
             }
         }
-        assert_eq!(seen.len(), SPEC_CODES.len());
+        for reason in Reason::ALL {
+            assert!(
+                seen.contains(reason.code()),
+                "the reference lacks {reason}: regenerate it"
+            );
+        }
+        for code in SPEC_CODES {
+            assert!(seen.contains(code), "the reference lacks the spec's {code}");
+        }
     }
 
     #[test]

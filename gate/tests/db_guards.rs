@@ -44,81 +44,79 @@ fn child(id: &str, parent: &str, budget: i64) -> String {
 
 #[tokio::test]
 async fn ck_delegation_budget_partitioned_refuses_sibling_oversubscription() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    exec(w.pool(), &child("d-a", "d-buyer", 120000)).await?;
-    assert_refused_by(
-        exec(w.pool(), &child("d-b", "d-buyer", 80001)).await,
-        "ck_delegation_budget_partitioned",
-    );
-    exec(w.pool(), &child("d-c", "d-buyer", 80000)).await?;
-    let allocated: i64 =
-        sqlx::query_scalar("SELECT allocated_paise FROM delegations WHERE id = 'd-buyer'")
-            .fetch_one(w.pool())
-            .await?;
-    assert_eq!(
-        allocated, 200000,
-        "the siblings partition the parent exactly"
-    );
-    w.drop().await
+    on_world(async |w| {
+        exec(w.pool(), &child("d-a", "d-buyer", 120000)).await?;
+        assert_refused_by(
+            exec(w.pool(), &child("d-b", "d-buyer", 80001)).await,
+            "ck_delegation_budget_partitioned",
+        );
+        exec(w.pool(), &child("d-c", "d-buyer", 80000)).await?;
+        let allocated: i64 =
+            sqlx::query_scalar("SELECT allocated_paise FROM delegations WHERE id = 'd-buyer'")
+                .fetch_one(w.pool())
+                .await?;
+        assert_eq!(
+            allocated, 200000,
+            "the siblings partition the parent exactly"
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ck_delegation_budget_partitioned_refuses_spending_past_the_budget() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    exec(w.pool(), &child("d-a", "d-buyer", 150000)).await?;
-    assert_refused_by(
+    on_world(async |w| {
+        exec(w.pool(), &child("d-a", "d-buyer", 150000)).await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                "UPDATE delegations SET spent_paise = 50001 WHERE id = 'd-buyer'",
+            )
+            .await,
+            "ck_delegation_budget_partitioned",
+        );
         exec(
             w.pool(),
-            "UPDATE delegations SET spent_paise = 50001 WHERE id = 'd-buyer'",
+            "UPDATE delegations SET spent_paise = 50000 WHERE id = 'd-buyer'",
         )
-        .await,
-        "ck_delegation_budget_partitioned",
-    );
-    exec(
-        w.pool(),
-        "UPDATE delegations SET spent_paise = 50000 WHERE id = 'd-buyer'",
-    )
-    .await?;
-    w.drop().await
+        .await?;
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn delegation_attenuates_takes_the_allocation_from_the_parent() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    exec(w.pool(), &child("d-a", "d-buyer", 70000)).await?;
-    exec(
+    on_world(async |w| {
+        exec(w.pool(), &child("d-a", "d-buyer", 70000)).await?;
+        exec(
         w.pool(),
         "INSERT INTO delegations (tenant_id, id, parent_id, grantee_id, budget_paise, created_at) \
          VALUES ('acme', 'd-a1', 'd-a', 'renewals-agent', 30000, now())",
     )
     .await?;
-    let rows: Vec<(String, i64)> = sqlx::query_as(
-        "SELECT id, allocated_paise FROM delegations WHERE tenant_id = 'acme' ORDER BY id",
-    )
-    .fetch_all(w.pool())
-    .await?;
-    assert_eq!(
-        rows,
-        vec![
-            ("d-a".into(), 30000),
-            ("d-a1".into(), 0),
-            ("d-buyer".into(), 70000)
-        ]
-    );
-    w.drop().await
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT id, allocated_paise FROM delegations WHERE tenant_id = 'acme' ORDER BY id",
+        )
+        .fetch_all(w.pool())
+        .await?;
+        assert_eq!(
+            rows,
+            vec![
+                ("d-a".into(), 30000),
+                ("d-a1".into(), 0),
+                ("d-buyer".into(), 70000)
+            ]
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn delegation_attenuates_refuses_a_child_wider_than_its_parent() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     // budget
     assert_refused_by(
         exec(w.pool(), &child("d-wide", "d-buyer", 200001)).await,
@@ -154,14 +152,14 @@ async fn delegation_attenuates_refuses_a_child_wider_than_its_parent() -> TestRe
         &below("ARRAY['SNACK-BOX']", "'2026-09-30T00:00:00Z'"),
     )
     .await?;
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn delegation_attenuates_refuses_a_root_from_a_human_who_may_not_approve() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     assert_refused_by(
         exec(
             w.pool(),
@@ -171,27 +169,27 @@ async fn delegation_attenuates_refuses_a_root_from_a_human_who_may_not_approve()
         .await,
         "delegation_attenuates",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn delegation_attenuates_refuses_a_child_of_a_revoked_parent() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     exec(w.pool(), "UPDATE delegations SET revoked_at = now(), revoked_by = 'finance-lead' WHERE id = 'd-buyer'").await?;
     assert_refused_by(
         exec(w.pool(), &child("d-late", "d-buyer", 1000)).await,
         "delegation_attenuates",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn delegation_attenuates_refuses_a_child_that_starts_with_spend() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     assert_refused_by(
         exec(
             w.pool(),
@@ -201,14 +199,14 @@ async fn delegation_attenuates_refuses_a_child_that_starts_with_spend() -> TestR
         .await,
         "delegation_attenuates",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn delegation_terms_immutable_refuses_widening_a_written_hop() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     assert_refused_by(
         exec(
             w.pool(),
@@ -234,14 +232,14 @@ async fn delegation_terms_immutable_refuses_widening_a_written_hop() -> TestResu
         .await,
         "delegation_terms_immutable",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_delegation_parent_same_tenant_refuses_a_parent_in_another_tenant() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     // The trigger refuses this first; switch it off (as the owner: the
     // application role may not) to reach the foreign key itself.
     exec(
@@ -258,14 +256,14 @@ async fn fk_delegation_parent_same_tenant_refuses_a_parent_in_another_tenant() -
         .await,
         "fk_delegation_parent_same_tenant",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_delegation_grantee_same_tenant_refuses_another_tenants_agent() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     assert_refused_by(
         exec(
             w.pool(),
@@ -275,83 +273,83 @@ async fn fk_delegation_grantee_same_tenant_refuses_another_tenants_agent() -> Te
         .await,
         "fk_delegation_grantee_same_tenant",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 // ---- requests and reservations ---------------------------------------------
 
 #[tokio::test]
 async fn request_state_transition_refuses_capturing_from_anywhere_else() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = authorized(&w).await?;
-    // A captured payment recorded for the AUTHORIZED request (borrowing
-    // another request's order), so request_captured_by_event, which fires
-    // first and refuses any capture without one, lets the statement through
-    // to the transition guard. A capture without a payment is refused by
-    // request_captured_by_event (gate/tests/db_roles.rs).
-    let (_, _, order) = paid_order(&w).await?;
-    // As the owner: the payment's own foreign key would refuse the borrowing.
-    exec(
-        w.owner(),
-        "ALTER TABLE provider_payments DROP CONSTRAINT fk_provider_payment_matches_order",
-    )
-    .await?;
-    exec(
-        w.pool(),
-        &format!(
-            "INSERT INTO provider_payments (tenant_id, provider_payment_id, provider_order_id, \
+    on_world(async |w| {
+        let request = authorized(w).await?;
+        // A captured payment recorded for the AUTHORIZED request (borrowing
+        // another request's order), so request_captured_by_event, which fires
+        // first and refuses any capture without one, lets the statement through
+        // to the transition guard. A capture without a payment is refused by
+        // request_captured_by_event (gate/tests/db_roles.rs).
+        let (_, _, order) = paid_order(w).await?;
+        // As the owner: the payment's own foreign key would refuse the borrowing.
+        exec(
+            w.owner(),
+            "ALTER TABLE provider_payments DROP CONSTRAINT fk_provider_payment_matches_order",
+        )
+        .await?;
+        exec(
+            w.pool(),
+            &format!(
+                "INSERT INTO provider_payments (tenant_id, provider_payment_id, provider_order_id, \
              request_id, amount_paise, currency, status, source, recorded_at) \
              SELECT tenant_id, 'pay_borrowed', provider_order_id, '{request}', amount_paise, \
                     currency, 'captured', 'webhook', now() \
                FROM provider_orders WHERE provider_order_id = '{order}'"
-        ),
-    )
-    .await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{request}'"),
+            ),
         )
-        .await,
-        "request_state_transition",
-    );
-    w.drop().await
+        .await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{request}'"),
+            )
+            .await,
+            "request_state_transition",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn request_state_transition_refuses_reviving_a_final_state() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
-        .await?;
-    let request = request_id(&p);
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("DENIED")
-    );
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &format!(
-                "UPDATE payment_requests SET state = 'PENDING_APPROVAL' WHERE id = '{request}'"
-            ),
-        )
-        .await,
-        "request_state_transition",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let p = w
+            .gate
+            .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
+            .await?;
+        let request = request_id(&p);
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("DENIED")
+        );
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &format!(
+                    "UPDATE payment_requests SET state = 'PENDING_APPROVAL' WHERE id = '{request}'"
+                ),
+            )
+            .await,
+            "request_state_transition",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn request_state_transition_refuses_a_request_born_authorized() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     assert_refused_by(
         exec(
             w.pool(),
@@ -361,7 +359,9 @@ async fn request_state_transition_refuses_a_request_born_authorized() -> TestRes
         .await,
         "request_state_transition",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
@@ -384,10 +384,8 @@ async fn ck_request_reservation_matches_state_refuses_ending_a_request_without_r
 
 #[tokio::test]
 async fn ck_daily_spend_within_cap_refuses_reserving_past_the_cap() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    authorized(&w).await?; // the day's row exists: 60000 of 500000
+    on_world(async |w| {
+    authorized(w).await?; // the day's row exists: 60000 of 500000
     assert_refused_by(
         exec(w.pool(), "UPDATE daily_spend SET reserved_paise = reserved_paise + 440001 WHERE tenant_id = 'acme'").await,
         "ck_daily_spend_within_cap",
@@ -405,14 +403,14 @@ async fn ck_daily_spend_within_cap_refuses_reserving_past_the_cap() -> TestResul
         "UPDATE daily_spend SET reserved_paise = reserved_paise + 440000 WHERE tenant_id = 'acme'",
     )
     .await?;
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn uq_request_idempotency_refuses_a_key_used_twice() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     w.gate
         .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), Some("k-1"))
         .await?;
@@ -425,14 +423,14 @@ async fn uq_request_idempotency_refuses_a_key_used_twice() -> TestResult {
         .await,
         "uq_request_idempotency",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_request_agent_same_tenant_refuses_another_tenants_agent() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     assert_refused_by(
         exec(
             w.pool(),
@@ -442,32 +440,32 @@ async fn fk_request_agent_same_tenant_refuses_another_tenants_agent() -> TestRes
         .await,
         "fk_request_agent_same_tenant",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 // ---- approvals -------------------------------------------------------------
 
 #[tokio::test]
 async fn uq_live_approval_refuses_a_second_live_approval() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = pending(&w).await?;
-    let approve = format!(
-        "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
+    on_world(async |w| {
+        let request = pending(w).await?;
+        let approve = format!(
+            "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
          VALUES ('acme', '{request}', 'finance-lead', now())"
-    );
-    exec(w.pool(), &approve).await?;
-    assert_refused_by(exec(w.pool(), &approve).await, "uq_live_approval");
-    w.drop().await
+        );
+        exec(w.pool(), &approve).await?;
+        assert_refused_by(exec(w.pool(), &approve).await, "uq_live_approval");
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ck_approval_consumed_once_refuses_a_second_consumption() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = pending(&w).await?;
+    on_world(async |w| {
+    let request = pending(w).await?;
     assert!(
         w.gate
             .approve("acme", &request, "finance-lead")
@@ -490,52 +488,54 @@ async fn ck_approval_consumed_once_refuses_a_second_consumption() -> TestResult 
         .await,
         "ck_approval_consumed_once",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn approval_by_permitted_human_refuses_an_approver_who_may_not_approve() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = pending(&w).await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &format!(
-                "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
+    on_world(async |w| {
+        let request = pending(w).await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &format!(
+                    "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
                  VALUES ('acme', '{request}', 'intern', now())"
-            ),
-        )
-        .await,
-        "approval_by_permitted_human",
-    );
-    w.drop().await
+                ),
+            )
+            .await,
+            "approval_by_permitted_human",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_approval_approver_same_tenant_refuses_another_tenants_human() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = pending(&w).await?;
-    exec(
-        w.owner(),
-        "ALTER TABLE approvals DISABLE TRIGGER approval_by_permitted_human",
-    )
-    .await?;
-    assert_refused_by(
+    on_world(async |w| {
+        let request = pending(w).await?;
         exec(
-            w.pool(),
-            &format!(
-                "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
-                 VALUES ('acme', '{request}', 'globex-finance', now())"
-            ),
+            w.owner(),
+            "ALTER TABLE approvals DISABLE TRIGGER approval_by_permitted_human",
         )
-        .await,
-        "fk_approval_approver_same_tenant",
-    );
-    w.drop().await
+        .await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &format!(
+                    "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
+                 VALUES ('acme', '{request}', 'globex-finance', now())"
+                ),
+            )
+            .await,
+            "fk_approval_approver_same_tenant",
+        );
+        Ok(())
+    })
+    .await
 }
 
 // ---- checkout authorities and orders ---------------------------------------
@@ -552,10 +552,8 @@ fn authority_insert(request: &str, id: &str, amount: i64, ttl: &str) -> String {
 
 #[tokio::test]
 async fn ck_authority_one_consumer_refuses_a_human_and_an_agent_at_once() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = authorized(&w).await?;
+    on_world(async |w| {
+    let request = authorized(w).await?;
     let authority = w.gate.checkout("acme", &request, "finance-lead").await?;
     let authority = authority.id.expect("an authority id");
     assert_refused_by(
@@ -569,15 +567,15 @@ async fn ck_authority_one_consumer_refuses_a_human_and_an_agent_at_once() -> Tes
         .await,
         "ck_authority_one_consumer",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_authority_agent_consumer_same_tenant_refuses_another_tenants_agent() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = authorized(&w).await?;
+    on_world(async |w| {
+    let request = authorized(w).await?;
     let authority = w.gate.checkout("acme", &request, "finance-lead").await?;
     let authority = authority.id.expect("an authority id");
     assert_refused_by(
@@ -590,68 +588,68 @@ async fn fk_authority_agent_consumer_same_tenant_refuses_another_tenants_agent()
         .await,
         "fk_authority_agent_consumer_same_tenant",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn uq_authority_per_request_refuses_a_second_authority() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = authorized(&w).await?;
-    assert!(
-        w.gate
-            .checkout("acme", &request, "finance-lead")
-            .await?
-            .is_ok()
-    );
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &authority_insert(&request, "auth_second", 60000, "10 minutes"),
-        )
-        .await,
-        "uq_authority_per_request",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let request = authorized(w).await?;
+        assert!(
+            w.gate
+                .checkout("acme", &request, "finance-lead")
+                .await?
+                .is_ok()
+        );
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &authority_insert(&request, "auth_second", 60000, "10 minutes"),
+            )
+            .await,
+            "uq_authority_per_request",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ck_authority_ttl_refuses_a_long_lived_authority() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = authorized(&w).await?;
-    assert_refused_by(
+    on_world(async |w| {
+        let request = authorized(w).await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &authority_insert(&request, "auth_long", 60000, "15 minutes 1 second"),
+            )
+            .await,
+            "ck_authority_ttl",
+        );
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &authority_insert(&request, "auth_dead", 60000, "0 seconds"),
+            )
+            .await,
+            "ck_authority_ttl",
+        );
         exec(
             w.pool(),
-            &authority_insert(&request, "auth_long", 60000, "15 minutes 1 second"),
+            &authority_insert(&request, "auth_ok", 60000, "15 minutes"),
         )
-        .await,
-        "ck_authority_ttl",
-    );
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &authority_insert(&request, "auth_dead", 60000, "0 seconds"),
-        )
-        .await,
-        "ck_authority_ttl",
-    );
-    exec(
-        w.pool(),
-        &authority_insert(&request, "auth_ok", 60000, "15 minutes"),
-    )
-    .await?;
-    w.drop().await
+        .await?;
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ck_authority_consumed_once_refuses_a_second_consumption() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, authority, _) = paid_order(&w).await?;
+    on_world(async |w| {
+    let (_, authority, _) = paid_order(w).await?;
     assert_refused_by(
         exec(
             w.pool(),
@@ -662,32 +660,32 @@ async fn ck_authority_consumed_once_refuses_a_second_consumption() -> TestResult
         .await,
         "ck_authority_consumed_once",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_authority_matches_request_refuses_an_authority_for_another_amount() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = authorized(&w).await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &authority_insert(&request, "auth_cheap", 1, "10 minutes"),
-        )
-        .await,
-        "fk_authority_matches_request",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let request = authorized(w).await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &authority_insert(&request, "auth_cheap", 1, "10 minutes"),
+            )
+            .await,
+            "fk_authority_matches_request",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn uq_provider_order_per_authority_refuses_a_second_order() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, authority, _) = paid_order(&w).await?;
+    on_world(async |w| {
+    let (_, authority, _) = paid_order(w).await?;
     assert_refused_by(
         exec(
             w.pool(),
@@ -701,15 +699,15 @@ async fn uq_provider_order_per_authority_refuses_a_second_order() -> TestResult 
         .await,
         "uq_provider_order_per_authority",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_provider_order_matches_authority_refuses_an_order_for_another_amount() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = authorized(&w).await?;
+    on_world(async |w| {
+    let request = authorized(w).await?;
     let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     assert_refused_by(
         exec(
@@ -724,16 +722,16 @@ async fn fk_provider_order_matches_authority_refuses_an_order_for_another_amount
         .await,
         "fk_provider_order_matches_authority",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn uq_provider_event_id_refuses_an_event_processed_twice() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, _, order) = paid_order(&w).await?;
-    let (b, sig) = event(&w, "evt_once", EVENT_CAPTURED, &order, 60000);
+    on_world(async |w| {
+    let (_, _, order) = paid_order(w).await?;
+    let (b, sig) = event(w, "evt_once", EVENT_CAPTURED, &order, 60000);
     assert!(
         w.gate
             .webhook(&b, Some(&sig), Some("evt_once"))
@@ -754,7 +752,9 @@ async fn uq_provider_event_id_refuses_an_event_processed_twice() -> TestResult {
         .await,
         "uq_provider_event_id",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 // ---- tenancy keys: no row reaches into another tenant -----------------------
@@ -792,9 +792,7 @@ fn bare_request(column: &str, value: &str) -> String {
 
 #[tokio::test]
 async fn fk_delegation_grantor_same_tenant_refuses_another_tenants_human() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     // The trigger refuses this first; switch it off (as the owner: the
     // application role may not) to reach the foreign key itself.
     exec(
@@ -811,118 +809,118 @@ async fn fk_delegation_grantor_same_tenant_refuses_another_tenants_human() -> Te
         .await,
         "fk_delegation_grantor_same_tenant",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_delegation_revoker_same_tenant_refuses_another_tenants_human() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    assert_refused_by(
-        exec(
-            w.pool(),
-            "UPDATE delegations SET revoked_at = now(), revoked_by = 'globex-finance' \
+    on_world(async |w| {
+        assert_refused_by(
+            exec(
+                w.pool(),
+                "UPDATE delegations SET revoked_at = now(), revoked_by = 'globex-finance' \
              WHERE tenant_id = 'acme' AND id = 'd-buyer'",
-        )
-        .await,
-        "fk_delegation_revoker_same_tenant",
-    );
-    w.drop().await
+            )
+            .await,
+            "fk_delegation_revoker_same_tenant",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_request_merchant_same_tenant_refuses_another_tenants_merchant() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    exec(
+    on_world(async |w| {
+        exec(
         w.pool(),
         "INSERT INTO merchants (tenant_id, id, display_name) VALUES ('globex', 'globex-only', 'G')",
     )
     .await?;
-    assert_refused_by(
-        exec(w.pool(), &bare_request("merchant_id", "'globex-only'")).await,
-        "fk_request_merchant_same_tenant",
-    );
-    w.drop().await
+        assert_refused_by(
+            exec(w.pool(), &bare_request("merchant_id", "'globex-only'")).await,
+            "fk_request_merchant_same_tenant",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_request_delegation_same_tenant_refuses_another_tenants_hop() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    assert_refused_by(
-        exec(w.pool(), &bare_request("delegation_id", "'d-globex'")).await,
-        "fk_request_delegation_same_tenant",
-    );
-    w.drop().await
+    on_world(async |w| {
+        assert_refused_by(
+            exec(w.pool(), &bare_request("delegation_id", "'d-globex'")).await,
+            "fk_request_delegation_same_tenant",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_request_policy_same_tenant_refuses_another_tenants_version() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    exec(
-        w.pool(),
-        "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
+    on_world(async |w| {
+        exec(
+            w.pool(),
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
          SELECT 'globex', 2, policy, now() FROM policy_versions \
           WHERE tenant_id = 'globex' AND version = 1",
-    )
-    .await?;
-    assert_refused_by(
-        exec(w.pool(), &bare_request("policy_version", "2")).await,
-        "fk_request_policy_same_tenant",
-    );
-    w.drop().await
+        )
+        .await?;
+        assert_refused_by(
+            exec(w.pool(), &bare_request("policy_version", "2")).await,
+            "fk_request_policy_same_tenant",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_approval_request_same_tenant_refuses_another_tenants_request() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = pending(&w).await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &format!(
-                "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
+    on_world(async |w| {
+        let request = pending(w).await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &format!(
+                    "INSERT INTO approvals (tenant_id, request_id, approver_id, approved_at) \
                  VALUES ('globex', '{request}', 'globex-finance', now())"
-            ),
-        )
-        .await,
-        "fk_approval_request_same_tenant",
-    );
-    w.drop().await
+                ),
+            )
+            .await,
+            "fk_approval_request_same_tenant",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_authority_issuer_same_tenant_refuses_another_tenants_human() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = authorized(&w).await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &authority_insert(&request, "auth_foreign", 60000, "10 minutes")
-                .replace("'finance-lead'", "'globex-finance'"),
-        )
-        .await,
-        "fk_authority_issuer_same_tenant",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let request = authorized(w).await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &authority_insert(&request, "auth_foreign", 60000, "10 minutes")
+                    .replace("'finance-lead'", "'globex-finance'"),
+            )
+            .await,
+            "fk_authority_issuer_same_tenant",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_authority_consumer_same_tenant_refuses_another_tenants_human() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = authorized(&w).await?;
+    on_world(async |w| {
+    let request = authorized(w).await?;
     let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
     assert_refused_by(
         exec(
@@ -934,32 +932,34 @@ async fn fk_authority_consumer_same_tenant_refuses_another_tenants_human() -> Te
         .await,
         "fk_authority_consumer_same_tenant",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_authority_policy_same_tenant_refuses_another_tenants_version() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = authorized(&w).await?;
-    exec(
-        w.pool(),
-        "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
-         SELECT 'globex', 2, policy, now() FROM policy_versions \
-          WHERE tenant_id = 'globex' AND version = 1",
-    )
-    .await?;
-    assert_refused_by(
+    on_world(async |w| {
+        let request = authorized(w).await?;
         exec(
             w.pool(),
-            &authority_insert(&request, "auth_foreign", 60000, "10 minutes")
-                .replace("policy_version, now()", "2, now()"),
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
+         SELECT 'globex', 2, policy, now() FROM policy_versions \
+          WHERE tenant_id = 'globex' AND version = 1",
         )
-        .await,
-        "fk_authority_policy_same_tenant",
-    );
-    w.drop().await
+        .await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &authority_insert(&request, "auth_foreign", 60000, "10 minutes")
+                    .replace("policy_version, now()", "2, now()"),
+            )
+            .await,
+            "fk_authority_policy_same_tenant",
+        );
+        Ok(())
+    })
+    .await
 }
 
 /// A captured event row for `request` and `order`, recorded under `tenant`.
@@ -974,39 +974,37 @@ fn event_row(tenant: &str, request: &str, order: &str) -> String {
 
 #[tokio::test]
 async fn fk_provider_event_order_same_tenant_refuses_another_tenants_order() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (request, _) = paid_in(&w, "acme", "buyer-agent", "finance-lead").await?;
-    let (_, globex_order) = paid_in(&w, "globex", "globex-agent", "globex-finance").await?;
-    assert_refused_by(
-        exec(w.pool(), &event_row("acme", &request, &globex_order)).await,
-        "fk_provider_event_order_same_tenant",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let (request, _) = paid_in(w, "acme", "buyer-agent", "finance-lead").await?;
+        let (_, globex_order) = paid_in(w, "globex", "globex-agent", "globex-finance").await?;
+        assert_refused_by(
+            exec(w.pool(), &event_row("acme", &request, &globex_order)).await,
+            "fk_provider_event_order_same_tenant",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_provider_event_request_same_tenant_refuses_another_tenants_request() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, order) = paid_in(&w, "acme", "buyer-agent", "finance-lead").await?;
-    let (globex_request, _) = paid_in(&w, "globex", "globex-agent", "globex-finance").await?;
-    assert_refused_by(
-        exec(w.pool(), &event_row("acme", &globex_request, &order)).await,
-        "fk_provider_event_request_same_tenant",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let (_, order) = paid_in(w, "acme", "buyer-agent", "finance-lead").await?;
+        let (globex_request, _) = paid_in(w, "globex", "globex-agent", "globex-finance").await?;
+        assert_refused_by(
+            exec(w.pool(), &event_row("acme", &globex_request, &order)).await,
+            "fk_provider_event_request_same_tenant",
+        );
+        Ok(())
+    })
+    .await
 }
 
 // ---- policy versions and the ledger -----------------------------------------
 
 #[tokio::test]
 async fn policy_versions_append_only_refuses_editing_a_published_version() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     // As the owner: the application role holds no UPDATE or DELETE here, so
     // it would be refused for want of privilege before reaching the guard.
     assert_refused_by(
@@ -1021,98 +1019,100 @@ async fn policy_versions_append_only_refuses_editing_a_published_version() -> Te
         exec(w.owner(), "DELETE FROM policy_versions").await,
         "policy_versions_append_only",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ledger_append_only_refuses_update() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    authorized(&w).await?;
-    // As the owner: the application role may not UPDATE, DELETE or TRUNCATE
-    // the ledger at all (gate/tests/db_roles.rs), so the guard is for everyone else.
-    assert_refused_by(
-        exec(
-            w.owner(),
-            "UPDATE ledger_entries SET kind = 'nothing-happened' WHERE seq = 1",
-        )
-        .await,
-        "ledger_append_only",
-    );
-    w.drop().await
+    on_world(async |w| {
+        authorized(w).await?;
+        // As the owner: the application role may not UPDATE, DELETE or TRUNCATE
+        // the ledger at all (gate/tests/db_roles.rs), so the guard is for everyone else.
+        assert_refused_by(
+            exec(
+                w.owner(),
+                "UPDATE ledger_entries SET kind = 'nothing-happened' WHERE seq = 1",
+            )
+            .await,
+            "ledger_append_only",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ledger_append_only_refuses_delete() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    authorized(&w).await?;
-    assert_refused_by(
-        exec(w.owner(), "DELETE FROM ledger_entries WHERE seq > 1").await,
-        "ledger_append_only",
-    );
-    w.drop().await
+    on_world(async |w| {
+        authorized(w).await?;
+        assert_refused_by(
+            exec(w.owner(), "DELETE FROM ledger_entries WHERE seq > 1").await,
+            "ledger_append_only",
+        );
+        Ok(())
+    })
+    .await
 }
 
 /// An entry belongs to a chain that has a head: one for a tenant without a
 /// head is refused, and so is taking a head away from its entries.
 #[tokio::test]
 async fn fk_ledger_entry_head_refuses_an_entry_outside_every_chain() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    assert_refused_by(
-        exec(
-            w.pool(),
-            "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+    on_world(async |w| {
+        assert_refused_by(
+            exec(
+                w.pool(),
+                "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
              VALUES ('nobody', 1, 'forged', now(), '{}', repeat('0', 64), repeat('0', 64))",
-        )
-        .await,
-        "fk_ledger_entry_head",
-    );
-    // As the owner: the gate's own role is not granted DELETE on the heads.
-    assert_refused_by(
-        exec(
-            w.owner(),
-            "DELETE FROM ledger_head WHERE tenant_id = 'acme'",
-        )
-        .await,
-        "fk_ledger_entry_head",
-    );
-    w.drop().await
+            )
+            .await,
+            "fk_ledger_entry_head",
+        );
+        // As the owner: the gate's own role is not granted DELETE on the heads.
+        assert_refused_by(
+            exec(
+                w.owner(),
+                "DELETE FROM ledger_head WHERE tenant_id = 'acme'",
+            )
+            .await,
+            "fk_ledger_entry_head",
+        );
+        Ok(())
+    })
+    .await
 }
 
 /// Every tenant's chain starts when the tenant does: a head at 0 with the
 /// genesis hash, so the gate can append to it at once.
 #[tokio::test]
 async fn ledger_head_for_new_tenant_starts_every_tenant_an_empty_chain() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    exec(w.pool(), "INSERT INTO tenants (id) VALUES ('initech')").await?;
-    let head: Option<(i64, String)> =
-        sqlx::query_as("SELECT seq, hash FROM ledger_head WHERE tenant_id = 'initech'")
-            .fetch_optional(w.pool())
-            .await?;
-    assert_eq!(head, Some((0, "0".repeat(64))));
-    w.drop().await
+    on_world(async |w| {
+        exec(w.pool(), "INSERT INTO tenants (id) VALUES ('initech')").await?;
+        let head: Option<(i64, String)> =
+            sqlx::query_as("SELECT seq, hash FROM ledger_head WHERE tenant_id = 'initech'")
+                .fetch_optional(w.pool())
+                .await?;
+        assert_eq!(head, Some((0, "0".repeat(64))));
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ledger_append_only_refuses_truncate() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    authorized(&w).await?;
-    assert_refused_by(
-        exec(w.owner(), "TRUNCATE ledger_entries").await,
-        "ledger_append_only",
-    );
-    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-        .fetch_one(w.pool())
-        .await?;
-    assert!(left > 0);
-    w.drop().await
+    on_world(async |w| {
+        authorized(w).await?;
+        assert_refused_by(
+            exec(w.owner(), "TRUNCATE ledger_entries").await,
+            "ledger_append_only",
+        );
+        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
+            .fetch_one(w.pool())
+            .await?;
+        assert!(left > 0);
+        Ok(())
+    })
+    .await
 }

@@ -21,28 +21,26 @@ fn hop(id: &str, parent: &str) -> String {
 
 #[tokio::test]
 async fn ck_delegation_depth_refuses_a_ninth_hop() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let mut parent = "d-buyer".to_owned();
-    for depth in 2..=8 {
-        let id = format!("d-raw{depth}");
-        exec(w.pool(), &hop(&id, &parent)).await?;
-        parent = id;
-    }
-    assert_refused_by(
-        exec(w.pool(), &hop("d-raw9", &parent)).await,
-        "ck_delegation_depth",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let mut parent = "d-buyer".to_owned();
+        for depth in 2..=8 {
+            let id = format!("d-raw{depth}");
+            exec(w.pool(), &hop(&id, &parent)).await?;
+            parent = id;
+        }
+        assert_refused_by(
+            exec(w.pool(), &hop("d-raw9", &parent)).await,
+            "ck_delegation_depth",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ck_delegation_claim_refuses_a_live_hop_claiming_less_than_its_budget() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    assert_refused_by(
+    on_world(async |w| {
+        assert_refused_by(
         exec(
             w.pool(),
             "UPDATE delegations SET claim_paise = 1 WHERE tenant_id = 'acme' AND id = 'd-buyer'",
@@ -50,14 +48,14 @@ async fn ck_delegation_claim_refuses_a_live_hop_claiming_less_than_its_budget() 
         .await,
         "ck_delegation_claim",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn delegation_partition_exact_refuses_an_allocation_no_child_claims() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     // Within the budget, so only the exact-partition guard can object.
     assert_refused_by(
         exec(
@@ -78,43 +76,45 @@ async fn delegation_partition_exact_refuses_an_allocation_no_child_claims() -> T
         .await,
         "delegation_partition_exact",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ck_request_authorized_at_refuses_an_authorized_request_without_its_start() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-        .await?;
-    let request = request_id(&p);
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &format!("UPDATE payment_requests SET authorized_at = NULL WHERE id = '{request}'"),
-        )
-        .await,
-        "ck_request_authorized_at",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let p = w
+            .gate
+            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+            .await?;
+        let request = request_id(&p);
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &format!("UPDATE payment_requests SET authorized_at = NULL WHERE id = '{request}'"),
+            )
+            .await,
+            "ck_request_authorized_at",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ck_daily_spend_currency_uppercase_refuses_a_made_up_currency() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    assert_refused_by(
-        exec(
-            w.pool(),
-            "INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) \
+    on_world(async |w| {
+        assert_refused_by(
+            exec(
+                w.pool(),
+                "INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) \
              VALUES ('acme', '2026-09-03', 'inr', 0, 100)",
-        )
-        .await,
-        "ck_daily_spend_currency_uppercase",
-    );
-    w.drop().await
+            )
+            .await,
+            "ck_daily_spend_currency_uppercase",
+        );
+        Ok(())
+    })
+    .await
 }

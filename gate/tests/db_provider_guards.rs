@@ -67,85 +67,83 @@ async fn needs_review(w: &World) -> Result<String, Box<dyn std::error::Error + S
 
 #[tokio::test]
 async fn uq_provider_payment_id_refuses_recording_a_payment_twice() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, _, order) = paid_order(&w).await?;
-    exec(
-        w.pool(),
-        &payment_row(&order, "pay_once", 60000, "failed", "webhook"),
-    )
-    .await?;
-    // Under another tenant, so the primary key (tenant, id) does not answer first.
-    assert_refused_by(
+    on_world(async |w| {
+        let (_, _, order) = paid_order(w).await?;
         exec(
             w.pool(),
-            &payment_row(&order, "pay_once", 60000, "captured", "reconcile")
-                .replace("SELECT tenant_id,", "SELECT 'globex',"),
+            &payment_row(&order, "pay_once", 60000, "failed", "webhook"),
         )
-        .await,
-        "uq_provider_payment_id",
-    );
-    w.drop().await
+        .await?;
+        // Under another tenant, so the primary key (tenant, id) does not answer first.
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &payment_row(&order, "pay_once", 60000, "captured", "reconcile")
+                    .replace("SELECT tenant_id,", "SELECT 'globex',"),
+            )
+            .await,
+            "uq_provider_payment_id",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_provider_payment_matches_order_refuses_a_payment_of_another_amount() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, _, order) = paid_order(&w).await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &payment_row(&order, "pay_big", 6_000_000, "captured", "webhook"),
-        )
-        .await,
-        "fk_provider_payment_matches_order",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let (_, _, order) = paid_order(w).await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &payment_row(&order, "pay_big", 6_000_000, "captured", "webhook"),
+            )
+            .await,
+            "fk_provider_payment_matches_order",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ck_provider_payment_status_known_refuses_an_unknown_status() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, _, order) = paid_order(&w).await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &payment_row(&order, "pay_x", 60000, "refunded", "webhook"),
-        )
-        .await,
-        "ck_provider_payment_status_known",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let (_, _, order) = paid_order(w).await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &payment_row(&order, "pay_x", 60000, "refunded", "webhook"),
+            )
+            .await,
+            "ck_provider_payment_status_known",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ck_provider_payment_source_known_refuses_a_browser_callback() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, _, order) = paid_order(&w).await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &payment_row(&order, "pay_x", 60000, "captured", "browser"),
-        )
-        .await,
-        "ck_provider_payment_source_known",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let (_, _, order) = paid_order(w).await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &payment_row(&order, "pay_x", 60000, "captured", "browser"),
+            )
+            .await,
+            "ck_provider_payment_source_known",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn request_state_transition_refuses_needs_review_without_a_captured_payment() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (request, _, order) = paid_order(&w).await?;
+    on_world(async |w| {
+    let (request, _, order) = paid_order(w).await?;
     // A failed payment is not money that moved.
     exec(
         w.pool(),
@@ -169,29 +167,31 @@ async fn request_state_transition_refuses_needs_review_without_a_captured_paymen
             guard,
         );
     }
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn request_state_transition_keeps_needs_review_final() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = needs_review(&w).await?;
-    for to in ["CAPTURED", "FAILED", "PROVIDER_PENDING"] {
-        assert_refused_by(
-            exec(
-                w.pool(),
-                &format!(
-                    "UPDATE payment_requests SET state = '{to}', reserved_paise = 0 \
+    on_world(async |w| {
+        let request = needs_review(w).await?;
+        for to in ["CAPTURED", "FAILED", "PROVIDER_PENDING"] {
+            assert_refused_by(
+                exec(
+                    w.pool(),
+                    &format!(
+                        "UPDATE payment_requests SET state = '{to}', reserved_paise = 0 \
                      WHERE tenant_id = 'acme' AND id = '{request}'"
-                ),
-            )
-            .await,
-            "request_state_transition",
-        );
-    }
-    w.drop().await
+                    ),
+                )
+                .await,
+                "request_state_transition",
+            );
+        }
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
@@ -217,36 +217,36 @@ async fn ck_request_reservation_matches_state_refuses_a_review_holding_less_than
 
 #[tokio::test]
 async fn ck_daily_spend_within_cap_allows_past_the_cap_only_what_was_captured() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    needs_review(&w).await?;
-    let (reserved, cap, review): (i64, i64, i64) = sqlx::query_as(
+    on_world(async |w| {
+        needs_review(w).await?;
+        let (reserved, cap, review): (i64, i64, i64) = sqlx::query_as(
         "SELECT reserved_paise, cap_paise, review_paise FROM daily_spend WHERE tenant_id = 'acme'",
     )
     .fetch_one(w.pool())
     .await?;
-    assert_eq!((reserved, review), (120000, 60000));
-    exec(
-        w.pool(),
-        &format!(
-            "UPDATE daily_spend SET reserved_paise = {} WHERE tenant_id = 'acme'",
-            cap + review
-        ),
-    )
-    .await?;
-    assert_refused_by(
+        assert_eq!((reserved, review), (120000, 60000));
         exec(
             w.pool(),
             &format!(
                 "UPDATE daily_spend SET reserved_paise = {} WHERE tenant_id = 'acme'",
-                cap + review + 1
+                cap + review
             ),
         )
-        .await,
-        "ck_daily_spend_within_cap",
-    );
-    w.drop().await
+        .await?;
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &format!(
+                    "UPDATE daily_spend SET reserved_paise = {} WHERE tenant_id = 'acme'",
+                    cap + review + 1
+                ),
+            )
+            .await,
+            "ck_daily_spend_within_cap",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
@@ -276,10 +276,8 @@ async fn ck_delegation_budget_partitioned_allows_past_the_budget_only_what_was_c
 
 #[tokio::test]
 async fn uq_provider_event_id_refuses_the_same_id_bytes_however_long() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, _, order) = paid_order(&w).await?;
+    on_world(async |w| {
+    let (_, _, order) = paid_order(w).await?;
     let long = "e".repeat(6000);
     let row = |id: &str| {
         format!(
@@ -293,15 +291,15 @@ async fn uq_provider_event_id_refuses_the_same_id_bytes_however_long() -> TestRe
     exec(w.pool(), &row(&long)).await?;
     exec(w.pool(), &row(&long[..5999])).await?;
     assert_refused_by(exec(w.pool(), &row(&long)).await, "uq_provider_event_id");
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ck_provider_event_id_not_blank_refuses_an_empty_id() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, _, order) = paid_order(&w).await?;
+    on_world(async |w| {
+    let (_, _, order) = paid_order(w).await?;
     assert_refused_by(
         exec(
             w.pool(),
@@ -316,56 +314,56 @@ async fn ck_provider_event_id_not_blank_refuses_an_empty_id() -> TestResult {
         .await,
         "ck_provider_event_id_not_blank",
     );
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn uq_kept_capture_event_refuses_keeping_an_event_twice() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, authority, _) = paid_order(&w).await?;
-    exec(w.pool(), &kept_row("acme", &authority, "evt_k", 60000)).await?;
-    // Under another tenant, so the primary key (tenant, digest) does not answer first.
-    assert_refused_by(
-        exec(w.pool(), &kept_row("globex", &authority, "evt_k", 60000)).await,
-        "uq_kept_capture_event",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let (_, authority, _) = paid_order(w).await?;
+        exec(w.pool(), &kept_row("acme", &authority, "evt_k", 60000)).await?;
+        // Under another tenant, so the primary key (tenant, digest) does not answer first.
+        assert_refused_by(
+            exec(w.pool(), &kept_row("globex", &authority, "evt_k", 60000)).await,
+            "uq_kept_capture_event",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn fk_kept_capture_authority_same_tenant_refuses_another_tenants_authority() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, authority, _) = paid_order(&w).await?;
-    assert_refused_by(
-        exec(w.pool(), &kept_row("globex", &authority, "evt_k", 60000)).await,
-        "fk_kept_capture_authority_same_tenant",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let (_, authority, _) = paid_order(w).await?;
+        assert_refused_by(
+            exec(w.pool(), &kept_row("globex", &authority, "evt_k", 60000)).await,
+            "fk_kept_capture_authority_same_tenant",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn ck_kept_capture_amount_positive_refuses_a_zero_capture() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (_, authority, _) = paid_order(&w).await?;
-    assert_refused_by(
-        exec(w.pool(), &kept_row("acme", &authority, "evt_k", 0)).await,
-        "ck_kept_capture_amount_positive",
-    );
-    w.drop().await
+    on_world(async |w| {
+        let (_, authority, _) = paid_order(w).await?;
+        assert_refused_by(
+            exec(w.pool(), &kept_row("acme", &authority, "evt_k", 0)).await,
+            "ck_kept_capture_amount_positive",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn daily_spend_review_in_step_refuses_raising_the_review_alone() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    needs_review(&w).await?;
+    on_world(async |w| {
+    needs_review(w).await?;
     // Raising the review without the spend would make room past the cap.
     for sql in [
         "UPDATE daily_spend SET review_paise = review_paise + 500000 WHERE tenant_id = 'acme'",
@@ -385,28 +383,30 @@ async fn daily_spend_review_in_step_refuses_raising_the_review_alone() -> TestRe
          WHERE tenant_id = 'acme'",
     )
     .await?;
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn delegation_review_in_step_refuses_raising_the_review_alone() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    needs_review(&w).await?;
-    for sql in [
-        "UPDATE delegations SET review_paise = review_paise + 500000 \
+    on_world(async |w| {
+        needs_review(w).await?;
+        for sql in [
+            "UPDATE delegations SET review_paise = review_paise + 500000 \
          WHERE tenant_id = 'acme' AND id = 'd-buyer'",
-        "UPDATE delegations SET review_paise = review_paise - 1, spent_paise = spent_paise - 1 \
+            "UPDATE delegations SET review_paise = review_paise - 1, spent_paise = spent_paise - 1 \
          WHERE tenant_id = 'acme' AND id = 'd-buyer'",
-    ] {
-        assert_refused_by(exec(w.pool(), sql).await, "delegation_review_in_step");
-    }
-    exec(
-        w.pool(),
-        "UPDATE delegations SET review_paise = review_paise + 7, spent_paise = spent_paise + 7 \
+        ] {
+            assert_refused_by(exec(w.pool(), sql).await, "delegation_review_in_step");
+        }
+        exec(
+            w.pool(),
+            "UPDATE delegations SET review_paise = review_paise + 7, spent_paise = spent_paise + 7 \
          WHERE tenant_id = 'acme' AND id = 'd-buyer'",
-    )
-    .await?;
-    w.drop().await
+        )
+        .await?;
+        Ok(())
+    })
+    .await
 }

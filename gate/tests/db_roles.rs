@@ -129,227 +129,228 @@ async fn privileges_of(pool: &PgPool, table: &str) -> Result<String, sqlx::Error
 
 #[tokio::test]
 async fn the_gate_connects_as_the_application_role_which_owns_nothing() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let me: String = sqlx::query_scalar("SELECT current_user::text")
+    on_world(async |w| {
+        let me: String = sqlx::query_scalar("SELECT current_user::text")
+            .fetch_one(w.pool())
+            .await?;
+        assert_eq!(me, APP_ROLE, "the gate's pool is not the application role");
+        let owner: String = sqlx::query_scalar("SELECT current_user::text")
+            .fetch_one(w.owner())
+            .await?;
+        assert_eq!(owner, OWNER_ROLE);
+
+        let attributes: (bool, bool, bool, bool, bool) = sqlx::query_as(
+            "SELECT rolsuper, rolcreaterole, rolcreatedb, rolreplication, rolbypassrls \
+         FROM pg_roles WHERE rolname = current_user",
+        )
         .fetch_one(w.pool())
         .await?;
-    assert_eq!(me, APP_ROLE, "the gate's pool is not the application role");
-    let owner: String = sqlx::query_scalar("SELECT current_user::text")
-        .fetch_one(w.owner())
-        .await?;
-    assert_eq!(owner, OWNER_ROLE);
-
-    let attributes: (bool, bool, bool, bool, bool) = sqlx::query_as(
-        "SELECT rolsuper, rolcreaterole, rolcreatedb, rolreplication, rolbypassrls \
-         FROM pg_roles WHERE rolname = current_user",
-    )
-    .fetch_one(w.pool())
-    .await?;
-    assert_eq!(
-        attributes,
-        (false, false, false, false, false),
-        "superuser, createrole, createdb, replication, bypassrls"
-    );
-    // A member of no role, so it inherits nothing and cannot SET ROLE.
-    let memberships: Vec<String> = sqlx::query_scalar(
-        "SELECT r.rolname::text FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid \
+        assert_eq!(
+            attributes,
+            (false, false, false, false, false),
+            "superuser, createrole, createdb, replication, bypassrls"
+        );
+        // A member of no role, so it inherits nothing and cannot SET ROLE.
+        let memberships: Vec<String> = sqlx::query_scalar(
+            "SELECT r.rolname::text FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid \
          WHERE m.member = (SELECT oid FROM pg_roles WHERE rolname = current_user)",
-    )
-    .fetch_all(w.pool())
-    .await?;
-    assert_eq!(memberships, Vec::<String>::new());
-    assert_denied(
-        exec(w.pool(), &format!("SET ROLE {OWNER_ROLE}")).await,
-        "SET ROLE to the owner",
-    );
+        )
+        .fetch_all(w.pool())
+        .await?;
+        assert_eq!(memberships, Vec::<String>::new());
+        assert_denied(
+            exec(w.pool(), &format!("SET ROLE {OWNER_ROLE}")).await,
+            "SET ROLE to the owner",
+        );
 
-    // Owns nothing: no relation, function, type, schema or database.
-    let owned: i64 = sqlx::query_scalar(
-        "SELECT (SELECT count(*) FROM pg_class WHERE relowner = r.oid) \
+        // Owns nothing: no relation, function, type, schema or database.
+        let owned: i64 = sqlx::query_scalar(
+            "SELECT (SELECT count(*) FROM pg_class WHERE relowner = r.oid) \
               + (SELECT count(*) FROM pg_proc WHERE proowner = r.oid) \
               + (SELECT count(*) FROM pg_type WHERE typowner = r.oid) \
               + (SELECT count(*) FROM pg_namespace WHERE nspowner = r.oid) \
               + (SELECT count(*) FROM pg_database WHERE datdba = r.oid) \
          FROM pg_roles r WHERE r.rolname = current_user",
-    )
-    .fetch_one(w.pool())
-    .await?;
-    assert_eq!(owned, 0, "the application role owns {owned} objects");
-    let tables_owner: Vec<String> = sqlx::query_scalar(
-        "SELECT DISTINCT pg_get_userbyid(relowner)::text FROM pg_class \
-         WHERE relnamespace = 'public'::regnamespace",
-    )
-    .fetch_all(w.pool())
-    .await?;
-    assert_eq!(tables_owner, vec![OWNER_ROLE.to_owned()]);
-
-    // And may create nothing it would then own.
-    let may_create: bool = sqlx::query_scalar("SELECT has_schema_privilege('public', 'CREATE')")
+        )
         .fetch_one(w.pool())
         .await?;
-    assert!(!may_create, "the application role may create in public");
-    assert_denied(
-        exec(w.pool(), "CREATE TABLE public.mine (x int)").await,
-        "CREATE TABLE",
-    );
-    w.drop().await
+        assert_eq!(owned, 0, "the application role owns {owned} objects");
+        let tables_owner: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT pg_get_userbyid(relowner)::text FROM pg_class \
+         WHERE relnamespace = 'public'::regnamespace",
+        )
+        .fetch_all(w.pool())
+        .await?;
+        assert_eq!(tables_owner, vec![OWNER_ROLE.to_owned()]);
+
+        // And may create nothing it would then own.
+        let may_create: bool =
+            sqlx::query_scalar("SELECT has_schema_privilege('public', 'CREATE')")
+                .fetch_one(w.pool())
+                .await?;
+        assert!(!may_create, "the application role may create in public");
+        assert_denied(
+            exec(w.pool(), "CREATE TABLE public.mine (x int)").await,
+            "CREATE TABLE",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn the_application_role_cannot_disable_a_trigger() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    for sql in [
-        "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only",
-        "ALTER TABLE ledger_entries DISABLE TRIGGER ALL",
-        "ALTER TABLE payment_requests DISABLE TRIGGER request_state_transition",
-        "ALTER TABLE payment_requests DISABLE TRIGGER request_captured_by_event",
-        "ALTER TABLE payment_requests ENABLE REPLICA TRIGGER request_captured_by_event",
-        "DROP TRIGGER ledger_append_only ON ledger_entries",
-    ] {
-        assert_denied(exec(w.pool(), sql).await, sql);
-    }
-    // Still there, and still enabled.
-    let enabled: Vec<(String, String)> = sqlx::query_as(
-        "SELECT tgname::text, tgenabled::text FROM pg_trigger \
+    on_world(async |w| {
+        for sql in [
+            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only",
+            "ALTER TABLE ledger_entries DISABLE TRIGGER ALL",
+            "ALTER TABLE payment_requests DISABLE TRIGGER request_state_transition",
+            "ALTER TABLE payment_requests DISABLE TRIGGER request_captured_by_event",
+            "ALTER TABLE payment_requests ENABLE REPLICA TRIGGER request_captured_by_event",
+            "DROP TRIGGER ledger_append_only ON ledger_entries",
+        ] {
+            assert_denied(exec(w.pool(), sql).await, sql);
+        }
+        // Still there, and still enabled.
+        let enabled: Vec<(String, String)> = sqlx::query_as(
+            "SELECT tgname::text, tgenabled::text FROM pg_trigger \
          WHERE tgname IN ('ledger_append_only', 'request_state_transition', \
                           'request_captured_by_event') ORDER BY tgname",
-    )
-    .fetch_all(w.pool())
-    .await?;
-    assert_eq!(
-        enabled,
-        vec![
-            ("ledger_append_only".into(), "O".into()),
-            ("request_captured_by_event".into(), "A".into()),
-            ("request_state_transition".into(), "O".into()),
-        ]
-    );
-    w.drop().await
+        )
+        .fetch_all(w.pool())
+        .await?;
+        assert_eq!(
+            enabled,
+            vec![
+                ("ledger_append_only".into(), "O".into()),
+                ("request_captured_by_event".into(), "A".into()),
+                ("request_state_transition".into(), "O".into()),
+            ]
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn the_application_role_cannot_drop_a_constraint() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    for sql in [
-        "ALTER TABLE payment_requests DROP CONSTRAINT ck_request_reservation_matches_state",
-        "ALTER TABLE delegations DROP CONSTRAINT ck_delegation_budget_partitioned",
-        "ALTER TABLE ledger_entries DROP CONSTRAINT pk_ledger_entries",
-        "ALTER TABLE daily_spend ALTER COLUMN cap_paise DROP NOT NULL",
-        "DROP INDEX uq_live_approval",
-        "ALTER TABLE payment_requests NO FORCE ROW LEVEL SECURITY",
-    ] {
-        assert_denied(exec(w.pool(), sql).await, sql);
-    }
-    // The guard still refuses, by name.
-    let request = request_id(
-        &w.gate
-            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-            .await?,
-    );
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &format!("UPDATE payment_requests SET reserved_paise = 0 WHERE id = '{request}'"),
-        )
-        .await,
-        "ck_request_reservation_matches_state",
-    );
-    w.drop().await
+    on_world(async |w| {
+        for sql in [
+            "ALTER TABLE payment_requests DROP CONSTRAINT ck_request_reservation_matches_state",
+            "ALTER TABLE delegations DROP CONSTRAINT ck_delegation_budget_partitioned",
+            "ALTER TABLE ledger_entries DROP CONSTRAINT pk_ledger_entries",
+            "ALTER TABLE daily_spend ALTER COLUMN cap_paise DROP NOT NULL",
+            "DROP INDEX uq_live_approval",
+            "ALTER TABLE payment_requests NO FORCE ROW LEVEL SECURITY",
+        ] {
+            assert_denied(exec(w.pool(), sql).await, sql);
+        }
+        // The guard still refuses, by name.
+        let request = request_id(
+            &w.gate
+                .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+                .await?,
+        );
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &format!("UPDATE payment_requests SET reserved_paise = 0 WHERE id = '{request}'"),
+            )
+            .await,
+            "ck_request_reservation_matches_state",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn the_application_role_cannot_truncate_any_table() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    paid_order(&w).await?;
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT relname::text FROM pg_class \
+    on_world(async |w| {
+        paid_order(w).await?;
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT relname::text FROM pg_class \
          WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'p') ORDER BY relname",
-    )
-    .fetch_all(w.pool())
-    .await?;
-    assert!(tables.iter().any(|t| t == "ledger_entries"), "{tables:?}");
-    for table in &tables {
-        let sql = format!("TRUNCATE {table} CASCADE");
-        assert_denied(exec(w.pool(), &sql).await, &sql);
-    }
-    let entries: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-        .fetch_one(w.pool())
+        )
+        .fetch_all(w.pool())
         .await?;
-    assert!(entries > 0);
-    w.drop().await
+        assert!(tables.iter().any(|t| t == "ledger_entries"), "{tables:?}");
+        for table in &tables {
+            let sql = format!("TRUNCATE {table} CASCADE");
+            assert_denied(exec(w.pool(), &sql).await, &sql);
+        }
+        let entries: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
+            .fetch_one(w.pool())
+            .await?;
+        assert!(entries > 0);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn the_application_role_cannot_update_or_delete_the_ledger() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    paid_order(&w).await?;
-    let before: Vec<(i64, String, String)> =
-        sqlx::query_as("SELECT seq, entry, hash FROM ledger_entries ORDER BY seq")
-            .fetch_all(w.pool())
-            .await?;
-    assert!(before.len() > 1, "{before:?}");
-    for sql in [
-        "UPDATE ledger_entries SET entry = replace(entry, '60000', '1')",
-        "UPDATE ledger_entries SET kind = kind WHERE false",
-        "DELETE FROM ledger_entries WHERE seq > 1",
-        "DELETE FROM ledger_entries WHERE false",
-        "INSERT INTO ledger_entries SELECT tenant_id, seq, kind, at, entry, prev_hash, hash \
+    on_world(async |w| {
+        paid_order(w).await?;
+        let before: Vec<(i64, String, String)> =
+            sqlx::query_as("SELECT seq, entry, hash FROM ledger_entries ORDER BY seq")
+                .fetch_all(w.pool())
+                .await?;
+        assert!(before.len() > 1, "{before:?}");
+        for sql in [
+            "UPDATE ledger_entries SET entry = replace(entry, '60000', '1')",
+            "UPDATE ledger_entries SET kind = kind WHERE false",
+            "DELETE FROM ledger_entries WHERE seq > 1",
+            "DELETE FROM ledger_entries WHERE false",
+            "INSERT INTO ledger_entries SELECT tenant_id, seq, kind, at, entry, prev_hash, hash \
          FROM ledger_entries ON CONFLICT (tenant_id, seq) DO UPDATE SET entry = 'x'",
-        "DELETE FROM policy_versions",
-        "DELETE FROM payment_requests",
-    ] {
-        assert_denied(exec(w.pool(), sql).await, sql);
-    }
-    let after: Vec<(i64, String, String)> =
-        sqlx::query_as("SELECT seq, entry, hash FROM ledger_entries ORDER BY seq")
-            .fetch_all(w.pool())
-            .await?;
-    assert_eq!(before, after, "the ledger changed");
-    w.drop().await
+            "DELETE FROM policy_versions",
+            "DELETE FROM payment_requests",
+        ] {
+            assert_denied(exec(w.pool(), sql).await, sql);
+        }
+        let after: Vec<(i64, String, String)> =
+            sqlx::query_as("SELECT seq, entry, hash FROM ledger_entries ORDER BY seq")
+                .fetch_all(w.pool())
+                .await?;
+        assert_eq!(before, after, "the ledger changed");
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn the_application_role_cannot_set_session_replication_role() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let mut conn = w.pool().acquire().await?;
-    assert_denied(
-        exec_conn(&mut conn, "SET session_replication_role = replica").await,
-        "SET session_replication_role",
-    );
-    assert_denied(
-        exec_conn(
-            &mut conn,
-            "SELECT set_config('session_replication_role', 'replica', false)",
-        )
-        .await,
-        "set_config(session_replication_role)",
-    );
-    assert_denied(
-        exec_conn(
-            &mut conn,
-            &format!("ALTER ROLE {APP_ROLE} SET session_replication_role = replica"),
-        )
-        .await,
-        "ALTER ROLE .. SET session_replication_role",
-    );
-    let mode: String = sqlx::query_scalar("SHOW session_replication_role")
-        .fetch_one(&mut *conn)
-        .await?;
-    assert_eq!(mode, "origin");
-    drop(conn);
-    w.drop().await
+    on_world(async |w| {
+        let mut conn = w.pool().acquire().await?;
+        assert_denied(
+            exec_conn(&mut conn, "SET session_replication_role = replica").await,
+            "SET session_replication_role",
+        );
+        assert_denied(
+            exec_conn(
+                &mut conn,
+                "SELECT set_config('session_replication_role', 'replica', false)",
+            )
+            .await,
+            "set_config(session_replication_role)",
+        );
+        assert_denied(
+            exec_conn(
+                &mut conn,
+                &format!("ALTER ROLE {APP_ROLE} SET session_replication_role = replica"),
+            )
+            .await,
+            "ALTER ROLE .. SET session_replication_role",
+        );
+        let mode: String = sqlx::query_scalar("SHOW session_replication_role")
+            .fetch_one(&mut *conn)
+            .await?;
+        assert_eq!(mode, "origin");
+        drop(conn);
+        Ok(())
+    })
+    .await
 }
 
 async fn exec_conn(conn: &mut sqlx::PgConnection, sql: &str) -> Result<u64, sqlx::Error> {
@@ -362,65 +363,63 @@ async fn exec_conn(conn: &mut sqlx::PgConnection, sql: &str) -> Result<u64, sqlx
 /// role may not set anyway), while the gate's own capture still works.
 #[tokio::test]
 async fn request_captured_by_event_refuses_capturing_without_a_capture_event() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (request, _, order) = paid_order(&w).await?;
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("PROVIDER_PENDING")
-    );
-    assert_refused_by(
+    on_world(async |w| {
+        let (request, _, order) = paid_order(w).await?;
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("PROVIDER_PENDING")
+        );
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{request}'"),
+            )
+            .await,
+            "request_captured_by_event",
+        );
+        // An event that was refused is no capture either.
         exec(
             w.pool(),
-            &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{request}'"),
-        )
-        .await,
-        "request_captured_by_event",
-    );
-    // An event that was refused is no capture either.
-    exec(
-        w.pool(),
-        &format!(
-            "INSERT INTO provider_events (tenant_id, provider_event_id, provider_order_id, \
+            &format!(
+                "INSERT INTO provider_events (tenant_id, provider_event_id, provider_order_id, \
              request_id, event, amount_paise, currency, event_created_at, received_at, outcome, \
              body_sha256) VALUES ('acme', 'evt_refused', '{order}', '{request}', \
              '{EVENT_CAPTURED}', 60000, 'INR', now(), now(), 'PROVIDER_EVENT_AMOUNT_MISMATCH', \
              repeat('c', 64))"
-        ),
-    )
-    .await?;
-    assert_refused_by(
-        exec(
-            w.pool(),
-            &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{request}'"),
+            ),
         )
-        .await,
-        "request_captured_by_event",
-    );
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("PROVIDER_PENDING")
-    );
-    // The gate's own path: a verified capture event moves it.
-    let (raw, signature) = event(&w, "evt_captured", EVENT_CAPTURED, &order, 60000);
-    let applied = w
-        .gate
-        .webhook(&raw, Some(&signature), Some("evt_captured"))
         .await?;
-    assert_eq!(applied.decision, gate::Decision::Allow, "{applied:?}");
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("CAPTURED")
-    );
-    w.drop().await
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{request}'"),
+            )
+            .await,
+            "request_captured_by_event",
+        );
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("PROVIDER_PENDING")
+        );
+        // The gate's own path: a verified capture event moves it.
+        let (raw, signature) = event(w, "evt_captured", EVENT_CAPTURED, &order, 60000);
+        let applied = w
+            .gate
+            .webhook(&raw, Some(&signature), Some("evt_captured"))
+            .await?;
+        assert_eq!(applied.decision, gate::Decision::Allow, "{applied:?}");
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("CAPTURED")
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn the_application_roles_privileges_are_exactly_the_manifest() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT relname::text FROM pg_class \
          WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'p', 'v', 'm', 'f') \
@@ -480,7 +479,9 @@ async fn the_application_roles_privileges_are_exactly_the_manifest() -> TestResu
         ));
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 /// A table a later migration adds (created by the owner, as migrations are)
@@ -488,26 +489,26 @@ async fn the_application_roles_privileges_are_exactly_the_manifest() -> TestResu
 /// a GRANT of its own.
 #[tokio::test]
 async fn a_table_added_later_gets_select_and_insert_only() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    exec(
-        w.owner(),
-        "CREATE TABLE later_table (id bigserial PRIMARY KEY, note text)",
-    )
-    .await?;
-    assert_eq!(
-        privileges_of(w.pool(), "later_table").await?,
-        "SELECT INSERT"
-    );
-    exec(w.pool(), "INSERT INTO later_table (note) VALUES ('hello')").await?;
-    assert_denied(
-        exec(w.pool(), "UPDATE later_table SET note = 'bye'").await,
-        "UPDATE of a later table",
-    );
-    assert_denied(
-        exec(w.pool(), "DELETE FROM later_table").await,
-        "DELETE of a later table",
-    );
-    w.drop().await
+    on_world(async |w| {
+        exec(
+            w.owner(),
+            "CREATE TABLE later_table (id bigserial PRIMARY KEY, note text)",
+        )
+        .await?;
+        assert_eq!(
+            privileges_of(w.pool(), "later_table").await?,
+            "SELECT INSERT"
+        );
+        exec(w.pool(), "INSERT INTO later_table (note) VALUES ('hello')").await?;
+        assert_denied(
+            exec(w.pool(), "UPDATE later_table SET note = 'bye'").await,
+            "UPDATE of a later table",
+        );
+        assert_denied(
+            exec(w.pool(), "DELETE FROM later_table").await,
+            "DELETE of a later table",
+        );
+        Ok(())
+    })
+    .await
 }

@@ -9,15 +9,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+mod support;
+
 use gate::db::{self, DbError, FreshDatabase};
 use sqlx::PgPool;
-
-/// A fresh migrated database, `None` when skipped; panics with the clear message otherwise.
-async fn fresh() -> Option<FreshDatabase> {
-    db::fresh_test_database()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-}
+use support::{TestResult, assert_sql_refused_by, fresh, on_fresh};
 
 /// Two tenants; `cloudco` exists only for `acme`.
 async fn seed(pool: &PgPool) {
@@ -31,19 +27,6 @@ async fn seed(pool: &PgPool) {
     .execute(pool)
     .await
     .unwrap_or_else(|e| panic!("seeding failed: {e}"));
-}
-
-/// Runs `sql`, which must be refused by the constraint `constraint`.
-async fn assert_refused_by(pool: &PgPool, sql: &str, constraint: &str) {
-    match sqlx::query(sql).execute(pool).await {
-        Ok(_) => panic!("the database accepted {sql:?}; {constraint} should refuse it"),
-        Err(sqlx::Error::Database(e)) => assert_eq!(
-            e.constraint(),
-            Some(constraint),
-            "{sql:?} was refused, but not by {constraint}: {e}"
-        ),
-        Err(e) => panic!("{sql:?} failed without a database refusal: {e}"),
-    }
 }
 
 async fn tenancy_tables(pool: &PgPool) -> BTreeSet<String> {
@@ -83,7 +66,9 @@ async fn migrations_apply_to_an_empty_database() {
 
 #[tokio::test]
 async fn a_fresh_database_is_migrated_and_dropped_on_request() {
-    let Some(db) = fresh().await else { return };
+    let Some(db) = fresh().await.unwrap_or_else(|e| panic!("{e}")) else {
+        return;
+    };
     let applied: Vec<i64> =
         sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
             .fetch_all(db.owner_pool())
@@ -159,7 +144,10 @@ async fn futures_join(n: usize) -> Vec<FreshDatabase> {
     let tasks: Vec<_> = (0..n).map(|_| tokio::spawn(fresh())).collect();
     let mut made = Vec::new();
     for task in tasks {
-        let db = task.await.unwrap_or_else(|e| panic!("{e}"));
+        let db = task
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("{e}"));
         made.extend(db);
     }
     assert_eq!(made.len(), n);
@@ -167,170 +155,180 @@ async fn futures_join(n: usize) -> Vec<FreshDatabase> {
 }
 
 #[tokio::test]
-async fn a_catalog_item_cannot_point_at_another_tenants_merchant() {
-    let Some(db) = fresh().await else { return };
-    seed(db.pool()).await;
-    // cloudco exists for acme only: globex may not list it, even though the id matches.
-    assert_refused_by(
-        db.pool(),
-        "INSERT INTO catalog_items
+async fn a_catalog_item_cannot_point_at_another_tenants_merchant() -> TestResult {
+    on_fresh(async |db| {
+        seed(db.pool()).await;
+        // cloudco exists for acme only: globex may not list it, even though the id matches.
+        assert_sql_refused_by(
+            db.pool(),
+            "INSERT INTO catalog_items
              (tenant_id, sku, merchant_id, price_paise, currency, category, max_quantity)
              VALUES ('globex', 'CLOUD-STARTER', 'cloudco', 60000, 'INR', 'cloud-credits', 2)",
-        "fk_catalog_merchant_same_tenant",
-    )
-    .await;
-    // Nor can an existing item be moved across tenants.
-    assert_refused_by(
-        db.pool(),
-        "UPDATE catalog_items SET tenant_id = 'globex' WHERE tenant_id = 'acme'",
-        "fk_catalog_merchant_same_tenant",
-    )
-    .await;
-    db.drop().await.unwrap_or_else(|e| panic!("{e}"));
+            "fk_catalog_merchant_same_tenant",
+        )
+        .await;
+        // Nor can an existing item be moved across tenants.
+        assert_sql_refused_by(
+            db.pool(),
+            "UPDATE catalog_items SET tenant_id = 'globex' WHERE tenant_id = 'acme'",
+            "fk_catalog_merchant_same_tenant",
+        )
+        .await;
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
-async fn rows_need_an_existing_tenant() {
-    let Some(db) = fresh().await else { return };
-    seed(db.pool()).await;
-    let cases = [
-        (
-            "INSERT INTO people (tenant_id, id, display_name) VALUES ('initech', 'bob', 'Bob')",
-            "fk_people_tenant",
-        ),
-        (
-            "INSERT INTO agents (tenant_id, id) VALUES ('initech', 'buyer-agent')",
-            "fk_agents_tenant",
-        ),
-        (
-            "INSERT INTO merchants (tenant_id, id, display_name) VALUES ('initech', 'm', 'M')",
+async fn rows_need_an_existing_tenant() -> TestResult {
+    on_fresh(async |db| {
+        seed(db.pool()).await;
+        let cases = [
+            (
+                "INSERT INTO people (tenant_id, id, display_name) VALUES ('initech', 'bob', 'Bob')",
+                "fk_people_tenant",
+            ),
+            (
+                "INSERT INTO agents (tenant_id, id) VALUES ('initech', 'buyer-agent')",
+                "fk_agents_tenant",
+            ),
+            (
+                "INSERT INTO merchants (tenant_id, id, display_name) VALUES ('initech', 'm', 'M')",
+                "fk_merchants_tenant",
+            ),
+        ];
+        for (sql, constraint) in cases {
+            assert_sql_refused_by(db.pool(), sql, constraint).await;
+        }
+        // As the owner: the application role may not DELETE tenants at all.
+        assert_sql_refused_by(
+            db.owner_pool(),
+            "DELETE FROM tenants WHERE id = 'acme'",
             "fk_merchants_tenant",
-        ),
-    ];
-    for (sql, constraint) in cases {
-        assert_refused_by(db.pool(), sql, constraint).await;
-    }
-    // As the owner: the application role may not DELETE tenants at all.
-    assert_refused_by(
-        db.owner_pool(),
-        "DELETE FROM tenants WHERE id = 'acme'",
-        "fk_merchants_tenant",
-    )
-    .await;
-    db.drop().await.unwrap_or_else(|e| panic!("{e}"));
+        )
+        .await;
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
-async fn every_check_constraint_refuses_a_violating_row() {
-    let Some(db) = fresh().await else { return };
-    seed(db.pool()).await;
-    let item = |tenant_sku: &str, price: &str, currency: &str, category: &str, max: &str| {
-        format!(
-            "INSERT INTO catalog_items
+async fn every_check_constraint_refuses_a_violating_row() -> TestResult {
+    on_fresh(async |db| {
+        seed(db.pool()).await;
+        let item = |tenant_sku: &str, price: &str, currency: &str, category: &str, max: &str| {
+            format!(
+                "INSERT INTO catalog_items
                  (tenant_id, sku, merchant_id, price_paise, currency, category, max_quantity)
                  VALUES ('acme', {tenant_sku}, 'cloudco', {price}, {currency}, {category}, {max})"
-        )
-    };
-    let cases = [
-        (
-            "INSERT INTO tenants (id) VALUES ('  ')".to_owned(),
-            "ck_tenants_id_not_blank",
-        ),
-        (
-            "INSERT INTO people (tenant_id, id, display_name) VALUES ('acme', '', 'X')".to_owned(),
-            "ck_people_id_not_blank",
-        ),
-        (
-            "INSERT INTO people (tenant_id, id, display_name) VALUES ('acme', 'x', ' ')".to_owned(),
-            "ck_people_display_name_not_blank",
-        ),
-        (
-            "INSERT INTO agents (tenant_id, id) VALUES ('acme', '')".to_owned(),
-            "ck_agents_id_not_blank",
-        ),
-        (
-            "INSERT INTO merchants (tenant_id, id, display_name) VALUES ('acme', '', 'X')"
-                .to_owned(),
-            "ck_merchants_id_not_blank",
-        ),
-        (
-            item("''", "100", "'INR'", "'food'", "1"),
-            "ck_catalog_sku_not_blank",
-        ),
-        (
-            item("'FREE'", "0", "'INR'", "'food'", "1"),
-            "ck_catalog_price_positive",
-        ),
-        (
-            item("'NEG'", "-60000", "'INR'", "'food'", "1"),
-            "ck_catalog_price_positive",
-        ),
-        (
-            item("'LOWER'", "100", "'inr'", "'food'", "1"),
-            "ck_catalog_currency_uppercase",
-        ),
-        (
-            item("'SHORT'", "100", "'IN'", "'food'", "1"),
-            "ck_catalog_currency_uppercase",
-        ),
-        (
-            item("'DIGITS'", "100", "'1NR'", "'food'", "1"),
-            "ck_catalog_currency_uppercase",
-        ),
-        (
-            item("'NOCAT'", "100", "'INR'", "' '", "1"),
-            "ck_catalog_category_not_blank",
-        ),
-        (
-            item("'ZEROMAX'", "100", "'INR'", "'food'", "0"),
-            "ck_catalog_max_quantity_positive",
-        ),
-        (
-            "UPDATE catalog_items SET price_paise = 0 WHERE sku = 'CLOUD-STARTER'".to_owned(),
-            "ck_catalog_price_positive",
-        ),
-    ];
-    let mut tested = BTreeSet::new();
-    for (sql, constraint) in &cases {
-        assert_refused_by(db.pool(), sql, constraint).await;
-        tested.insert(constraint.to_string());
-    }
-    // A CHECK added to these tables without a case above fails this test.
-    let declared: BTreeSet<String> = sqlx::query_scalar(
-        "SELECT conname::text FROM pg_constraint
+            )
+        };
+        let cases = [
+            (
+                "INSERT INTO tenants (id) VALUES ('  ')".to_owned(),
+                "ck_tenants_id_not_blank",
+            ),
+            (
+                "INSERT INTO people (tenant_id, id, display_name) VALUES ('acme', '', 'X')"
+                    .to_owned(),
+                "ck_people_id_not_blank",
+            ),
+            (
+                "INSERT INTO people (tenant_id, id, display_name) VALUES ('acme', 'x', ' ')"
+                    .to_owned(),
+                "ck_people_display_name_not_blank",
+            ),
+            (
+                "INSERT INTO agents (tenant_id, id) VALUES ('acme', '')".to_owned(),
+                "ck_agents_id_not_blank",
+            ),
+            (
+                "INSERT INTO merchants (tenant_id, id, display_name) VALUES ('acme', '', 'X')"
+                    .to_owned(),
+                "ck_merchants_id_not_blank",
+            ),
+            (
+                item("''", "100", "'INR'", "'food'", "1"),
+                "ck_catalog_sku_not_blank",
+            ),
+            (
+                item("'FREE'", "0", "'INR'", "'food'", "1"),
+                "ck_catalog_price_positive",
+            ),
+            (
+                item("'NEG'", "-60000", "'INR'", "'food'", "1"),
+                "ck_catalog_price_positive",
+            ),
+            (
+                item("'LOWER'", "100", "'inr'", "'food'", "1"),
+                "ck_catalog_currency_uppercase",
+            ),
+            (
+                item("'SHORT'", "100", "'IN'", "'food'", "1"),
+                "ck_catalog_currency_uppercase",
+            ),
+            (
+                item("'DIGITS'", "100", "'1NR'", "'food'", "1"),
+                "ck_catalog_currency_uppercase",
+            ),
+            (
+                item("'NOCAT'", "100", "'INR'", "' '", "1"),
+                "ck_catalog_category_not_blank",
+            ),
+            (
+                item("'ZEROMAX'", "100", "'INR'", "'food'", "0"),
+                "ck_catalog_max_quantity_positive",
+            ),
+            (
+                "UPDATE catalog_items SET price_paise = 0 WHERE sku = 'CLOUD-STARTER'".to_owned(),
+                "ck_catalog_price_positive",
+            ),
+        ];
+        let mut tested = BTreeSet::new();
+        for (sql, constraint) in &cases {
+            assert_sql_refused_by(db.pool(), sql, constraint).await;
+            tested.insert(constraint.to_string());
+        }
+        // A CHECK added to these tables without a case above fails this test.
+        let declared: BTreeSet<String> = sqlx::query_scalar(
+            "SELECT conname::text FROM pg_constraint
          WHERE contype = 'c' AND conrelid::regclass::text = ANY($1)",
-    )
-    .bind(&["tenants", "people", "agents", "merchants", "catalog_items"][..])
-    .fetch_all(db.pool())
+        )
+        .bind(&["tenants", "people", "agents", "merchants", "catalog_items"][..])
+        .fetch_all(db.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .collect();
+        assert_eq!(declared, tested, "CHECK constraints and their tests differ");
+        Ok(())
+    })
     .await
-    .unwrap_or_else(|e| panic!("{e}"))
-    .into_iter()
-    .collect();
-    assert_eq!(declared, tested, "CHECK constraints and their tests differ");
-    db.drop().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[tokio::test]
-async fn every_constraint_is_named_explicitly() {
-    let Some(db) = fresh().await else { return };
-    // Default names (tenants_pkey, people_tenant_id_fkey, ...) say nothing about the rule.
-    let unnamed: Vec<String> = sqlx::query_scalar(
-        "SELECT conrelid::regclass::text || '.' || conname FROM pg_constraint
+async fn every_constraint_is_named_explicitly() -> TestResult {
+    on_fresh(async |db| {
+        // Default names (tenants_pkey, people_tenant_id_fkey, ...) say nothing about the rule.
+        let unnamed: Vec<String> = sqlx::query_scalar(
+            "SELECT conrelid::regclass::text || '.' || conname FROM pg_constraint
          WHERE connamespace = 'public'::regnamespace
            AND conrelid <> 0
            AND conrelid::regclass::text <> '_sqlx_migrations'
            AND contype IN ('p', 'f', 'c', 'u', 'x')
            AND conname !~ '^(pk|fk|ck|uq|ex)_'
          ORDER BY 1",
-    )
-    .fetch_all(db.pool())
+        )
+        .fetch_all(db.pool())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            unnamed.is_empty(),
+            "constraints without an explicit pk_/fk_/ck_/uq_/ex_ name: {unnamed:?}"
+        );
+        Ok(())
+    })
     .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        unnamed.is_empty(),
-        "constraints without an explicit pk_/fk_/ck_/uq_/ex_ name: {unnamed:?}"
-    );
-    db.drop().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[tokio::test]

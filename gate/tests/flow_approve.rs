@@ -19,213 +19,213 @@ async fn step_up(w: &World) -> Result<String, Box<dyn std::error::Error + Send +
 #[tokio::test]
 async fn only_a_human_of_the_tenant_who_may_approve_and_is_not_the_requester_approves() -> TestResult
 {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = step_up(&w).await?;
-    for (approver, reason) in [
-        ("buyer-agent", Reason::ApprovalByRequester),
-        ("procurement-agent", Reason::ApproverNotPermitted),
-        ("intern", Reason::ApproverNotPermitted),
-        ("globex-finance", Reason::TenantMismatch),
-        ("nobody", Reason::ActorUnknown),
-    ] {
-        let a = w.gate.approve("acme", &request, approver).await?;
-        assert_eq!(a.decision, Decision::Deny(reason), "{approver}");
-    }
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("PENDING_APPROVAL")
-    );
-    assert_eq!(w.gate.spent_today_paise("acme").await?, 0);
-    assert!(
-        w.gate
-            .approve("acme", &request, "finance-lead")
-            .await?
-            .is_ok()
-    );
-    w.drop().await
+    on_world(async |w| {
+        let request = step_up(w).await?;
+        for (approver, reason) in [
+            ("buyer-agent", Reason::ApprovalByRequester),
+            ("procurement-agent", Reason::ApproverNotPermitted),
+            ("intern", Reason::ApproverNotPermitted),
+            ("globex-finance", Reason::TenantMismatch),
+            ("nobody", Reason::ActorUnknown),
+        ] {
+            let a = w.gate.approve("acme", &request, approver).await?;
+            assert_eq!(a.decision, Decision::Deny(reason), "{approver}");
+        }
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("PENDING_APPROVAL")
+        );
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 0);
+        assert!(
+            w.gate
+                .approve("acme", &request, "finance-lead")
+                .await?
+                .is_ok()
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn an_approval_is_used_once() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = step_up(&w).await?;
-    assert!(
-        w.gate
-            .approve("acme", &request, "finance-lead")
-            .await?
-            .is_ok()
-    );
-    let again = w.gate.approve("acme", &request, "finance-lead").await?;
-    assert_eq!(again.decision, Decision::Deny(Reason::ApprovalAlreadyUsed));
-    assert_eq!(
-        w.gate.spent_today_paise("acme").await?,
-        180000,
-        "reserved once"
-    );
-    w.drop().await
+    on_world(async |w| {
+        let request = step_up(w).await?;
+        assert!(
+            w.gate
+                .approve("acme", &request, "finance-lead")
+                .await?
+                .is_ok()
+        );
+        let again = w.gate.approve("acme", &request, "finance-lead").await?;
+        assert_eq!(again.decision, Decision::Deny(Reason::ApprovalAlreadyUsed));
+        assert_eq!(
+            w.gate.spent_today_paise("acme").await?,
+            180000,
+            "reserved once"
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn a_request_that_is_not_awaiting_approval_cannot_be_approved() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let expired = step_up(&w).await?;
-    assert!(w.gate.expire("acme", &expired).await?.is_ok());
-    let a = w.gate.approve("acme", &expired, "finance-lead").await?;
-    assert_eq!(a.decision, Decision::Deny(Reason::ApprovalNotPending));
-    let allowed = request_id(
-        &w.gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?,
-    );
-    let denied = request_id(
-        &w.gate
-            .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
-            .await?,
-    );
-    for request in [allowed.as_str(), denied.as_str(), "req_999999"] {
-        let a = w.gate.approve("acme", request, "finance-lead").await?;
-        assert_eq!(
-            a.decision,
-            Decision::Deny(Reason::ApprovalNotPending),
-            "{request}"
+    on_world(async |w| {
+        let expired = step_up(w).await?;
+        assert!(w.gate.expire("acme", &expired).await?.is_ok());
+        let a = w.gate.approve("acme", &expired, "finance-lead").await?;
+        assert_eq!(a.decision, Decision::Deny(Reason::ApprovalNotPending));
+        let allowed = request_id(
+            &w.gate
+                .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+                .await?,
         );
-    }
-    w.drop().await
+        let denied = request_id(
+            &w.gate
+                .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
+                .await?,
+        );
+        for request in [allowed.as_str(), denied.as_str(), "req_999999"] {
+            let a = w.gate.approve("acme", request, "finance-lead").await?;
+            assert_eq!(
+                a.decision,
+                Decision::Deny(Reason::ApprovalNotPending),
+                "{request}"
+            );
+        }
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn approval_re_evaluates_against_the_budget_at_that_moment() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = step_up(&w).await?; // 180000 of d-buyer's 200000
-    // Meanwhile the agent spends 50000 of the delegation.
-    assert_eq!(
-        w.gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 2), None)
-            .await?
-            .decision,
-        Decision::Allow
-    );
-    let a = w.gate.approve("acme", &request, "finance-lead").await?;
-    assert_eq!(
-        a.decision,
-        Decision::Deny(Reason::DelegationBudgetExhausted)
-    );
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("DENIED")
-    );
-    assert_eq!(
-        w.gate.spent_today_paise("acme").await?,
-        50000,
-        "nothing reserved for the denied request"
-    );
-    w.drop().await
+    on_world(async |w| {
+        let request = step_up(w).await?; // 180000 of d-buyer's 200000
+        // Meanwhile the agent spends 50000 of the delegation.
+        assert_eq!(
+            w.gate
+                .propose("acme", "buyer-agent", &body("SNACK-BOX", 2), None)
+                .await?
+                .decision,
+            Decision::Allow
+        );
+        let a = w.gate.approve("acme", &request, "finance-lead").await?;
+        assert_eq!(
+            a.decision,
+            Decision::Deny(Reason::DelegationBudgetExhausted)
+        );
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("DENIED")
+        );
+        assert_eq!(
+            w.gate.spent_today_paise("acme").await?,
+            50000,
+            "nothing reserved for the denied request"
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn approval_re_evaluates_against_the_policy_and_the_chain_at_that_moment() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let capped = step_up(&w).await?;
-    let revoked = step_up(&w).await?;
-    w.gate
-        .set_policy(
-            "acme",
-            &PolicyPatch {
-                per_transaction_cap_paise: Some(150000),
-                ..Default::default()
-            },
-        )
-        .await?;
-    let a = w.gate.approve("acme", &capped, "finance-lead").await?;
-    assert_eq!(
-        a.decision,
-        Decision::Deny(Reason::AmountExceedsTransactionCap)
-    );
-    w.gate
-        .set_policy(
-            "acme",
-            &PolicyPatch {
-                per_transaction_cap_paise: Some(300000),
-                ..Default::default()
-            },
-        )
-        .await?;
-    assert!(
+    on_world(async |w| {
+        let capped = step_up(w).await?;
+        let revoked = step_up(w).await?;
         w.gate
-            .revoke("acme", "d-buyer", "finance-lead")
-            .await?
-            .is_ok()
-    );
-    let a = w.gate.approve("acme", &revoked, "finance-lead").await?;
-    assert_eq!(a.decision, Decision::Deny(Reason::DelegationRevoked));
-    w.drop().await
+            .set_policy(
+                "acme",
+                &PolicyPatch {
+                    per_transaction_cap_paise: Some(150000),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let a = w.gate.approve("acme", &capped, "finance-lead").await?;
+        assert_eq!(
+            a.decision,
+            Decision::Deny(Reason::AmountExceedsTransactionCap)
+        );
+        w.gate
+            .set_policy(
+                "acme",
+                &PolicyPatch {
+                    per_transaction_cap_paise: Some(300000),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        assert!(
+            w.gate
+                .revoke("acme", "d-buyer", "finance-lead")
+                .await?
+                .is_ok()
+        );
+        let a = w.gate.approve("acme", &revoked, "finance-lead").await?;
+        assert_eq!(a.decision, Decision::Deny(Reason::DelegationRevoked));
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn an_approval_of_a_purchase_whose_price_moved_is_refused() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = step_up(&w).await?;
-    assert!(
-        w.gate
-            .set_price("acme", "CLOUD-TEAM", 170000)
-            .await?
-            .is_ok()
-    );
-    let a = w.gate.approve("acme", &request, "finance-lead").await?;
-    assert_eq!(a.decision, Decision::Deny(Reason::AuthorityPurchaseChanged));
-    assert_eq!(w.gate.spent_today_paise("acme").await?, 0);
-    w.drop().await
+    on_world(async |w| {
+        let request = step_up(w).await?;
+        assert!(
+            w.gate
+                .set_price("acme", "CLOUD-TEAM", 170000)
+                .await?
+                .is_ok()
+        );
+        let a = w.gate.approve("acme", &request, "finance-lead").await?;
+        assert_eq!(a.decision, Decision::Deny(Reason::AuthorityPurchaseChanged));
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 0);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn an_approved_request_uses_a_new_delegation_granted_meanwhile() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let p = w
-        .gate
-        .propose("acme", "procurement-agent", &body("CLOUD-TEAM", 1), None)
-        .await?;
-    assert_eq!(p.decision, Decision::Deny(Reason::DelegationMissing));
-    let grant = GrantSeed {
-        id: "d-proc".into(),
-        from: "d-buyer".into(),
-        to: "procurement-agent".into(),
-        budget_paise: 190000,
-        skus: None,
-        expires_at: None,
-    };
-    assert!(w.gate.grant("acme", &grant).await?.is_ok());
-    let p = w
-        .gate
-        .propose("acme", "procurement-agent", &body("CLOUD-TEAM", 1), None)
-        .await?;
-    assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
-    assert!(
-        w.gate
-            .approve("acme", &request_id(&p), "finance-lead")
-            .await?
-            .is_ok()
-    );
-    assert_eq!(
-        w.gate.delegation_spent_paise("acme", "d-proc").await?,
-        Some(180000)
-    );
-    assert_eq!(
-        w.gate.delegation_spent_paise("acme", "d-buyer").await?,
-        Some(0)
-    );
-    w.drop().await
+    on_world(async |w| {
+        let p = w
+            .gate
+            .propose("acme", "procurement-agent", &body("CLOUD-TEAM", 1), None)
+            .await?;
+        assert_eq!(p.decision, Decision::Deny(Reason::DelegationMissing));
+        let grant = GrantSeed {
+            id: "d-proc".into(),
+            from: "d-buyer".into(),
+            to: "procurement-agent".into(),
+            budget_paise: 190000,
+            skus: None,
+            expires_at: None,
+        };
+        assert!(w.gate.grant("acme", &grant).await?.is_ok());
+        let p = w
+            .gate
+            .propose("acme", "procurement-agent", &body("CLOUD-TEAM", 1), None)
+            .await?;
+        assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
+        assert!(
+            w.gate
+                .approve("acme", &request_id(&p), "finance-lead")
+                .await?
+                .is_ok()
+        );
+        assert_eq!(
+            w.gate.delegation_spent_paise("acme", "d-proc").await?,
+            Some(180000)
+        );
+        assert_eq!(
+            w.gate.delegation_spent_paise("acme", "d-buyer").await?,
+            Some(0)
+        );
+        Ok(())
+    })
+    .await
 }

@@ -59,309 +59,310 @@ async fn row(w: &World, id: &str) -> Result<Row, sqlx::Error> {
 
 #[tokio::test]
 async fn the_leaf_spends_inside_every_bound() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    chain(&w).await?;
-    let p = w
-        .gate
-        .propose("acme", "renewals-agent", &body("SNACK-BOX", 2), None)
-        .await?;
-    assert_eq!(p.decision, Decision::Allow);
-    let over = w
-        .gate
-        .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
-        .await?;
-    assert_eq!(
-        over.decision,
-        Decision::Deny(Reason::DelegationBudgetExhausted),
-        "the leaf's last paisa is spent"
-    );
-    assert_eq!(row(&w, "d-buyer").await?.allocated_paise, 100000);
-    assert_eq!(row(&w, "d-proc").await?.allocated_paise, 50000);
-    assert_eq!(row(&w, "d-ren").await?.spent_paise, 50000);
-    w.drop().await
+    on_world(async |w| {
+        chain(w).await?;
+        let p = w
+            .gate
+            .propose("acme", "renewals-agent", &body("SNACK-BOX", 2), None)
+            .await?;
+        assert_eq!(p.decision, Decision::Allow);
+        let over = w
+            .gate
+            .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
+            .await?;
+        assert_eq!(
+            over.decision,
+            Decision::Deny(Reason::DelegationBudgetExhausted),
+            "the leaf's last paisa is spent"
+        );
+        assert_eq!(row(w, "d-buyer").await?.allocated_paise, 100000);
+        assert_eq!(row(w, "d-proc").await?.allocated_paise, 50000);
+        assert_eq!(row(w, "d-ren").await?.spent_paise, 50000);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn a_sibling_that_oversubscribes_its_parent_is_refused_by_the_database() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    chain(&w).await?;
-    let g = w
-        .gate
-        .grant("acme", &hop("d-sib", "d-proc", "buyer-agent", 50001))
-        .await?;
-    assert_eq!(
-        g.decision,
-        Decision::Deny(Reason::DelegationBudgetExhausted)
-    );
-    assert_eq!(
-        g.constraint.as_deref(),
-        Some("ck_delegation_budget_partitioned")
-    );
-    let g = w
-        .gate
-        .grant("acme", &hop("d-sib", "d-proc", "buyer-agent", 50000))
-        .await?;
-    assert!(g.is_ok(), "{g:?}");
-    assert_eq!(row(&w, "d-proc").await?.allocated_paise, 100000);
-    w.drop().await
+    on_world(async |w| {
+        chain(w).await?;
+        let g = w
+            .gate
+            .grant("acme", &hop("d-sib", "d-proc", "buyer-agent", 50001))
+            .await?;
+        assert_eq!(
+            g.decision,
+            Decision::Deny(Reason::DelegationBudgetExhausted)
+        );
+        assert_eq!(
+            g.constraint.as_deref(),
+            Some("ck_delegation_budget_partitioned")
+        );
+        let g = w
+            .gate
+            .grant("acme", &hop("d-sib", "d-proc", "buyer-agent", 50000))
+            .await?;
+        assert!(g.is_ok(), "{g:?}");
+        assert_eq!(row(w, "d-proc").await?.allocated_paise, 100000);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn a_grant_wider_than_its_parent_is_refused() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let scoped = GrantSeed {
-        skus: Some(vec!["SNACK-BOX".into()]),
-        expires_at: Some("2026-09-30T00:00:00Z".parse()?),
-        ..hop("d-s", "d-buyer", "procurement-agent", 100000)
-    };
-    assert!(w.gate.grant("acme", &scoped).await?.is_ok());
-    let widen = |f: fn(&mut GrantSeed)| {
-        let mut g = GrantSeed {
+    on_world(async |w| {
+        let scoped = GrantSeed {
             skus: Some(vec!["SNACK-BOX".into()]),
-            expires_at: Some("2026-09-29T00:00:00Z".parse().unwrap_or_default()),
-            ..hop("d-s1", "d-s", "renewals-agent", 1000)
+            expires_at: Some("2026-09-30T00:00:00Z".parse()?),
+            ..hop("d-s", "d-buyer", "procurement-agent", 100000)
         };
-        f(&mut g);
-        g
-    };
-    for (what, g) in [
-        ("budget", widen(|g| g.budget_paise = 100001)),
-        ("no sku scope", widen(|g| g.skus = None)),
-        (
-            "another sku",
-            widen(|g| g.skus = Some(vec!["SNACK-BOX".into(), "GPU-HOUR".into()])),
-        ),
-        ("no expiry", widen(|g| g.expires_at = None)),
-        (
-            "later expiry",
-            widen(|g| g.expires_at = Some("2026-10-01T00:00:00Z".parse().unwrap_or_default())),
-        ),
-        ("nothing", widen(|g| g.budget_paise = 0)),
-    ] {
-        let out = w.gate.grant("acme", &g).await?;
-        assert_eq!(
-            out.decision,
-            Decision::Deny(Reason::DelegationWidens),
-            "{what}"
-        );
-    }
-    assert!(w.gate.grant("acme", &widen(|_| {})).await?.is_ok());
-    w.drop().await
+        assert!(w.gate.grant("acme", &scoped).await?.is_ok());
+        let widen = |f: fn(&mut GrantSeed)| {
+            let mut g = GrantSeed {
+                skus: Some(vec!["SNACK-BOX".into()]),
+                expires_at: Some("2026-09-29T00:00:00Z".parse().unwrap_or_default()),
+                ..hop("d-s1", "d-s", "renewals-agent", 1000)
+            };
+            f(&mut g);
+            g
+        };
+        for (what, g) in [
+            ("budget", widen(|g| g.budget_paise = 100001)),
+            ("no sku scope", widen(|g| g.skus = None)),
+            (
+                "another sku",
+                widen(|g| g.skus = Some(vec!["SNACK-BOX".into(), "GPU-HOUR".into()])),
+            ),
+            ("no expiry", widen(|g| g.expires_at = None)),
+            (
+                "later expiry",
+                widen(|g| g.expires_at = Some("2026-10-01T00:00:00Z".parse().unwrap_or_default())),
+            ),
+            ("nothing", widen(|g| g.budget_paise = 0)),
+        ] {
+            let out = w.gate.grant("acme", &g).await?;
+            assert_eq!(
+                out.decision,
+                Decision::Deny(Reason::DelegationWidens),
+                "{what}"
+            );
+        }
+        assert!(w.gate.grant("acme", &widen(|_| {})).await?.is_ok());
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn only_a_human_who_may_approve_or_a_live_hop_of_the_tenant_grants() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    for from in [
-        "intern",
-        "buyer-agent",
-        "nobody",
-        "d-globex",
-        "globex-finance",
-    ] {
-        let out = w
+    on_world(async |w| {
+        for from in [
+            "intern",
+            "buyer-agent",
+            "nobody",
+            "d-globex",
+            "globex-finance",
+        ] {
+            let out = w
+                .gate
+                .grant("acme", &hop("d-x", from, "procurement-agent", 1000))
+                .await?;
+            assert_eq!(
+                out.decision,
+                Decision::Deny(Reason::DelegationGrantorNotPermitted),
+                "{from}"
+            );
+        }
+        let to_human = w
             .gate
-            .grant("acme", &hop("d-x", from, "procurement-agent", 1000))
+            .grant("acme", &hop("d-x", "finance-lead", "intern", 1000))
             .await?;
-        assert_eq!(
-            out.decision,
-            Decision::Deny(Reason::DelegationGrantorNotPermitted),
-            "{from}"
-        );
-    }
-    let to_human = w
-        .gate
-        .grant("acme", &hop("d-x", "finance-lead", "intern", 1000))
-        .await?;
-    assert_eq!(to_human.decision, Decision::Deny(Reason::ActorNotPermitted));
-    let elsewhere = w
-        .gate
-        .grant("acme", &hop("d-x", "finance-lead", "globex-agent", 1000))
-        .await?;
-    assert_eq!(elsewhere.decision, Decision::Deny(Reason::TenantMismatch));
-    let nowhere = w
-        .gate
-        .grant("nope", &hop("d-x", "finance-lead", "buyer-agent", 1000))
-        .await?;
-    assert_eq!(nowhere.decision, Decision::Deny(Reason::TenantUnknown));
-    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM delegations WHERE tenant_id = 'acme'")
-        .fetch_one(w.pool())
-        .await?;
-    assert_eq!(rows, 1);
-    w.drop().await
+        assert_eq!(to_human.decision, Decision::Deny(Reason::ActorNotPermitted));
+        let elsewhere = w
+            .gate
+            .grant("acme", &hop("d-x", "finance-lead", "globex-agent", 1000))
+            .await?;
+        assert_eq!(elsewhere.decision, Decision::Deny(Reason::TenantMismatch));
+        let nowhere = w
+            .gate
+            .grant("nope", &hop("d-x", "finance-lead", "buyer-agent", 1000))
+            .await?;
+        assert_eq!(nowhere.decision, Decision::Deny(Reason::TenantUnknown));
+        let rows: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM delegations WHERE tenant_id = 'acme'")
+                .fetch_one(w.pool())
+                .await?;
+        assert_eq!(rows, 1);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn revoking_a_middle_hop_refuses_the_leaf_and_leaves_its_row_untouched() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    chain(&w).await?;
-    assert_eq!(
-        w.gate
+    on_world(async |w| {
+        chain(w).await?;
+        assert_eq!(
+            w.gate
+                .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
+                .await?
+                .decision,
+            Decision::Allow
+        );
+        let leaf_before = row(w, "d-ren").await?;
+        assert!(
+            w.gate
+                .revoke("acme", "d-proc", "finance-lead")
+                .await?
+                .is_ok()
+        );
+        let next = w
+            .gate
             .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
-            .await?
-            .decision,
-        Decision::Allow
-    );
-    let leaf_before = row(&w, "d-ren").await?;
-    assert!(
-        w.gate
-            .revoke("acme", "d-proc", "finance-lead")
-            .await?
-            .is_ok()
-    );
-    let next = w
-        .gate
-        .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
-        .await?;
-    assert_eq!(next.decision, Decision::Deny(Reason::DelegationRevoked));
-    assert_eq!(
-        row(&w, "d-ren").await?,
-        leaf_before,
-        "the leaf's own row is untouched"
-    );
-    assert!(row(&w, "d-proc").await?.revoked_at.is_some());
-    // A hop cannot be carved from a revoked one.
-    let g = w
-        .gate
-        .grant("acme", &hop("d-late", "d-proc", "buyer-agent", 1000))
-        .await?;
-    assert_eq!(
-        g.decision,
-        Decision::Deny(Reason::DelegationGrantorNotPermitted)
-    );
-    // The root still spends.
-    assert_eq!(
-        w.gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?
-            .decision,
-        Decision::Allow
-    );
-    w.drop().await
+            .await?;
+        assert_eq!(next.decision, Decision::Deny(Reason::DelegationRevoked));
+        assert_eq!(
+            row(w, "d-ren").await?,
+            leaf_before,
+            "the leaf's own row is untouched"
+        );
+        assert!(row(w, "d-proc").await?.revoked_at.is_some());
+        // A hop cannot be carved from a revoked one.
+        let g = w
+            .gate
+            .grant("acme", &hop("d-late", "d-proc", "buyer-agent", 1000))
+            .await?;
+        assert_eq!(
+            g.decision,
+            Decision::Deny(Reason::DelegationGrantorNotPermitted)
+        );
+        // The root still spends.
+        assert_eq!(
+            w.gate
+                .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+                .await?
+                .decision,
+            Decision::Allow
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn only_a_human_who_may_approve_or_operate_revokes() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    for (actor, reason) in [
-        ("intern", Reason::ActorNotPermitted),
-        ("buyer-agent", Reason::ActorNotPermitted),
-        ("globex-finance", Reason::TenantMismatch),
-    ] {
+    on_world(async |w| {
+        for (actor, reason) in [
+            ("intern", Reason::ActorNotPermitted),
+            ("buyer-agent", Reason::ActorNotPermitted),
+            ("globex-finance", Reason::TenantMismatch),
+        ] {
+            assert_eq!(
+                w.gate.revoke("acme", "d-buyer", actor).await?.decision,
+                Decision::Deny(reason),
+                "{actor}"
+            );
+        }
+        let missing = w.gate.revoke("acme", "d-globex", "finance-lead").await?;
         assert_eq!(
-            w.gate.revoke("acme", "d-buyer", actor).await?.decision,
-            Decision::Deny(reason),
-            "{actor}"
+            missing.decision,
+            Decision::Deny(Reason::DelegationMissing),
+            "another tenant's hop is not ours"
         );
-    }
-    let missing = w.gate.revoke("acme", "d-globex", "finance-lead").await?;
-    assert_eq!(
-        missing.decision,
-        Decision::Deny(Reason::DelegationMissing),
-        "another tenant's hop is not ours"
-    );
-    assert!(row(&w, "d-buyer").await?.revoked_at.is_none());
-    w.drop().await
+        assert!(row(w, "d-buyer").await?.revoked_at.is_none());
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn expiry_and_sku_scope_bind_at_every_hop() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let scoped = GrantSeed {
-        skus: Some(vec!["SNACK-BOX".into()]),
-        expires_at: Some("2026-09-03T11:00:00Z".parse()?),
-        ..hop("d-proc", "d-buyer", "procurement-agent", 100000)
-    };
-    assert!(w.gate.grant("acme", &scoped).await?.is_ok());
-    let p = w
-        .gate
-        .propose("acme", "procurement-agent", &body("CLOUD-STARTER", 1), None)
-        .await?;
-    assert_eq!(p.decision, Decision::Deny(Reason::DelegationSkuOutOfScope));
-    w.clock.advance_minutes(60);
-    let p = w
-        .gate
-        .propose("acme", "procurement-agent", &body("SNACK-BOX", 1), None)
-        .await?;
-    assert_eq!(p.decision, Decision::Allow, "expiry is inclusive");
-    w.clock.advance_minutes(1);
-    let p = w
-        .gate
-        .propose("acme", "procurement-agent", &body("SNACK-BOX", 1), None)
-        .await?;
-    assert_eq!(p.decision, Decision::Deny(Reason::DelegationExpired));
-    let p = w
-        .gate
-        .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
-        .await?;
-    assert_eq!(p.decision, Decision::Deny(Reason::DelegationMissing));
-    w.drop().await
+    on_world(async |w| {
+        let scoped = GrantSeed {
+            skus: Some(vec!["SNACK-BOX".into()]),
+            expires_at: Some("2026-09-03T11:00:00Z".parse()?),
+            ..hop("d-proc", "d-buyer", "procurement-agent", 100000)
+        };
+        assert!(w.gate.grant("acme", &scoped).await?.is_ok());
+        let p = w
+            .gate
+            .propose("acme", "procurement-agent", &body("CLOUD-STARTER", 1), None)
+            .await?;
+        assert_eq!(p.decision, Decision::Deny(Reason::DelegationSkuOutOfScope));
+        w.clock.advance_minutes(60);
+        let p = w
+            .gate
+            .propose("acme", "procurement-agent", &body("SNACK-BOX", 1), None)
+            .await?;
+        assert_eq!(p.decision, Decision::Allow, "expiry is inclusive");
+        w.clock.advance_minutes(1);
+        let p = w
+            .gate
+            .propose("acme", "procurement-agent", &body("SNACK-BOX", 1), None)
+            .await?;
+        assert_eq!(p.decision, Decision::Deny(Reason::DelegationExpired));
+        let p = w
+            .gate
+            .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
+            .await?;
+        assert_eq!(p.decision, Decision::Deny(Reason::DelegationMissing));
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn budgets_come_back_together_on_cancel() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    chain(&w).await?;
-    let p = w
-        .gate
-        .propose("acme", "renewals-agent", &body("SNACK-BOX", 2), None)
-        .await?;
-    let request = request_id(&p);
-    assert_eq!(
-        w.gate.cancel("acme", &request, "intern").await?.decision,
-        Decision::Deny(Reason::ActorNotPermitted),
-        "a human who may not approve may not cancel"
-    );
-    assert_eq!(
-        w.gate
-            .cancel("acme", &request, "finance-lead")
-            .await?
-            .decision,
-        Decision::Allow,
-        "a human who may approve cancels"
-    );
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("CANCELLED")
-    );
-    assert_eq!(w.gate.spent_today_paise("acme").await?, 0);
-    assert_eq!(row(&w, "d-ren").await?.spent_paise, 0);
-    let again = w.gate.cancel("acme", &request, "finance-lead").await?;
-    assert_eq!(
-        again.decision,
-        Decision::Deny(Reason::StateTransitionInvalid)
-    );
-    let other = request_id(
-        &w.gate
-            .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
-            .await?,
-    );
-    assert_eq!(
-        w.gate.cancel("acme", &other, "buyer-agent").await?.decision,
-        Decision::Deny(Reason::ActorNotPermitted)
-    );
-    assert!(
-        w.gate
-            .cancel("acme", &other, "renewals-agent")
-            .await?
-            .is_ok(),
-        "the requester may withdraw"
-    );
-    w.drop().await
+    on_world(async |w| {
+        chain(w).await?;
+        let p = w
+            .gate
+            .propose("acme", "renewals-agent", &body("SNACK-BOX", 2), None)
+            .await?;
+        let request = request_id(&p);
+        assert_eq!(
+            w.gate.cancel("acme", &request, "intern").await?.decision,
+            Decision::Deny(Reason::ActorNotPermitted),
+            "a human who may not approve may not cancel"
+        );
+        assert_eq!(
+            w.gate
+                .cancel("acme", &request, "finance-lead")
+                .await?
+                .decision,
+            Decision::Allow,
+            "a human who may approve cancels"
+        );
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("CANCELLED")
+        );
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 0);
+        assert_eq!(row(w, "d-ren").await?.spent_paise, 0);
+        let again = w.gate.cancel("acme", &request, "finance-lead").await?;
+        assert_eq!(
+            again.decision,
+            Decision::Deny(Reason::StateTransitionInvalid)
+        );
+        let other = request_id(
+            &w.gate
+                .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
+                .await?,
+        );
+        assert_eq!(
+            w.gate.cancel("acme", &other, "buyer-agent").await?.decision,
+            Decision::Deny(Reason::ActorNotPermitted)
+        );
+        assert!(
+            w.gate
+                .cancel("acme", &other, "renewals-agent")
+                .await?
+                .is_ok(),
+            "the requester may withdraw"
+        );
+        Ok(())
+    })
+    .await
 }

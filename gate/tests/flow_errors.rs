@@ -79,10 +79,8 @@ async fn a_database_that_is_down_is_a_clear_error() -> TestResult {
 
 #[tokio::test]
 async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let before = ledger_len(&w).await?;
+    on_world(async |w| {
+    let before = ledger_len(w).await?;
     // The server drops the gate's connection at the very last statement of
     // propose (the trigger is the owner's to create and drop).
     w.owner()
@@ -103,40 +101,42 @@ async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
     w.owner()
         .execute("DROP TRIGGER die ON ledger_entries")
         .await?;
-    nothing_written(&w, before).await?;
+    nothing_written(w, before).await?;
     // And the gate carries on once the database is back.
     let p = w
         .gate
         .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
         .await?;
     assert_eq!(p.decision, Decision::Allow);
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn a_ledger_that_cannot_be_appended_to_writes_nothing() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let before = ledger_len(&w).await?;
-    // Every entry references its chain's head (fk_ledger_entry_head): the
-    // owner drops that constraint to take the heads away.
-    w.owner()
-        .execute(
-            "ALTER TABLE ledger_entries DROP CONSTRAINT fk_ledger_entry_head; \
+    on_world(async |w| {
+        let before = ledger_len(w).await?;
+        // Every entry references its chain's head (fk_ledger_entry_head): the
+        // owner drops that constraint to take the heads away.
+        w.owner()
+            .execute(
+                "ALTER TABLE ledger_entries DROP CONSTRAINT fk_ledger_entry_head; \
              DELETE FROM ledger_head",
-        )
-        .await?;
-    let err = w
-        .gate
-        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-        .await;
-    assert!(
-        matches!(err, Err(ServiceError::LedgerHeadMissing)),
-        "{err:?}"
-    );
-    nothing_written(&w, before).await?;
-    w.drop().await
+            )
+            .await?;
+        let err = w
+            .gate
+            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+            .await;
+        assert!(
+            matches!(err, Err(ServiceError::LedgerHeadMissing)),
+            "{err:?}"
+        );
+        nothing_written(w, before).await?;
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]

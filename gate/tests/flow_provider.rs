@@ -179,65 +179,65 @@ async fn the_order_asked_for_is_recorded_and_paid() -> TestResult {
 
 #[tokio::test]
 async fn a_provider_rejection_fails_the_request_and_releases_its_budgets() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    w.gate.provider().set_mode(Mode::Reject, Some(1));
-    let (request, authority) = checked_out(&w.gate).await?;
-    let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
-    assert_eq!(paid.decision, Decision::Deny(Reason::ProviderRejected));
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("FAILED")
-    );
-    let inv = w.gate.invariants("acme").await?;
-    assert_eq!((inv.spent_today_paise, inv.provider_orders), (0, 0));
-    assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&0));
-    assert!(inv.ledger_intact);
-    let again = w.gate.pay("acme", &authority, "finance-lead").await?;
-    assert_eq!(again.decision, Decision::Deny(Reason::AuthorityAlreadyUsed));
-    w.drop().await
+    on_world(async |w| {
+        w.gate.provider().set_mode(Mode::Reject, Some(1));
+        let (request, authority) = checked_out(&w.gate).await?;
+        let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+        assert_eq!(paid.decision, Decision::Deny(Reason::ProviderRejected));
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("FAILED")
+        );
+        let inv = w.gate.invariants("acme").await?;
+        assert_eq!((inv.spent_today_paise, inv.provider_orders), (0, 0));
+        assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&0));
+        assert!(inv.ledger_intact);
+        let again = w.gate.pay("acme", &authority, "finance-lead").await?;
+        assert_eq!(again.decision, Decision::Deny(Reason::AuthorityAlreadyUsed));
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn timeout_and_unavailable_are_refusals_that_keep_the_request_pending() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    for mode in [Mode::Timeout, Mode::Unavailable, Mode::Late] {
-        w.gate.provider().set_mode(mode, Some(1));
-        let (request, authority) = checked_out(&w.gate).await?;
-        let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+    on_world(async |w| {
+        for mode in [Mode::Timeout, Mode::Unavailable, Mode::Late] {
+            w.gate.provider().set_mode(mode, Some(1));
+            let (request, authority) = checked_out(&w.gate).await?;
+            let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+            assert_eq!(
+                paid.decision,
+                Decision::Deny(Reason::ProviderUnavailable),
+                "{mode:?}"
+            );
+            assert_eq!(
+                w.gate.request_state("acme", &request).await?.as_deref(),
+                Some("PROVIDER_PENDING"),
+                "{mode:?}"
+            );
+            let again = w.gate.pay("acme", &authority, "finance-lead").await?;
+            assert_eq!(again.decision, Decision::Deny(Reason::AuthorityAlreadyUsed));
+        }
+        let inv = w.gate.invariants("acme").await?;
         assert_eq!(
-            paid.decision,
-            Decision::Deny(Reason::ProviderUnavailable),
-            "{mode:?}"
+            (inv.spent_today_paise, inv.provider_orders),
+            (180000, 0),
+            "three reservations held, no order recorded"
         );
         assert_eq!(
-            w.gate.request_state("acme", &request).await?.as_deref(),
-            Some("PROVIDER_PENDING"),
-            "{mode:?}"
+            w.gate.provider().orders().len(),
+            1,
+            "only `late` made an order at the provider"
         );
-        let again = w.gate.pay("acme", &authority, "finance-lead").await?;
-        assert_eq!(again.decision, Decision::Deny(Reason::AuthorityAlreadyUsed));
-    }
-    let inv = w.gate.invariants("acme").await?;
-    assert_eq!(
-        (inv.spent_today_paise, inv.provider_orders),
-        (180000, 0),
-        "three reservations held, no order recorded"
-    );
-    assert_eq!(
-        w.gate.provider().orders().len(),
-        1,
-        "only `late` made an order at the provider"
-    );
-    let kinds: Vec<String> =
-        sqlx::query_scalar("SELECT kind FROM ledger_entries ORDER BY seq DESC LIMIT 2")
-            .fetch_all(w.pool())
-            .await?;
-    assert_eq!(kinds, vec!["authority.refused", "provider.error"]);
-    w.drop().await
+        let kinds: Vec<String> =
+            sqlx::query_scalar("SELECT kind FROM ledger_entries ORDER BY seq DESC LIMIT 2")
+                .fetch_all(w.pool())
+                .await?;
+        assert_eq!(kinds, vec!["authority.refused", "provider.error"]);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]

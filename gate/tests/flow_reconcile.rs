@@ -66,95 +66,95 @@ async fn ledger_len(w: &World) -> BoxResult<i64> {
 
 #[tokio::test]
 async fn a_late_answer_then_a_capture_is_kept_and_reconcile_books_it() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    w.gate.provider().set_mode(Mode::Late, Some(1));
-    let (request, authority) = checked_out(&w.gate).await?;
-    let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
-    assert_eq!(paid.decision, Decision::Deny(Reason::ProviderUnavailable));
-    let (body, sig) = customer_pays(w.gate.provider(), &authority, w.gate.now())?;
-    // A payment.captured carries no receipt: the gate cannot tell whose it is.
-    let order = w
-        .gate
-        .provider()
-        .order_for_receipt(&authority)
-        .ok_or("no order")?;
-    let bare = ProviderEvent {
-        id: "evt_bare".into(),
-        event: EVENT_CAPTURED.into(),
-        created_at: w.gate.now(),
-        order_id: order.id.clone(),
-        amount_paise: 60000,
-        currency: "INR".into(),
-    }
-    .to_body();
-    let h = w
-        .gate
-        .webhook(&bare, Some(&sign_webhook(SECRET, &bare)), Some("evt_bare"))
-        .await?;
-    assert_eq!(h.decision, Decision::Deny(Reason::WebhookUnknownOrder));
-    // order.paid names the receipt: kept for reconcile, not dropped.
-    let h = w.gate.webhook(&body, Some(&sig), Some("evt_paid")).await?;
-    assert!(h.is_ok(), "{h:?}");
-    assert_eq!(w.gate.books(Some("acme")).await?.kept_unsettled, 1);
-    let again = w.gate.webhook(&body, Some(&sig), Some("evt_paid")).await?;
-    assert_eq!(again.decision, Decision::Deny(Reason::WebhookDuplicate));
-    assert!(
-        !balanced(&w).await?,
-        "before reconcile the capture is not booked"
-    );
-    let r = w.gate.reconcile(None).await?;
-    assert_eq!(
-        (r.examined, r.orders_recorded, r.captured, r.kept_settled),
-        (1, 1, 1, 1)
-    );
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("CAPTURED")
-    );
-    assert_eq!(w.gate.captured_paise("acme").await?, 60000);
-    assert!(balanced(&w).await?);
-    // The bare capture, retried now that the order is known, counts nothing twice.
-    let h = w
-        .gate
-        .webhook(&bare, Some(&sign_webhook(SECRET, &bare)), Some("evt_bare"))
-        .await?;
-    assert!(h.is_ok(), "{h:?}");
-    assert!(balanced(&w).await?);
-    w.drop().await
+    on_world(async |w| {
+        w.gate.provider().set_mode(Mode::Late, Some(1));
+        let (request, authority) = checked_out(&w.gate).await?;
+        let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+        assert_eq!(paid.decision, Decision::Deny(Reason::ProviderUnavailable));
+        let (body, sig) = customer_pays(w.gate.provider(), &authority, w.gate.now())?;
+        // A payment.captured carries no receipt: the gate cannot tell whose it is.
+        let order = w
+            .gate
+            .provider()
+            .order_for_receipt(&authority)
+            .ok_or("no order")?;
+        let bare = ProviderEvent {
+            id: "evt_bare".into(),
+            event: EVENT_CAPTURED.into(),
+            created_at: w.gate.now(),
+            order_id: order.id.clone(),
+            amount_paise: 60000,
+            currency: "INR".into(),
+        }
+        .to_body();
+        let h = w
+            .gate
+            .webhook(&bare, Some(&sign_webhook(SECRET, &bare)), Some("evt_bare"))
+            .await?;
+        assert_eq!(h.decision, Decision::Deny(Reason::WebhookUnknownOrder));
+        // order.paid names the receipt: kept for reconcile, not dropped.
+        let h = w.gate.webhook(&body, Some(&sig), Some("evt_paid")).await?;
+        assert!(h.is_ok(), "{h:?}");
+        assert_eq!(w.gate.books(Some("acme")).await?.kept_unsettled, 1);
+        let again = w.gate.webhook(&body, Some(&sig), Some("evt_paid")).await?;
+        assert_eq!(again.decision, Decision::Deny(Reason::WebhookDuplicate));
+        assert!(
+            !balanced(w).await?,
+            "before reconcile the capture is not booked"
+        );
+        let r = w.gate.reconcile(None).await?;
+        assert_eq!(
+            (r.examined, r.orders_recorded, r.captured, r.kept_settled),
+            (1, 1, 1, 1)
+        );
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("CAPTURED")
+        );
+        assert_eq!(w.gate.captured_paise("acme").await?, 60000);
+        assert!(balanced(w).await?);
+        // The bare capture, retried now that the order is known, counts nothing twice.
+        let h = w
+            .gate
+            .webhook(&bare, Some(&sign_webhook(SECRET, &bare)), Some("evt_bare"))
+            .await?;
+        assert!(h.is_ok(), "{h:?}");
+        assert!(balanced(w).await?);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn no_order_and_an_expired_authority_fail_the_request_and_release_it() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    w.gate.provider().set_mode(Mode::Timeout, Some(1));
-    let (request, authority) = checked_out(&w.gate).await?;
-    let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
-    assert_eq!(paid.decision, Decision::Deny(Reason::ProviderUnavailable));
-    let r = w.gate.reconcile(Some("acme")).await?;
-    assert_eq!((r.examined, r.failed, r.still_pending), (1, 0, 1));
-    assert_eq!(w.gate.spent_today_paise("acme").await?, 60000);
-    w.clock.advance(Minutes::minutes(16));
-    let r = w.gate.reconcile(Some("acme")).await?;
-    assert_eq!((r.examined, r.failed, r.still_pending), (1, 1, 0));
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("FAILED")
-    );
-    let inv = w.gate.invariants("acme").await?;
-    assert_eq!(inv.spent_today_paise, 0);
-    assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&0));
-    assert!(inv.ledger_intact);
-    // Idempotent: nothing left to do, nothing written.
-    let before = ledger_len(&w).await?;
-    let r = w.gate.reconcile(None).await?;
-    assert_eq!(r.examined, 0);
-    assert_eq!(ledger_len(&w).await?, before);
-    assert!(balanced(&w).await?);
-    w.drop().await
+    on_world(async |w| {
+        w.gate.provider().set_mode(Mode::Timeout, Some(1));
+        let (request, authority) = checked_out(&w.gate).await?;
+        let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+        assert_eq!(paid.decision, Decision::Deny(Reason::ProviderUnavailable));
+        let r = w.gate.reconcile(Some("acme")).await?;
+        assert_eq!((r.examined, r.failed, r.still_pending), (1, 0, 1));
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 60000);
+        w.clock.advance(Minutes::minutes(16));
+        let r = w.gate.reconcile(Some("acme")).await?;
+        assert_eq!((r.examined, r.failed, r.still_pending), (1, 1, 0));
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("FAILED")
+        );
+        let inv = w.gate.invariants("acme").await?;
+        assert_eq!(inv.spent_today_paise, 0);
+        assert_eq!(inv.delegation_spent_paise.get("d-buyer"), Some(&0));
+        assert!(inv.ledger_intact);
+        // Idempotent: nothing left to do, nothing written.
+        let before = ledger_len(w).await?;
+        let r = w.gate.reconcile(None).await?;
+        assert_eq!(r.examined, 0);
+        assert_eq!(ledger_len(w).await?, before);
+        assert!(balanced(w).await?);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
@@ -190,27 +190,27 @@ async fn reconcile_books_a_capture_whose_webhook_never_came_and_the_webhook_late
 
 #[tokio::test]
 async fn a_failed_attempt_found_by_reconcile_keeps_the_request_pending() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let (request, _, order) = paid_order(&w).await?;
-    w.gate.provider().fail_attempt(&order)?;
-    let r = w.gate.reconcile(Some("acme")).await?;
-    assert_eq!((r.attempts, r.still_pending, r.failed), (1, 1, 0));
-    w.clock.advance(Minutes::minutes(30));
-    let r = w.gate.reconcile(Some("acme")).await?;
-    assert_eq!(
-        (r.failed, r.still_pending),
-        (0, 1),
-        "an order exists: it can still be paid, so the request is not failed"
-    );
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("PROVIDER_PENDING")
-    );
-    assert_eq!(w.gate.spent_today_paise("acme").await?, 60000);
-    assert!(balanced(&w).await?);
-    w.drop().await
+    on_world(async |w| {
+        let (request, _, order) = paid_order(w).await?;
+        w.gate.provider().fail_attempt(&order)?;
+        let r = w.gate.reconcile(Some("acme")).await?;
+        assert_eq!((r.attempts, r.still_pending, r.failed), (1, 1, 0));
+        w.clock.advance(Minutes::minutes(30));
+        let r = w.gate.reconcile(Some("acme")).await?;
+        assert_eq!(
+            (r.failed, r.still_pending),
+            (0, 1),
+            "an order exists: it can still be paid, so the request is not failed"
+        );
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("PROVIDER_PENDING")
+        );
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 60000);
+        assert!(balanced(w).await?);
+        Ok(())
+    })
+    .await
 }
 
 /// Creates the order and then answers 4xx, once: the provider lied.
@@ -339,85 +339,86 @@ async fn a_capture_after_the_request_failed_is_booked_past_the_budget_as_needs_r
 
 #[tokio::test]
 async fn reconcile_of_a_tenant_outside_the_identifier_grammar_touches_nothing() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    w.gate.provider().set_mode(Mode::Timeout, None);
-    checked_out(&w.gate).await?;
-    for tenant in ["acme\u{0}", "", &"a".repeat(65)] {
-        assert_eq!(w.gate.reconcile(Some(tenant)).await?.examined, 0);
-    }
-    assert_eq!(w.gate.reconcile(Some("globex")).await?.examined, 0);
-    w.drop().await
+    on_world(async |w| {
+        w.gate.provider().set_mode(Mode::Timeout, None);
+        checked_out(&w.gate).await?;
+        for tenant in ["acme\u{0}", "", &"a".repeat(65)] {
+            assert_eq!(w.gate.reconcile(Some(tenant)).await?.examined, 0);
+        }
+        assert_eq!(w.gate.reconcile(Some("globex")).await?.examined, 0);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn reconcile_racing_webhooks_books_every_capture_exactly_once() -> TestResult {
-    let Some(w) = world_with_pool(24).await? else {
-        return Ok(());
-    };
-    // Three purchases, each paid at the provider; one answered late.
-    let mut orders = Vec::new();
-    for i in 0..3 {
-        if i == 2 {
-            w.gate.provider().set_mode(Mode::Late, Some(1));
+    on_world_with_pool(24, async |w| {
+        // Three purchases, each paid at the provider; one answered late.
+        let mut orders = Vec::new();
+        for i in 0..3 {
+            if i == 2 {
+                w.gate.provider().set_mode(Mode::Late, Some(1));
+            }
+            let (request, authority) = checked_out(&w.gate).await?;
+            w.gate.pay("acme", &authority, "finance-lead").await?;
+            let order = w
+                .gate
+                .provider()
+                .order_for_receipt(&authority)
+                .ok_or("no order")?;
+            let payment = w.gate.provider().capture_payment(&order.id)?;
+            let paid = w
+                .gate
+                .provider()
+                .order_for_receipt(&authority)
+                .ok_or("no order")?;
+            let body =
+                razorpay_envelope(EVENT_ORDER_PAID, w.gate.now(), Some(&payment), Some(&paid));
+            orders.push((request, body));
         }
-        let (request, authority) = checked_out(&w.gate).await?;
-        w.gate.pay("acme", &authority, "finance-lead").await?;
-        let order = w
-            .gate
-            .provider()
-            .order_for_receipt(&authority)
-            .ok_or("no order")?;
-        let payment = w.gate.provider().capture_payment(&order.id)?;
-        let paid = w
-            .gate
-            .provider()
-            .order_for_receipt(&authority)
-            .ok_or("no order")?;
-        let body = razorpay_envelope(EVENT_ORDER_PAID, w.gate.now(), Some(&payment), Some(&paid));
-        orders.push((request, body));
-    }
-    let mut tasks = tokio::task::JoinSet::new();
-    for round in 0..3 {
-        for (i, (_, body)) in orders.iter().enumerate() {
+        let mut tasks = tokio::task::JoinSet::new();
+        for round in 0..3 {
+            for (i, (_, body)) in orders.iter().enumerate() {
+                let gate = w.gate.clone();
+                let body = body.clone();
+                // The same event delivered twice, and a second event id for it.
+                let id = format!("evt_race_{i}_{}", round % 2);
+                tasks.spawn(async move {
+                    let sig = sign_webhook(SECRET, &body);
+                    gate.webhook(&body, Some(&sig), Some(&id)).await.map(Some)
+                });
+            }
             let gate = w.gate.clone();
-            let body = body.clone();
-            // The same event delivered twice, and a second event id for it.
-            let id = format!("evt_race_{i}_{}", round % 2);
-            tasks.spawn(async move {
-                let sig = sign_webhook(SECRET, &body);
-                gate.webhook(&body, Some(&sig), Some(&id)).await.map(Some)
-            });
+            tasks.spawn(async move { gate.reconcile(None).await.map(|_| None::<Outcome>) });
         }
-        let gate = w.gate.clone();
-        tasks.spawn(async move { gate.reconcile(None).await.map(|_| None::<Outcome>) });
-    }
-    let mut ok = 0;
-    while let Some(joined) = tasks.join_next().await {
-        match joined?? {
-            Some(o) if o.is_ok() => ok += 1,
-            Some(o) => assert!(
-                matches!(
-                    o.reason(),
-                    Some(Reason::WebhookDuplicate) | Some(Reason::WebhookUnknownOrder)
+        let mut ok = 0;
+        while let Some(joined) = tasks.join_next().await {
+            match joined?? {
+                Some(o) if o.is_ok() => ok += 1,
+                Some(o) => assert!(
+                    matches!(
+                        o.reason(),
+                        Some(Reason::WebhookDuplicate) | Some(Reason::WebhookUnknownOrder)
+                    ),
+                    "{o:?}"
                 ),
-                "{o:?}"
-            ),
-            None => {}
+                None => {}
+            }
         }
-    }
-    assert!(ok >= 3, "each order's capture was accepted at least once");
-    w.gate.reconcile(None).await?;
-    for (request, _) in &orders {
-        assert_eq!(
-            w.gate.request_state("acme", request).await?.as_deref(),
-            Some("CAPTURED")
-        );
-    }
-    assert_eq!(w.gate.captured_paise("acme").await?, 180000);
-    assert_eq!(w.gate.provider().captured_paise(), 180000);
-    assert!(balanced(&w).await?);
-    assert!(w.gate.verify_ledger().await?.intact());
-    w.drop().await
+        assert!(ok >= 3, "each order's capture was accepted at least once");
+        w.gate.reconcile(None).await?;
+        for (request, _) in &orders {
+            assert_eq!(
+                w.gate.request_state("acme", request).await?.as_deref(),
+                Some("CAPTURED")
+            );
+        }
+        assert_eq!(w.gate.captured_paise("acme").await?, 180000);
+        assert_eq!(w.gate.provider().captured_paise(), 180000);
+        assert!(balanced(w).await?);
+        assert!(w.gate.verify_ledger().await?.intact());
+        Ok(())
+    })
+    .await
 }

@@ -148,98 +148,100 @@ const ACME_KINDS: [&str; 9] = [
 
 #[tokio::test]
 async fn every_step_is_appended_to_its_tenants_chain_and_each_entry_is_keyed() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    let acme = chain(&w, "acme").await?;
-    let kinds: Vec<&str> = acme.iter().map(|r| r.kind.as_str()).collect();
-    assert_eq!(kinds, ACME_KINDS);
-    let globex = chain(&w, "globex").await?;
-    assert_eq!(globex.len(), 1, "globex's chain holds only its seed");
-    assert_eq!(ledger_rows(&w).await?, 10, "nothing outside the two chains");
-    for rows in [&acme, &globex] {
-        let mut prev = GENESIS_HASH.to_owned();
-        for (i, row) in rows.iter().enumerate() {
-            assert_eq!(row.seq, i as i64 + 1);
-            assert_eq!(row.prev_hash, prev);
-            assert_eq!(row.hash, chain_hash(&key(), &prev, &row.entry));
-            assert_ne!(row.hash, plain(&prev, &row.entry), "the hash is keyed");
-            prev = row.hash.clone();
+    on_world(async |w| {
+        history(w).await?;
+        let acme = chain(w, "acme").await?;
+        let kinds: Vec<&str> = acme.iter().map(|r| r.kind.as_str()).collect();
+        assert_eq!(kinds, ACME_KINDS);
+        let globex = chain(w, "globex").await?;
+        assert_eq!(globex.len(), 1, "globex's chain holds only its seed");
+        assert_eq!(ledger_rows(w).await?, 10, "nothing outside the two chains");
+        for rows in [&acme, &globex] {
+            let mut prev = GENESIS_HASH.to_owned();
+            for (i, row) in rows.iter().enumerate() {
+                assert_eq!(row.seq, i as i64 + 1);
+                assert_eq!(row.prev_hash, prev);
+                assert_eq!(row.hash, chain_hash(&key(), &prev, &row.entry));
+                assert_ne!(row.hash, plain(&prev, &row.entry), "the hash is keyed");
+                prev = row.hash.clone();
+            }
         }
-    }
-    let report = w.gate.verify_ledger().await?;
-    assert!(report.intact(), "{report:#?}");
-    assert_eq!(report.entries, 10);
-    let heads: Vec<(String, i64, String)> = report
-        .anchor()
-        .heads
-        .into_iter()
-        .map(|h| (h.tenant, h.seq, h.hash))
-        .collect();
-    assert_eq!(
-        heads,
-        vec![
-            ("acme".to_owned(), 9, acme[8].hash.clone()),
-            ("globex".to_owned(), 1, globex[0].hash.clone()),
-        ]
-    );
-    // One tenant's chain alone; a tenant that does not exist has no chain to break.
-    let one = verify_ledger(w.pool(), &key(), Some("globex"), None).await?;
-    assert_eq!((one.chains.len(), one.entries), (1, 1));
-    let none = verify_ledger(w.pool(), &key(), Some("nobody"), None).await?;
-    assert!(none.intact(), "{none:#?}");
-    assert_eq!((none.chains.len(), none.entries), (1, 0));
-    // The full decision is in the ledger.
-    assert!(
-        acme[2].entry.contains("\"decision\":\"step_up\"")
-            && acme[2].entry.contains("\"amount_paise\":180000")
-            && acme[2].entry.contains("\"tenant\":\"acme\""),
-        "{}",
-        acme[2].entry
-    );
-    w.drop().await
+        let report = w.gate.verify_ledger().await?;
+        assert!(report.intact(), "{report:#?}");
+        assert_eq!(report.entries, 10);
+        let heads: Vec<(String, i64, String)> = report
+            .anchor()
+            .heads
+            .into_iter()
+            .map(|h| (h.tenant, h.seq, h.hash))
+            .collect();
+        assert_eq!(
+            heads,
+            vec![
+                ("acme".to_owned(), 9, acme[8].hash.clone()),
+                ("globex".to_owned(), 1, globex[0].hash.clone()),
+            ]
+        );
+        // One tenant's chain alone; a tenant that does not exist has no chain to break.
+        let one = verify_ledger(w.pool(), &key(), Some("globex"), None).await?;
+        assert_eq!((one.chains.len(), one.entries), (1, 1));
+        let none = verify_ledger(w.pool(), &key(), Some("nobody"), None).await?;
+        assert!(none.intact(), "{none:#?}");
+        assert_eq!((none.chains.len(), none.entries), (1, 0));
+        // The full decision is in the ledger.
+        assert!(
+            acme[2].entry.contains("\"decision\":\"step_up\"")
+                && acme[2].entry.contains("\"amount_paise\":180000")
+                && acme[2].entry.contains("\"tenant\":\"acme\""),
+            "{}",
+            acme[2].entry
+        );
+        Ok(())
+    })
+    .await
 }
 
 /// Issue 9, seen 4: a forged entry with a correct (plain SHA-256) hash,
 /// linked to the last entry, and the head moved to it.
 #[tokio::test]
 async fn a_forged_entry_with_a_correct_plain_hash_and_the_head_moved_is_named() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    let acme = chain(&w, "acme").await?;
-    let last = &acme[8];
-    let forged = last
-        .entry
-        .replace("\"seq\":9", "\"seq\":10")
-        .replace("evt_1", "evt_forged");
-    let hash = plain(&last.hash, &forged);
-    // No trigger stands in the way: INSERT into the ledger and moving the head are allowed.
-    let owner = w.owner();
-    owner
-        .execute(
-            format!(
-                "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+    on_world(async |w| {
+        history(w).await?;
+        let acme = chain(w, "acme").await?;
+        let last = &acme[8];
+        let forged = last
+            .entry
+            .replace("\"seq\":9", "\"seq\":10")
+            .replace("evt_1", "evt_forged");
+        let hash = plain(&last.hash, &forged);
+        // No trigger stands in the way: INSERT into the ledger and moving the head are allowed.
+        let owner = w.owner();
+        owner
+            .execute(
+                format!(
+                    "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
                  SELECT 'acme', 10, kind, at, {}, hash, '{hash}' FROM ledger_entries \
                  WHERE tenant_id = 'acme' AND seq = 9",
-                quoted(&forged)
-            )
-            .as_str(),
-        )
-        .await?;
-    owner
-        .execute(
-            format!("UPDATE ledger_head SET seq = 10, hash = '{hash}' WHERE tenant_id = 'acme'")
+                    quoted(&forged)
+                )
                 .as_str(),
-        )
-        .await?;
-    let report = w.gate.verify_ledger().await?;
-    assert_break(&report, "acme", 10, "not the keyed hash");
-    assert_eq!(report.chain("acme").map(|c| c.entries), Some(9));
-    assert!(report.chain("globex").is_some_and(|c| c.intact()));
-    w.drop().await
+            )
+            .await?;
+        owner
+            .execute(
+                format!(
+                    "UPDATE ledger_head SET seq = 10, hash = '{hash}' WHERE tenant_id = 'acme'"
+                )
+                .as_str(),
+            )
+            .await?;
+        let report = w.gate.verify_ledger().await?;
+        assert_break(&report, "acme", 10, "not the keyed hash");
+        assert_eq!(report.chain("acme").map(|c| c.entries), Some(9));
+        assert!(report.chain("globex").is_some_and(|c| c.intact()));
+        Ok(())
+    })
+    .await
 }
 
 /// Issue 9, seen 4: with the append-only trigger disabled, two entries edited
@@ -248,387 +250,387 @@ async fn a_forged_entry_with_a_correct_plain_hash_and_the_head_moved_is_named() 
 /// with the anchor taken before, it also names the cut.
 #[tokio::test]
 async fn two_edits_rehashed_with_plain_sha256_and_a_cut_tail_are_named() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    let anchor = w.gate.verify_ledger().await?.anchor();
-    let acme = chain(&w, "acme").await?;
-    let mut sqls = Vec::new();
-    let mut prev = acme[1].hash.clone();
-    // Entries 3 (the decision) and 6 (the authority) are edited; 3..=7 re-hashed; 8 and 9 cut.
-    for row in &acme[2..7] {
-        let entry = if row.seq == 3 || row.seq == 6 {
-            assert!(row.entry.contains("180000"), "{}", row.entry);
-            row.entry.replace("180000", "1")
-        } else {
-            row.entry.clone()
-        };
-        let hash = plain(&prev, &entry);
-        sqls.push(format!(
-            "UPDATE ledger_entries SET entry = {}, prev_hash = '{prev}', hash = '{hash}' \
+    on_world(async |w| {
+        history(w).await?;
+        let anchor = w.gate.verify_ledger().await?.anchor();
+        let acme = chain(w, "acme").await?;
+        let mut sqls = Vec::new();
+        let mut prev = acme[1].hash.clone();
+        // Entries 3 (the decision) and 6 (the authority) are edited; 3..=7 re-hashed; 8 and 9 cut.
+        for row in &acme[2..7] {
+            let entry = if row.seq == 3 || row.seq == 6 {
+                assert!(row.entry.contains("180000"), "{}", row.entry);
+                row.entry.replace("180000", "1")
+            } else {
+                row.entry.clone()
+            };
+            let hash = plain(&prev, &entry);
+            sqls.push(format!(
+                "UPDATE ledger_entries SET entry = {}, prev_hash = '{prev}', hash = '{hash}' \
              WHERE tenant_id = 'acme' AND seq = {}",
-            quoted(&entry),
-            row.seq
+                quoted(&entry),
+                row.seq
+            ));
+            prev = hash;
+        }
+        sqls.push("DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > 7".to_owned());
+        sqls.push(format!(
+            "UPDATE ledger_head SET seq = 7, hash = '{prev}' WHERE tenant_id = 'acme'"
         ));
-        prev = hash;
-    }
-    sqls.push("DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > 7".to_owned());
-    sqls.push(format!(
-        "UPDATE ledger_head SET seq = 7, hash = '{prev}' WHERE tenant_id = 'acme'"
-    ));
-    tamper(&w, &sqls).await?;
+        tamper(w, &sqls).await?;
 
-    let report = w.gate.verify_ledger().await?;
-    assert_break(&report, "acme", 3, "not the keyed hash");
-    assert_eq!(report.chain("acme").map(|c| c.entries), Some(2));
+        let report = w.gate.verify_ledger().await?;
+        assert_break(&report, "acme", 3, "not the keyed hash");
+        assert_eq!(report.chain("acme").map(|c| c.entries), Some(2));
 
-    let anchored = w.gate.verify_ledger_with(None, Some(&anchor)).await?;
-    let acme_chain = anchored.chain("acme").ok_or("no acme chain")?;
-    assert_eq!(
-        acme_chain.first_break.as_ref().map(|b| b.seq),
-        Some(3),
-        "the first edit is still named first"
-    );
-    let cut = acme_chain
-        .anchor_break
-        .as_ref()
-        .ok_or("the cut is not named")?;
-    assert_eq!(cut.seq, 8, "{cut:?}");
-    assert!(
-        cut.problem.contains("the tail was cut")
-            && cut.problem.contains("entry 9")
-            && cut.problem.contains("entry 7"),
-        "{cut:?}"
-    );
-    let breaks: Vec<(&str, i64)> = anchored
-        .breaks()
-        .map(|b| (b.tenant.as_str(), b.seq))
-        .collect();
-    assert_eq!(breaks, vec![("acme", 3), ("acme", 8)]);
-    w.drop().await
+        let anchored = w.gate.verify_ledger_with(None, Some(&anchor)).await?;
+        let acme_chain = anchored.chain("acme").ok_or("no acme chain")?;
+        assert_eq!(
+            acme_chain.first_break.as_ref().map(|b| b.seq),
+            Some(3),
+            "the first edit is still named first"
+        );
+        let cut = acme_chain
+            .anchor_break
+            .as_ref()
+            .ok_or("the cut is not named")?;
+        assert_eq!(cut.seq, 8, "{cut:?}");
+        assert!(
+            cut.problem.contains("the tail was cut")
+                && cut.problem.contains("entry 9")
+                && cut.problem.contains("entry 7"),
+            "{cut:?}"
+        );
+        let breaks: Vec<(&str, i64)> = anchored
+            .breaks()
+            .map(|b| (b.tenant.as_str(), b.seq))
+            .collect();
+        assert_eq!(breaks, vec![("acme", 3), ("acme", 8)]);
+        Ok(())
+    })
+    .await
 }
 
 /// Cutting the tail and moving the head back needs no key: the chain that is
 /// left verifies. Only the anchor, kept outside the database, names the cut.
 #[tokio::test]
 async fn a_cut_tail_with_the_head_moved_back_is_named_only_by_the_anchor() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    let anchor = w.gate.verify_ledger().await?.anchor();
-    let acme = chain(&w, "acme").await?;
-    tamper(
-        &w,
-        &[
-            "DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > 6".to_owned(),
-            format!(
-                "UPDATE ledger_head SET seq = 6, hash = '{}' WHERE tenant_id = 'acme'",
-                acme[5].hash
-            ),
-        ],
-    )
-    .await?;
-    let report = w.gate.verify_ledger().await?;
-    assert!(report.intact(), "without an anchor the cut cannot be seen");
-    let anchored = w.gate.verify_ledger_with(None, Some(&anchor)).await?;
-    assert!(!anchored.intact());
-    assert_break(&anchored, "acme", 7, "the tail was cut");
-    assert!(anchored.chain("globex").is_some_and(|c| c.intact()));
-    // Scoped to the tenant that was not touched, the same anchor finds nothing.
-    let globex = w
-        .gate
-        .verify_ledger_with(Some("globex"), Some(&anchor))
+    on_world(async |w| {
+        history(w).await?;
+        let anchor = w.gate.verify_ledger().await?.anchor();
+        let acme = chain(w, "acme").await?;
+        tamper(
+            w,
+            &[
+                "DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > 6".to_owned(),
+                format!(
+                    "UPDATE ledger_head SET seq = 6, hash = '{}' WHERE tenant_id = 'acme'",
+                    acme[5].hash
+                ),
+            ],
+        )
         .await?;
-    assert!(globex.intact(), "{globex:#?}");
-    w.drop().await
+        let report = w.gate.verify_ledger().await?;
+        assert!(report.intact(), "without an anchor the cut cannot be seen");
+        let anchored = w.gate.verify_ledger_with(None, Some(&anchor)).await?;
+        assert!(!anchored.intact());
+        assert_break(&anchored, "acme", 7, "the tail was cut");
+        assert!(anchored.chain("globex").is_some_and(|c| c.intact()));
+        // Scoped to the tenant that was not touched, the same anchor finds nothing.
+        let globex = w
+            .gate
+            .verify_ledger_with(Some("globex"), Some(&anchor))
+            .await?;
+        assert!(globex.intact(), "{globex:#?}");
+        Ok(())
+    })
+    .await
 }
 
 /// The gate itself refills a cut tail with entries that verify under the
 /// key: the chain is intact, but the anchored entry is not the anchored one.
 #[tokio::test]
 async fn a_cut_tail_refilled_by_the_gate_is_named_by_the_anchor() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    let anchor = w.gate.verify_ledger().await?.anchor();
-    let acme = chain(&w, "acme").await?;
-    tamper(
-        &w,
-        &[
-            "DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > 7".to_owned(),
-            format!(
-                "UPDATE ledger_head SET seq = 7, hash = '{}' WHERE tenant_id = 'acme'",
-                acme[6].hash
-            ),
-        ],
-    )
-    .await?;
-    for _ in 0..3 {
-        w.gate
-            .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
-            .await?;
-    }
-    assert!(w.gate.verify_ledger().await?.intact());
-    let anchored = w.gate.verify_ledger_with(None, Some(&anchor)).await?;
-    assert_break(&anchored, "acme", 9, "not the one the anchor records");
-    w.drop().await
+    on_world(async |w| {
+        history(w).await?;
+        let anchor = w.gate.verify_ledger().await?.anchor();
+        let acme = chain(w, "acme").await?;
+        tamper(
+            w,
+            &[
+                "DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > 7".to_owned(),
+                format!(
+                    "UPDATE ledger_head SET seq = 7, hash = '{}' WHERE tenant_id = 'acme'",
+                    acme[6].hash
+                ),
+            ],
+        )
+        .await?;
+        for _ in 0..3 {
+            w.gate
+                .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
+                .await?;
+        }
+        assert!(w.gate.verify_ledger().await?.intact());
+        let anchored = w.gate.verify_ledger_with(None, Some(&anchor)).await?;
+        assert_break(&anchored, "acme", 9, "not the one the anchor records");
+        Ok(())
+    })
+    .await
 }
 
 /// Issue 14, item 2: the instant is covered. Only the `at` column changes.
 #[tokio::test]
 async fn an_entry_whose_instant_alone_was_changed_is_named() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    tamper(
-        &w,
-        &["UPDATE ledger_entries SET at = at - interval '1 second' \
+    on_world(async |w| {
+        history(w).await?;
+        tamper(
+            w,
+            &["UPDATE ledger_entries SET at = at - interval '1 second' \
            WHERE tenant_id = 'acme' AND seq = 5"
-            .to_owned()],
-    )
-    .await?;
-    let report = w.gate.verify_ledger().await?;
-    assert_break(&report, "acme", 5, "columns (seq, kind, tenant, at)");
-    w.drop().await
+                .to_owned()],
+        )
+        .await?;
+        let report = w.gate.verify_ledger().await?;
+        assert_break(&report, "acme", 5, "columns (seq, kind, tenant, at)");
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn an_entry_changed_behind_the_disabled_trigger_is_named() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    tamper(
-        &w,
-        &[
-            "UPDATE ledger_entries SET entry = replace(entry, '180000', '1') \
+    on_world(async |w| {
+        history(w).await?;
+        tamper(
+            w,
+            &[
+                "UPDATE ledger_entries SET entry = replace(entry, '180000', '1') \
            WHERE tenant_id = 'acme' AND seq = 6"
-                .to_owned(),
-        ],
-    )
-    .await?;
-    let report = w.gate.verify_ledger().await?;
-    assert_break(&report, "acme", 6, "not the keyed hash");
-    assert_eq!(
-        report.entries,
-        5 + 1,
-        "acme's first five and globex's seed verified"
-    );
-    w.drop().await
+                    .to_owned(),
+            ],
+        )
+        .await?;
+        let report = w.gate.verify_ledger().await?;
+        assert_break(&report, "acme", 6, "not the keyed hash");
+        assert_eq!(
+            report.entries,
+            5 + 1,
+            "acme's first five and globex's seed verified"
+        );
+        Ok(())
+    })
+    .await
 }
 
 /// Someone holding the key re-hashes an edited entry: the entry verifies,
 /// and the next one, which still links to the old hash, is named.
 #[tokio::test]
 async fn an_edit_rehashed_with_the_key_is_named_at_the_next_entry() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    let acme = chain(&w, "acme").await?;
-    let forged = acme[5].entry.replace("180000", "1");
-    let rehashed = chain_hash(&key(), &acme[5].prev_hash, &forged);
-    tamper(
-        &w,
-        &[format!(
-            "UPDATE ledger_entries SET entry = {}, hash = '{rehashed}' \
+    on_world(async |w| {
+        history(w).await?;
+        let acme = chain(w, "acme").await?;
+        let forged = acme[5].entry.replace("180000", "1");
+        let rehashed = chain_hash(&key(), &acme[5].prev_hash, &forged);
+        tamper(
+            w,
+            &[format!(
+                "UPDATE ledger_entries SET entry = {}, hash = '{rehashed}' \
              WHERE tenant_id = 'acme' AND seq = 6",
-            quoted(&forged)
-        )],
-    )
-    .await?;
-    let report = w.gate.verify_ledger().await?;
-    assert_break(&report, "acme", 7, "prev_hash");
-    w.drop().await
+                quoted(&forged)
+            )],
+        )
+        .await?;
+        let report = w.gate.verify_ledger().await?;
+        assert_break(&report, "acme", 7, "prev_hash");
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn a_deleted_entry_is_named_as_missing() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    tamper(
-        &w,
-        &["DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = 4".to_owned()],
-    )
-    .await?;
-    let report = w.gate.verify_ledger().await?;
-    assert_break(
-        &report,
-        "acme",
-        4,
-        "entry 4 is missing (the next entry is 5)",
-    );
-    w.drop().await
+    on_world(async |w| {
+        history(w).await?;
+        tamper(
+            w,
+            &["DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = 4".to_owned()],
+        )
+        .await?;
+        let report = w.gate.verify_ledger().await?;
+        assert_break(
+            &report,
+            "acme",
+            4,
+            "entry 4 is missing (the next entry is 5)",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn an_entry_whose_kind_column_was_changed_is_named() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    tamper(
-        &w,
-        &[
-            "UPDATE ledger_entries SET kind = 'nothing' WHERE tenant_id = 'acme' AND seq = 8"
-                .to_owned(),
-        ],
-    )
-    .await?;
-    let report = w.gate.verify_ledger().await?;
-    assert_break(&report, "acme", 8, "columns");
-    w.drop().await
+    on_world(async |w| {
+        history(w).await?;
+        tamper(
+            w,
+            &[
+                "UPDATE ledger_entries SET kind = 'nothing' WHERE tenant_id = 'acme' AND seq = 8"
+                    .to_owned(),
+            ],
+        )
+        .await?;
+        let report = w.gate.verify_ledger().await?;
+        assert_break(&report, "acme", 8, "columns");
+        Ok(())
+    })
+    .await
 }
 
 /// An entry moved into another tenant's chain is named in both chains.
 #[tokio::test]
 async fn an_entry_moved_to_another_chain_is_named_in_both() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    tamper(
-        &w,
-        &["UPDATE ledger_entries SET tenant_id = 'globex', seq = 2 \
+    on_world(async |w| {
+        history(w).await?;
+        tamper(
+            w,
+            &["UPDATE ledger_entries SET tenant_id = 'globex', seq = 2 \
            WHERE tenant_id = 'acme' AND seq = 9"
-            .to_owned()],
-    )
-    .await?;
-    let report = w.gate.verify_ledger().await?;
-    let breaks: Vec<(&str, i64)> = report
-        .breaks()
-        .map(|b| (b.tenant.as_str(), b.seq))
-        .collect();
-    // acme's head still says 9; globex's entry 2 is not globex's (prev_hash, hash, tenant).
-    assert_eq!(breaks, vec![("acme", 9), ("globex", 2)], "{report:#?}");
-    w.drop().await
+                .to_owned()],
+        )
+        .await?;
+        let report = w.gate.verify_ledger().await?;
+        let breaks: Vec<(&str, i64)> = report
+            .breaks()
+            .map(|b| (b.tenant.as_str(), b.seq))
+            .collect();
+        // acme's head still says 9; globex's entry 2 is not globex's (prev_hash, hash, tenant).
+        assert_eq!(breaks, vec![("acme", 9), ("globex", 2)], "{report:#?}");
+        Ok(())
+    })
+    .await
 }
 
 // ---- the head row at its edges (issue 14, item 3) ---------------------------
 
 #[tokio::test]
 async fn verify_names_a_missing_head_row_and_the_gate_will_not_append() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    // The head is referenced by every entry (fk_ledger_entry_head): only the
-    // owner, dropping that constraint first, can take it away.
-    w.owner()
-        .execute(
-            "ALTER TABLE ledger_entries DROP CONSTRAINT fk_ledger_entry_head; \
+    on_world(async |w| {
+        history(w).await?;
+        // The head is referenced by every entry (fk_ledger_entry_head): only the
+        // owner, dropping that constraint first, can take it away.
+        w.owner()
+            .execute(
+                "ALTER TABLE ledger_entries DROP CONSTRAINT fk_ledger_entry_head; \
              DELETE FROM ledger_head WHERE tenant_id = 'acme'",
-        )
-        .await?;
-    let report = w.gate.verify_ledger().await?;
-    assert_break(&report, "acme", 10, "the chain's head row is missing");
-    let before = ledger_rows(&w).await?;
-    let err = w
-        .gate
-        .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
-        .await;
-    assert!(
-        matches!(err, Err(gate::service::ServiceError::LedgerHeadMissing)),
-        "{err:?}"
-    );
-    assert_eq!(ledger_rows(&w).await?, before);
-    // Another tenant's chain carries on.
-    let globex = w
-        .gate
-        .propose("globex", "globex-agent", &body("SNACK-BOX", 1), None)
-        .await?;
-    assert_eq!(globex.decision, Decision::Allow);
-    // A tenant whose chain is still empty loses its head: named too.
-    w.owner()
-        .execute(
-            "INSERT INTO tenants (id) VALUES ('initech'); \
+            )
+            .await?;
+        let report = w.gate.verify_ledger().await?;
+        assert_break(&report, "acme", 10, "the chain's head row is missing");
+        let before = ledger_rows(w).await?;
+        let err = w
+            .gate
+            .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
+            .await;
+        assert!(
+            matches!(err, Err(gate::service::ServiceError::LedgerHeadMissing)),
+            "{err:?}"
+        );
+        assert_eq!(ledger_rows(w).await?, before);
+        // Another tenant's chain carries on.
+        let globex = w
+            .gate
+            .propose("globex", "globex-agent", &body("SNACK-BOX", 1), None)
+            .await?;
+        assert_eq!(globex.decision, Decision::Allow);
+        // A tenant whose chain is still empty loses its head: named too.
+        w.owner()
+            .execute(
+                "INSERT INTO tenants (id) VALUES ('initech'); \
              DELETE FROM ledger_head WHERE tenant_id = 'initech'",
-        )
-        .await?;
-    let report = w.gate.verify_ledger().await?;
-    let breaks: Vec<(&str, i64)> = report
-        .breaks()
-        .map(|b| (b.tenant.as_str(), b.seq))
-        .collect();
-    assert_eq!(breaks, vec![("acme", 10), ("initech", 1)]);
-    w.drop().await
+            )
+            .await?;
+        let report = w.gate.verify_ledger().await?;
+        let breaks: Vec<(&str, i64)> = report
+            .breaks()
+            .map(|b| (b.tenant.as_str(), b.seq))
+            .collect();
+        assert_eq!(breaks, vec![("acme", 10), ("initech", 1)]);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn verify_names_the_first_entry_past_a_head_that_is_behind() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    let acme = chain(&w, "acme").await?;
-    w.owner()
-        .execute(
-            format!(
-                "UPDATE ledger_head SET seq = 7, hash = '{}' WHERE tenant_id = 'acme'",
-                acme[6].hash
+    on_world(async |w| {
+        history(w).await?;
+        let acme = chain(w, "acme").await?;
+        w.owner()
+            .execute(
+                format!(
+                    "UPDATE ledger_head SET seq = 7, hash = '{}' WHERE tenant_id = 'acme'",
+                    acme[6].hash
+                )
+                .as_str(),
             )
-            .as_str(),
-        )
-        .await?;
-    let report = w.gate.verify_ledger().await?;
-    assert_break(
-        &report,
-        "acme",
-        8,
-        "entry 8 is past the head: the head says the chain ends at entry 7",
-    );
-    w.drop().await
+            .await?;
+        let report = w.gate.verify_ledger().await?;
+        assert_break(
+            &report,
+            "acme",
+            8,
+            "entry 8 is past the head: the head says the chain ends at entry 7",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn verify_names_the_first_missing_entry_below_a_head_that_is_ahead() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    w.owner()
-        .execute("UPDATE ledger_head SET seq = 12 WHERE tenant_id = 'acme'")
-        .await?;
-    let report = w.gate.verify_ledger().await?;
-    assert_break(
-        &report,
-        "acme",
-        10,
-        "entry 10 is missing: the head says the chain ends at entry 12",
-    );
-    w.drop().await
+    on_world(async |w| {
+        history(w).await?;
+        w.owner()
+            .execute("UPDATE ledger_head SET seq = 12 WHERE tenant_id = 'acme'")
+            .await?;
+        let report = w.gate.verify_ledger().await?;
+        assert_break(
+            &report,
+            "acme",
+            10,
+            "entry 10 is missing: the head says the chain ends at entry 12",
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn verify_names_the_last_entry_when_the_heads_hash_is_not_its_hash() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    let acme = chain(&w, "acme").await?;
-    w.owner()
-        .execute(
-            format!(
-                "UPDATE ledger_head SET hash = '{}' WHERE tenant_id = 'acme'",
-                acme[7].hash
+    on_world(async |w| {
+        history(w).await?;
+        let acme = chain(w, "acme").await?;
+        w.owner()
+            .execute(
+                format!(
+                    "UPDATE ledger_head SET hash = '{}' WHERE tenant_id = 'acme'",
+                    acme[7].hash
+                )
+                .as_str(),
             )
-            .as_str(),
-        )
-        .await?;
-    let report = w.gate.verify_ledger().await?;
-    assert_break(
-        &report,
-        "acme",
-        9,
-        "the head's hash is not this entry's hash",
-    );
-    w.drop().await
+            .await?;
+        let report = w.gate.verify_ledger().await?;
+        assert_break(
+            &report,
+            "acme",
+            9,
+            "the head's hash is not this entry's hash",
+        );
+        Ok(())
+    })
+    .await
 }
 
 // ---- the key ----------------------------------------------------------------
@@ -669,24 +671,24 @@ async fn the_chain_verifies_under_the_gates_own_key_and_no_other() -> TestResult
 /// The spec: a call naming an unknown tenant writes nothing.
 #[tokio::test]
 async fn two_hundred_proposals_naming_an_unknown_tenant_write_no_ledger_row() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let before = ledger_rows(&w).await?;
-    for _ in 0..200 {
-        let p = w
-            .gate
-            .propose("nobody", "buyer-agent", &body("USB-HUB", 1), None)
+    on_world(async |w| {
+        let before = ledger_rows(w).await?;
+        for _ in 0..200 {
+            let p = w
+                .gate
+                .propose("nobody", "buyer-agent", &body("USB-HUB", 1), None)
+                .await?;
+            assert_eq!(p.decision, Decision::Deny(Reason::TenantUnknown));
+        }
+        assert_eq!(ledger_rows(w).await?, before);
+        let heads: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_head")
+            .fetch_one(w.pool())
             .await?;
-        assert_eq!(p.decision, Decision::Deny(Reason::TenantUnknown));
-    }
-    assert_eq!(ledger_rows(&w).await?, before);
-    let heads: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_head")
-        .fetch_one(w.pool())
-        .await?;
-    assert_eq!(heads, 2, "no chain was started for the unknown tenant");
-    assert!(w.gate.verify_ledger().await?.intact());
-    w.drop().await
+        assert_eq!(heads, 2, "no chain was started for the unknown tenant");
+        assert!(w.gate.verify_ledger().await?.intact());
+        Ok(())
+    })
+    .await
 }
 
 /// (kind, tenant column, tenant inside the hashed entry) of a chain's last entry.
@@ -709,167 +711,165 @@ fn written(kind: &str, tenant: &str) -> (String, String, String) {
 
 #[tokio::test]
 async fn revoke_writes_its_kind_under_the_revoking_tenant() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let refused = w.gate.revoke("globex", "d-globex", "globex-agent").await?;
-    assert!(!refused.is_ok());
-    assert_eq!(
-        last_entry(&w, "globex").await?,
-        written("revocation.refused", "globex")
-    );
-    let revoked = w.gate.revoke("acme", "d-buyer", "finance-lead").await?;
-    assert!(revoked.is_ok(), "{revoked:?}");
-    assert_eq!(
-        last_entry(&w, "acme").await?,
-        written("delegation.revoked", "acme")
-    );
-    let (acme, globex) = (chain(&w, "acme").await?, chain(&w, "globex").await?);
-    assert_eq!((acme.len(), globex.len()), (2, 2));
-    let before = ledger_rows(&w).await?;
-    let unknown = w.gate.revoke("nobody", "d-buyer", "finance-lead").await?;
-    assert_eq!(unknown.reason(), Some(Reason::TenantUnknown));
-    assert_eq!(ledger_rows(&w).await?, before);
-    assert!(w.gate.verify_ledger().await?.intact());
-    w.drop().await
+    on_world(async |w| {
+        let refused = w.gate.revoke("globex", "d-globex", "globex-agent").await?;
+        assert!(!refused.is_ok());
+        assert_eq!(
+            last_entry(w, "globex").await?,
+            written("revocation.refused", "globex")
+        );
+        let revoked = w.gate.revoke("acme", "d-buyer", "finance-lead").await?;
+        assert!(revoked.is_ok(), "{revoked:?}");
+        assert_eq!(
+            last_entry(w, "acme").await?,
+            written("delegation.revoked", "acme")
+        );
+        let (acme, globex) = (chain(w, "acme").await?, chain(w, "globex").await?);
+        assert_eq!((acme.len(), globex.len()), (2, 2));
+        let before = ledger_rows(w).await?;
+        let unknown = w.gate.revoke("nobody", "d-buyer", "finance-lead").await?;
+        assert_eq!(unknown.reason(), Some(Reason::TenantUnknown));
+        assert_eq!(ledger_rows(w).await?, before);
+        assert!(w.gate.verify_ledger().await?.intact());
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn cancel_and_expire_write_their_kinds_under_the_requests_tenant() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let acme = w
-        .gate
-        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-        .await?;
-    assert_eq!(acme.decision, Decision::Allow);
-    let globex = w
-        .gate
-        .propose("globex", "globex-agent", &body("SNACK-BOX", 1), None)
-        .await?;
-    assert_eq!(globex.decision, Decision::Allow);
-    let cancelled = w
-        .gate
-        .cancel("acme", &request_id(&acme), "buyer-agent")
-        .await?;
-    assert!(cancelled.is_ok(), "{cancelled:?}");
-    assert_eq!(
-        last_entry(&w, "acme").await?,
-        written("request.cancelled", "acme")
-    );
-    let expired = w.gate.expire("globex", &request_id(&globex)).await?;
-    assert!(expired.is_ok(), "{expired:?}");
-    assert_eq!(
-        last_entry(&w, "globex").await?,
-        written("request.expired", "globex")
-    );
-    assert_eq!(
-        (
-            chain(&w, "acme").await?.len(),
-            chain(&w, "globex").await?.len()
-        ),
-        (4, 4)
-    );
-    assert!(w.gate.verify_ledger().await?.intact());
-    w.drop().await
+    on_world(async |w| {
+        let acme = w
+            .gate
+            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+            .await?;
+        assert_eq!(acme.decision, Decision::Allow);
+        let globex = w
+            .gate
+            .propose("globex", "globex-agent", &body("SNACK-BOX", 1), None)
+            .await?;
+        assert_eq!(globex.decision, Decision::Allow);
+        let cancelled = w
+            .gate
+            .cancel("acme", &request_id(&acme), "buyer-agent")
+            .await?;
+        assert!(cancelled.is_ok(), "{cancelled:?}");
+        assert_eq!(
+            last_entry(w, "acme").await?,
+            written("request.cancelled", "acme")
+        );
+        let expired = w.gate.expire("globex", &request_id(&globex)).await?;
+        assert!(expired.is_ok(), "{expired:?}");
+        assert_eq!(
+            last_entry(w, "globex").await?,
+            written("request.expired", "globex")
+        );
+        assert_eq!(
+            (
+                chain(w, "acme").await?.len(),
+                chain(w, "globex").await?.len()
+            ),
+            (4, 4)
+        );
+        assert!(w.gate.verify_ledger().await?.intact());
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn the_chains_survive_concurrent_appends_each_unforked() -> TestResult {
-    let Some(w) = world_with_pool(16).await? else {
-        return Ok(());
-    };
-    let mut tasks = Vec::new();
-    for i in 0..32 {
-        let gate = w.gate.clone();
-        tasks.push(tokio::spawn(async move {
-            let agent = ["buyer-agent", "globex-agent"][i % 2];
-            let tenant = ["acme", "globex"][i % 2];
-            gate.propose(tenant, agent, &body("USB-HUB", 1), None).await
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    let report = w.gate.verify_ledger().await?;
-    assert!(report.intact(), "{report:#?}");
-    let per_chain: Vec<(&str, u64, i64)> = report
-        .chains
-        .iter()
-        .map(|c| (c.tenant.as_str(), c.entries, c.last_seq))
-        .collect();
-    assert_eq!(per_chain, vec![("acme", 33, 33), ("globex", 33, 33)]);
-    assert_eq!(report.entries, 66);
-    w.drop().await
+    on_world_with_pool(16, async |w| {
+        let mut tasks = Vec::new();
+        for i in 0..32 {
+            let gate = w.gate.clone();
+            tasks.push(tokio::spawn(async move {
+                let agent = ["buyer-agent", "globex-agent"][i % 2];
+                let tenant = ["acme", "globex"][i % 2];
+                gate.propose(tenant, agent, &body("USB-HUB", 1), None).await
+            }));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        let report = w.gate.verify_ledger().await?;
+        assert!(report.intact(), "{report:#?}");
+        let per_chain: Vec<(&str, u64, i64)> = report
+            .chains
+            .iter()
+            .map(|c| (c.tenant.as_str(), c.entries, c.last_seq))
+            .collect();
+        assert_eq!(per_chain, vec![("acme", 33, 33), ("globex", 33, 33)]);
+        assert_eq!(report.entries, 66);
+        Ok(())
+    })
+    .await
 }
 
 /// An anchor file as `harness ledger anchor` writes it reads back equal.
 #[tokio::test]
 async fn the_printed_anchor_reads_back_and_verifies() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    // A tenant with an empty chain is anchored at 0, and that holds.
-    w.pool()
-        .execute("INSERT INTO tenants (id) VALUES ('initech')")
-        .await?;
-    let anchor = w.gate.verify_ledger().await?.anchor();
-    let read = Anchor::parse(&anchor.to_json())?;
-    assert_eq!(read, anchor);
-    let heads: Vec<(&str, i64)> = read
-        .heads
-        .iter()
-        .map(|h| (h.tenant.as_str(), h.seq))
-        .collect();
-    assert_eq!(heads, vec![("acme", 9), ("globex", 1), ("initech", 0)]);
-    assert!(w.gate.verify_ledger_with(None, Some(&read)).await?.intact());
-    w.drop().await
+    on_world(async |w| {
+        history(w).await?;
+        // A tenant with an empty chain is anchored at 0, and that holds.
+        w.pool()
+            .execute("INSERT INTO tenants (id) VALUES ('initech')")
+            .await?;
+        let anchor = w.gate.verify_ledger().await?.anchor();
+        let read = Anchor::parse(&anchor.to_json())?;
+        assert_eq!(read, anchor);
+        let heads: Vec<(&str, i64)> = read
+            .heads
+            .iter()
+            .map(|h| (h.tenant.as_str(), h.seq))
+            .collect();
+        assert_eq!(heads, vec![("acme", 9), ("globex", 1), ("initech", 0)]);
+        assert!(w.gate.verify_ledger_with(None, Some(&read)).await?.intact());
+        Ok(())
+    })
+    .await
 }
 
 /// The anchored entry itself deleted, with the entries after it kept: the
 /// walk names the gap, the anchor names its entry as gone.
 #[tokio::test]
 async fn an_anchored_entry_deleted_from_the_middle_is_named_gone() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    history(&w).await?;
-    let mut anchor = w.gate.verify_ledger().await?.anchor();
-    let acme = chain(&w, "acme").await?;
-    for head in &mut anchor.heads {
-        if head.tenant == "acme" {
-            (head.seq, head.hash) = (5, acme[4].hash.clone());
+    on_world(async |w| {
+        history(w).await?;
+        let mut anchor = w.gate.verify_ledger().await?.anchor();
+        let acme = chain(w, "acme").await?;
+        for head in &mut anchor.heads {
+            if head.tenant == "acme" {
+                (head.seq, head.hash) = (5, acme[4].hash.clone());
+            }
         }
-    }
-    tamper(
-        &w,
-        &["DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = 5".to_owned()],
-    )
-    .await?;
-    let report = w.gate.verify_ledger_with(None, Some(&anchor)).await?;
-    let breaks: Vec<(&str, i64, &str)> = report
-        .breaks()
-        .map(|b| (b.tenant.as_str(), b.seq, b.problem.as_str()))
-        .collect();
-    assert_eq!(
-        breaks,
-        vec![
-            ("acme", 5, "entry 5 is missing (the next entry is 6)"),
-            ("acme", 5, "the entry the anchor records is gone"),
-        ]
-    );
-    w.drop().await
+        tamper(
+            w,
+            &["DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = 5".to_owned()],
+        )
+        .await?;
+        let report = w.gate.verify_ledger_with(None, Some(&anchor)).await?;
+        let breaks: Vec<(&str, i64, &str)> = report
+            .breaks()
+            .map(|b| (b.tenant.as_str(), b.seq, b.problem.as_str()))
+            .collect();
+        assert_eq!(
+            breaks,
+            vec![
+                ("acme", 5, "entry 5 is missing (the next entry is 6)"),
+                ("acme", 5, "the entry the anchor records is gone"),
+            ]
+        );
+        Ok(())
+    })
+    .await
 }
 
 /// Entries of a tenant that has neither a head nor a tenant row any more
 /// are still found (through the entries' own index) and walked.
 #[tokio::test]
 async fn a_chain_with_no_head_and_no_tenant_row_is_still_walked() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
+    on_world(async |w| {
     let entry = r#"{"seq":1,"at":"2026-09-03T10:00:00.000000Z","tenant":"ghost","kind":"seed","subject":"ghost","body":{}}"#;
     w.owner()
         .execute(
@@ -888,7 +888,9 @@ async fn a_chain_with_no_head_and_no_tenant_row_is_still_walked() -> TestResult 
     assert_eq!(tenants, vec!["acme", "ghost", "globex"]);
     assert_break(&report, "ghost", 2, "the chain's head row is missing");
     assert_eq!(report.chain("ghost").map(|c| c.entries), Some(1));
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 /// One append, as `ledger::append` does it, on its own connection: lock the

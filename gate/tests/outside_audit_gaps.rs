@@ -100,116 +100,116 @@ async fn spend_400000_elsewhere(w: &World) -> TestResult {
 #[tokio::test]
 async fn approval_counts_todays_spend_in_the_engine_and_records_the_cap_it_ran_into() -> TestResult
 {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = step_up(&w).await?;
-    spend_400000_elsewhere(&w).await?;
-    // 400000 + 180000 is over the 500000 cap.
-    let a = w.gate.approve("acme", &request, "finance-lead").await?;
-    assert_eq!(a.decision, Decision::Deny(Reason::DailyBudgetExhausted));
-    // The engine itself refused, knowing what the day already held: an engine
-    // that ignored today's spend would have said step_up and left the refusal
-    // to the database's conditional reservation, with no cap in the record.
-    let decision = last_entry(&w, "decision", &request).await?;
-    assert_eq!(decision["on"], "approval");
-    assert_eq!(
-        decision["decision"],
-        json!(Decision::Deny(Reason::DailyBudgetExhausted))
-    );
-    assert_eq!(decision["evaluation"]["decision"], "deny");
-    assert_eq!(decision["evaluation"]["reason"], "DAILY_BUDGET_EXHAUSTED");
-    assert_eq!(
-        decision["evaluation"]["limit"],
-        json!({"limit": 500000, "used": 400000, "requested": 180000})
-    );
-    assert_eq!(decision["state"], "DENIED");
-    assert_eq!(decision["reserved_paise"], 0);
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("DENIED")
-    );
-    assert_eq!(w.gate.spent_today_paise("acme").await?, 400000);
-    w.drop().await
+    on_world(async |w| {
+        let request = step_up(w).await?;
+        spend_400000_elsewhere(w).await?;
+        // 400000 + 180000 is over the 500000 cap.
+        let a = w.gate.approve("acme", &request, "finance-lead").await?;
+        assert_eq!(a.decision, Decision::Deny(Reason::DailyBudgetExhausted));
+        // The engine itself refused, knowing what the day already held: an engine
+        // that ignored today's spend would have said step_up and left the refusal
+        // to the database's conditional reservation, with no cap in the record.
+        let decision = last_entry(w, "decision", &request).await?;
+        assert_eq!(decision["on"], "approval");
+        assert_eq!(
+            decision["decision"],
+            json!(Decision::Deny(Reason::DailyBudgetExhausted))
+        );
+        assert_eq!(decision["evaluation"]["decision"], "deny");
+        assert_eq!(decision["evaluation"]["reason"], "DAILY_BUDGET_EXHAUSTED");
+        assert_eq!(
+            decision["evaluation"]["limit"],
+            json!({"limit": 500000, "used": 400000, "requested": 180000})
+        );
+        assert_eq!(decision["state"], "DENIED");
+        assert_eq!(decision["reserved_paise"], 0);
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("DENIED")
+        );
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 400000);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn at_approval_a_day_over_its_cap_is_named_before_an_exhausted_delegation() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = step_up(&w).await?;
-    spend_400000_elsewhere(&w).await?;
-    // buyer-agent spends 25000 of d-buyer's 200000: 175000 left, less than
-    // the 180000 awaiting approval, so the delegation would refuse too.
-    allowed(&w, "buyer-agent", "SNACK-BOX", 1).await?;
-    let a = w.gate.approve("acme", &request, "finance-lead").await?;
-    assert_eq!(
-        a.decision,
-        Decision::Deny(Reason::DailyBudgetExhausted),
-        "the daily cap comes before the delegation in the spec's order"
-    );
-    let decision = last_entry(&w, "decision", &request).await?;
-    assert_eq!(
-        decision["evaluation"]["limit"],
-        json!({"limit": 500000, "used": 425000, "requested": 180000})
-    );
-    w.drop().await
+    on_world(async |w| {
+        let request = step_up(w).await?;
+        spend_400000_elsewhere(w).await?;
+        // buyer-agent spends 25000 of d-buyer's 200000: 175000 left, less than
+        // the 180000 awaiting approval, so the delegation would refuse too.
+        allowed(w, "buyer-agent", "SNACK-BOX", 1).await?;
+        let a = w.gate.approve("acme", &request, "finance-lead").await?;
+        assert_eq!(
+            a.decision,
+            Decision::Deny(Reason::DailyBudgetExhausted),
+            "the daily cap comes before the delegation in the spec's order"
+        );
+        let decision = last_entry(w, "decision", &request).await?;
+        assert_eq!(
+            decision["evaluation"]["limit"],
+            json!({"limit": 500000, "used": 425000, "requested": 180000})
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn an_approval_records_the_decision_it_took_and_the_budget_it_reserved() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let request = step_up(&w).await?;
-    let a = w.gate.approve("acme", &request, "finance-lead").await?;
-    assert!(a.is_ok(), "{a:?}");
-    let approval = last_entry(&w, "approval", &request).await?;
-    assert_eq!(approval["approver"], "finance-lead");
-    assert_eq!(approval["request"], request.as_str());
-    let decision = last_entry(&w, "decision", &request).await?;
-    assert_eq!(decision["on"], "approval");
-    assert_eq!(decision["decision"], json!(Decision::Allow));
-    // The engine's own verdict (a human is needed) is kept beside the outcome.
-    assert_eq!(decision["evaluation"]["decision"], "step_up");
-    assert_eq!(decision["evaluation"]["purchase"]["amount_paise"], 180000);
-    assert_eq!(decision["state"], "AUTHORIZED");
-    assert_eq!(decision["reserved_paise"], 180000);
-    assert_eq!(decision["delegation"], "d-buyer");
-    assert_eq!(decision["policy_version"], 1);
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("AUTHORIZED")
-    );
-    assert_eq!(w.gate.spent_today_paise("acme").await?, 180000);
-    w.drop().await
+    on_world(async |w| {
+        let request = step_up(w).await?;
+        let a = w.gate.approve("acme", &request, "finance-lead").await?;
+        assert!(a.is_ok(), "{a:?}");
+        let approval = last_entry(w, "approval", &request).await?;
+        assert_eq!(approval["approver"], "finance-lead");
+        assert_eq!(approval["request"], request.as_str());
+        let decision = last_entry(w, "decision", &request).await?;
+        assert_eq!(decision["on"], "approval");
+        assert_eq!(decision["decision"], json!(Decision::Allow));
+        // The engine's own verdict (a human is needed) is kept beside the outcome.
+        assert_eq!(decision["evaluation"]["decision"], "step_up");
+        assert_eq!(decision["evaluation"]["purchase"]["amount_paise"], 180000);
+        assert_eq!(decision["state"], "AUTHORIZED");
+        assert_eq!(decision["reserved_paise"], 180000);
+        assert_eq!(decision["delegation"], "d-buyer");
+        assert_eq!(decision["policy_version"], 1);
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("AUTHORIZED")
+        );
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 180000);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn a_leaf_that_spent_its_last_paisa_still_checks_out_and_pays() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    allowed(&w, "buyer-agent", "SNACK-BOX", 4).await?;
-    let last = allowed(&w, "buyer-agent", "SNACK-BOX", 4).await?;
-    let spent = w.gate.invariants("acme").await?.delegation_spent_paise;
-    assert_eq!(
-        spent.get("d-buyer"),
-        Some(&200000),
-        "d-buyer has exactly 0 left"
-    );
-    checkout_and_pay(&w, &last).await?;
-    let more = w
-        .gate
-        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-        .await?;
-    assert_eq!(
-        more.decision,
-        Decision::Deny(Reason::DelegationBudgetExhausted),
-        "but not one paisa more"
-    );
-    w.drop().await
+    on_world(async |w| {
+        allowed(w, "buyer-agent", "SNACK-BOX", 4).await?;
+        let last = allowed(w, "buyer-agent", "SNACK-BOX", 4).await?;
+        let spent = w.gate.invariants("acme").await?.delegation_spent_paise;
+        assert_eq!(
+            spent.get("d-buyer"),
+            Some(&200000),
+            "d-buyer has exactly 0 left"
+        );
+        checkout_and_pay(w, &last).await?;
+        let more = w
+            .gate
+            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+            .await?;
+        assert_eq!(
+            more.decision,
+            Decision::Deny(Reason::DelegationBudgetExhausted),
+            "but not one paisa more"
+        );
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
@@ -238,47 +238,47 @@ async fn a_child_granted_its_untouched_parents_whole_budget_spends_through_a_par
 #[tokio::test]
 async fn a_zero_approval_threshold_is_published_and_sends_every_purchase_to_a_human() -> TestResult
 {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let o = w
-        .gate
-        .set_policy(
-            "acme",
-            &PolicyPatch {
-                approval_threshold_paise: Some(0),
-                ..Default::default()
-            },
-        )
-        .await?;
-    assert!(o.is_ok(), "a human approves every purchase: {o:?}");
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-        .await?;
-    assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
-    let a = w
-        .gate
-        .approve("acme", &request_id(&p), "finance-lead")
-        .await?;
-    assert!(a.is_ok(), "{a:?}");
-    w.drop().await
+    on_world(async |w| {
+        let o = w
+            .gate
+            .set_policy(
+                "acme",
+                &PolicyPatch {
+                    approval_threshold_paise: Some(0),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        assert!(o.is_ok(), "a human approves every purchase: {o:?}");
+        let p = w
+            .gate
+            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+            .await?;
+        assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
+        let a = w
+            .gate
+            .approve("acme", &request_id(&p), "finance-lead")
+            .await?;
+        assert!(a.is_ok(), "{a:?}");
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
 async fn a_body_of_exactly_4096_bytes_is_proposed_and_one_byte_more_is_too_large() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let mut exact = body("SNACK-BOX", 1);
-    exact.resize(MAX_BODY_BYTES, b' ');
-    assert_eq!(exact.len(), 4096);
-    let p = w.gate.propose("acme", "buyer-agent", &exact, None).await?;
-    assert_eq!(p.decision, Decision::Allow);
-    exact.push(b' ');
-    let p = w.gate.propose("acme", "buyer-agent", &exact, None).await?;
-    assert_eq!(p.decision, Decision::Deny(Reason::ProposalTooLarge));
-    w.drop().await
+    on_world(async |w| {
+        let mut exact = body("SNACK-BOX", 1);
+        exact.resize(MAX_BODY_BYTES, b' ');
+        assert_eq!(exact.len(), 4096);
+        let p = w.gate.propose("acme", "buyer-agent", &exact, None).await?;
+        assert_eq!(p.decision, Decision::Allow);
+        exact.push(b' ');
+        let p = w.gate.propose("acme", "buyer-agent", &exact, None).await?;
+        assert_eq!(p.decision, Decision::Deny(Reason::ProposalTooLarge));
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test]
@@ -317,27 +317,27 @@ async fn a_release_that_finds_only_one_of_its_two_rows_is_corrupt_and_gives_noth
 
 #[tokio::test]
 async fn an_agent_whose_oldest_delegation_is_spent_buys_through_its_next_one() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    // d-buyer (200000) is spent to its last paisa.
-    allowed(&w, "buyer-agent", "SNACK-BOX", 4).await?;
-    allowed(&w, "buyer-agent", "SNACK-BOX", 4).await?;
-    let g = w
-        .gate
-        .grant(
-            "acme",
-            &grant("d-extra", "finance-lead", "buyer-agent", 100000),
-        )
-        .await?;
-    assert!(g.is_ok(), "{g:?}");
-    // d-buyer refuses (DELEGATION_BUDGET_EXHAUSTED); the gate must go on to
-    // d-extra rather than answer with the oldest delegation's refusal.
-    let request = allowed(&w, "buyer-agent", "SNACK-BOX", 1).await?;
-    let decision = last_entry(&w, "decision", &request).await?;
-    assert_eq!(decision["delegation"], "d-extra");
-    let spent = w.gate.invariants("acme").await?.delegation_spent_paise;
-    assert_eq!(spent.get("d-buyer"), Some(&200000));
-    assert_eq!(spent.get("d-extra"), Some(&25000));
-    w.drop().await
+    on_world(async |w| {
+        // d-buyer (200000) is spent to its last paisa.
+        allowed(w, "buyer-agent", "SNACK-BOX", 4).await?;
+        allowed(w, "buyer-agent", "SNACK-BOX", 4).await?;
+        let g = w
+            .gate
+            .grant(
+                "acme",
+                &grant("d-extra", "finance-lead", "buyer-agent", 100000),
+            )
+            .await?;
+        assert!(g.is_ok(), "{g:?}");
+        // d-buyer refuses (DELEGATION_BUDGET_EXHAUSTED); the gate must go on to
+        // d-extra rather than answer with the oldest delegation's refusal.
+        let request = allowed(w, "buyer-agent", "SNACK-BOX", 1).await?;
+        let decision = last_entry(w, "decision", &request).await?;
+        assert_eq!(decision["delegation"], "d-extra");
+        let spent = w.gate.invariants("acme").await?.delegation_spent_paise;
+        assert_eq!(spent.get("d-buyer"), Some(&200000));
+        assert_eq!(spent.get("d-extra"), Some(&25000));
+        Ok(())
+    })
+    .await
 }

@@ -5,14 +5,10 @@
 //! budget is exceeded by a single paisa, exactly one consumption wins, and
 //! exactly one provider order exists. Two races bypass the gate and race raw
 //! SQL against the database's own constraints.
-//!
-//! Also here: the static check that every row lock of `gate/src` is taken by
-//! the one locking helper.
 
 mod support;
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use gate::policy::{DenialRate, Velocity};
@@ -83,250 +79,248 @@ async fn authorized_sum(w: &World) -> Result<i64, sqlx::Error> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_proposals_never_overspend_the_daily_budget() -> TestResult {
-    let Some(w) = world_with_pool(POOL).await? else {
-        return Ok(());
-    };
-    no_rate_limits(&w).await?;
-    let big = GrantSeed {
-        id: "d-big".into(),
-        from: "finance-lead".into(),
-        to: "procurement-agent".into(),
-        budget_paise: 10_000_000,
-        skus: None,
-        expires_at: None,
-    };
-    assert!(w.gate.grant("acme", &big).await?.is_ok());
-    let gate = w.gate.clone();
-    let decisions = race(move |_| {
-        let gate = gate.clone();
-        async move {
-            Ok(gate
-                .propose("acme", "procurement-agent", &body("CLOUD-STARTER", 1), None)
-                .await?
-                .decision)
-        }
+    on_world_with_pool(POOL, async |w| {
+        no_rate_limits(w).await?;
+        let big = GrantSeed {
+            id: "d-big".into(),
+            from: "finance-lead".into(),
+            to: "procurement-agent".into(),
+            budget_paise: 10_000_000,
+            skus: None,
+            expires_at: None,
+        };
+        assert!(w.gate.grant("acme", &big).await?.is_ok());
+        let gate = w.gate.clone();
+        let decisions = race(move |_| {
+            let gate = gate.clone();
+            async move {
+                Ok(gate
+                    .propose("acme", "procurement-agent", &body("CLOUD-STARTER", 1), None)
+                    .await?
+                    .decision)
+            }
+        })
+        .await?;
+        // 8 × 60000 = 480000 ≤ 500000 < 9 × 60000.
+        assert_eq!(count(&decisions, &Decision::Allow), 8, "{decisions:?}");
+        assert_eq!(
+            count(&decisions, &Decision::Deny(Reason::DailyBudgetExhausted)),
+            56
+        );
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 480000);
+        assert_eq!(authorized_sum(w).await?, 480000);
+        assert_eq!(
+            w.gate.delegation_spent_paise("acme", "d-big").await?,
+            Some(480000)
+        );
+        assert!(w.gate.verify_ledger().await?.intact());
+        Ok(())
     })
-    .await?;
-    // 8 × 60000 = 480000 ≤ 500000 < 9 × 60000.
-    assert_eq!(count(&decisions, &Decision::Allow), 8, "{decisions:?}");
-    assert_eq!(
-        count(&decisions, &Decision::Deny(Reason::DailyBudgetExhausted)),
-        56
-    );
-    assert_eq!(w.gate.spent_today_paise("acme").await?, 480000);
-    assert_eq!(authorized_sum(&w).await?, 480000);
-    assert_eq!(
-        w.gate.delegation_spent_paise("acme", "d-big").await?,
-        Some(480000)
-    );
-    assert!(w.gate.verify_ledger().await?.intact());
-    w.drop().await
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_proposals_never_overspend_a_delegation() -> TestResult {
-    let Some(w) = world_with_pool(POOL).await? else {
-        return Ok(());
-    };
-    no_rate_limits(&w).await?;
-    let gate = w.gate.clone();
-    let decisions = race(move |_| {
-        let gate = gate.clone();
-        async move {
-            Ok(gate
-                .propose("acme", "buyer-agent", &body("SNACK-BOX", 3), None)
-                .await?
-                .decision)
-        }
+    on_world_with_pool(POOL, async |w| {
+        no_rate_limits(w).await?;
+        let gate = w.gate.clone();
+        let decisions = race(move |_| {
+            let gate = gate.clone();
+            async move {
+                Ok(gate
+                    .propose("acme", "buyer-agent", &body("SNACK-BOX", 3), None)
+                    .await?
+                    .decision)
+            }
+        })
+        .await?;
+        // d-buyer: 2 × 75000 = 150000 ≤ 200000 < 3 × 75000.
+        assert_eq!(count(&decisions, &Decision::Allow), 2, "{decisions:?}");
+        assert_eq!(
+            count(
+                &decisions,
+                &Decision::Deny(Reason::DelegationBudgetExhausted)
+            ),
+            62
+        );
+        assert_eq!(
+            w.gate.delegation_spent_paise("acme", "d-buyer").await?,
+            Some(150000)
+        );
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 150000);
+        Ok(())
     })
-    .await?;
-    // d-buyer: 2 × 75000 = 150000 ≤ 200000 < 3 × 75000.
-    assert_eq!(count(&decisions, &Decision::Allow), 2, "{decisions:?}");
-    assert_eq!(
-        count(
-            &decisions,
-            &Decision::Deny(Reason::DelegationBudgetExhausted)
-        ),
-        62
-    );
-    assert_eq!(
-        w.gate.delegation_spent_paise("acme", "d-buyer").await?,
-        Some(150000)
-    );
-    assert_eq!(w.gate.spent_today_paise("acme").await?, 150000);
-    w.drop().await
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_replays_of_one_idempotency_key_record_one_request() -> TestResult {
-    let Some(w) = world_with_pool(POOL).await? else {
-        return Ok(());
-    };
-    no_rate_limits(&w).await?;
-    let gate = w.gate.clone();
-    let outcomes = race(move |_| {
-        let gate = gate.clone();
-        async move {
-            Ok(gate
-                .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), Some("once"))
-                .await?)
-        }
+    on_world_with_pool(POOL, async |w| {
+        no_rate_limits(w).await?;
+        let gate = w.gate.clone();
+        let outcomes = race(move |_| {
+            let gate = gate.clone();
+            async move {
+                Ok(gate
+                    .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), Some("once"))
+                    .await?)
+            }
+        })
+        .await?;
+        assert!(outcomes.iter().all(|o| o.decision == Decision::Allow));
+        assert_eq!(outcomes.iter().filter(|o| !o.replayed).count(), 1);
+        let ids: std::collections::BTreeSet<_> =
+            outcomes.iter().map(|o| o.request_id.clone()).collect();
+        assert_eq!(ids.len(), 1);
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 25000);
+        Ok(())
     })
-    .await?;
-    assert!(outcomes.iter().all(|o| o.decision == Decision::Allow));
-    assert_eq!(outcomes.iter().filter(|o| !o.replayed).count(), 1);
-    let ids: std::collections::BTreeSet<_> =
-        outcomes.iter().map(|o| o.request_id.clone()).collect();
-    assert_eq!(ids.len(), 1);
-    assert_eq!(w.gate.spent_today_paise("acme").await?, 25000);
-    w.drop().await
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_approvals_of_one_request_authorize_it_once() -> TestResult {
-    let Some(w) = world_with_pool(POOL).await? else {
-        return Ok(());
-    };
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
+    on_world_with_pool(POOL, async |w| {
+        let p = w
+            .gate
+            .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
+            .await?;
+        let request = request_id(&p);
+        let gate = w.gate.clone();
+        let decisions = race(move |_| {
+            let (gate, request) = (gate.clone(), request.clone());
+            async move {
+                Ok(gate
+                    .approve("acme", &request, "finance-lead")
+                    .await?
+                    .decision)
+            }
+        })
         .await?;
-    let request = request_id(&p);
-    let gate = w.gate.clone();
-    let decisions = race(move |_| {
-        let (gate, request) = (gate.clone(), request.clone());
-        async move {
-            Ok(gate
-                .approve("acme", &request, "finance-lead")
-                .await?
-                .decision)
-        }
+        assert_eq!(count(&decisions, &Decision::Allow), 1, "{decisions:?}");
+        assert_eq!(
+            count(&decisions, &Decision::Deny(Reason::ApprovalAlreadyUsed)),
+            63
+        );
+        let approvals: i64 = sqlx::query_scalar("SELECT count(*) FROM approvals")
+            .fetch_one(w.pool())
+            .await?;
+        assert_eq!(approvals, 1);
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 180000);
+        assert_eq!(
+            w.gate.delegation_spent_paise("acme", "d-buyer").await?,
+            Some(180000)
+        );
+        Ok(())
     })
-    .await?;
-    assert_eq!(count(&decisions, &Decision::Allow), 1, "{decisions:?}");
-    assert_eq!(
-        count(&decisions, &Decision::Deny(Reason::ApprovalAlreadyUsed)),
-        63
-    );
-    let approvals: i64 = sqlx::query_scalar("SELECT count(*) FROM approvals")
-        .fetch_one(w.pool())
-        .await?;
-    assert_eq!(approvals, 1);
-    assert_eq!(w.gate.spent_today_paise("acme").await?, 180000);
-    assert_eq!(
-        w.gate.delegation_spent_paise("acme", "d-buyer").await?,
-        Some(180000)
-    );
-    w.drop().await
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_checkouts_of_one_request_issue_one_authority() -> TestResult {
-    let Some(w) = world_with_pool(POOL).await? else {
-        return Ok(());
-    };
-    let request = request_id(
-        &w.gate
-            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-            .await?,
-    );
-    let gate = w.gate.clone();
-    let outcomes = race(move |_| {
-        let (gate, request) = (gate.clone(), request.clone());
-        async move { Ok(gate.checkout("acme", &request, "finance-lead").await?) }
-    })
-    .await?;
-    assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 1);
-    assert_eq!(
-        outcomes
-            .iter()
-            .filter(|o| o.reason() == Some(Reason::RequestNotAuthorized))
-            .count(),
-        63
-    );
-    let authorities: i64 = sqlx::query_scalar("SELECT count(*) FROM checkout_authorities")
-        .fetch_one(w.pool())
+    on_world_with_pool(POOL, async |w| {
+        let request = request_id(
+            &w.gate
+                .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+                .await?,
+        );
+        let gate = w.gate.clone();
+        let outcomes = race(move |_| {
+            let (gate, request) = (gate.clone(), request.clone());
+            async move { Ok(gate.checkout("acme", &request, "finance-lead").await?) }
+        })
         .await?;
-    assert_eq!(authorities, 1);
-    w.drop().await
+        assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 1);
+        assert_eq!(
+            outcomes
+                .iter()
+                .filter(|o| o.reason() == Some(Reason::RequestNotAuthorized))
+                .count(),
+            63
+        );
+        let authorities: i64 = sqlx::query_scalar("SELECT count(*) FROM checkout_authorities")
+            .fetch_one(w.pool())
+            .await?;
+        assert_eq!(authorities, 1);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_payments_with_one_authority_make_one_provider_order() -> TestResult {
-    let Some(w) = world_with_pool(POOL).await? else {
-        return Ok(());
-    };
-    let request = request_id(
-        &w.gate
-            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-            .await?,
-    );
-    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
-    let gate = w.gate.clone();
-    let outcomes = race(move |_| {
-        let (gate, authority) = (gate.clone(), authority.clone());
-        async move { Ok(gate.pay("acme", &authority, "finance-lead").await?) }
-    })
-    .await?;
-    assert_eq!(
-        outcomes.iter().filter(|o| o.is_ok()).count(),
-        1,
-        "{outcomes:?}"
-    );
-    assert_eq!(
-        outcomes
-            .iter()
-            .filter(|o| o.reason() == Some(Reason::AuthorityAlreadyUsed))
-            .count(),
-        63
-    );
-    assert_eq!(
-        w.gate.provider().orders().len(),
-        1,
-        "the provider was asked once"
-    );
-    assert_eq!(w.gate.provider_order_count("acme").await?, 1);
-    let consumed: i16 = sqlx::query_scalar("SELECT consumptions FROM checkout_authorities")
-        .fetch_one(w.pool())
+    on_world_with_pool(POOL, async |w| {
+        let request = request_id(
+            &w.gate
+                .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+                .await?,
+        );
+        let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
+        let gate = w.gate.clone();
+        let outcomes = race(move |_| {
+            let (gate, authority) = (gate.clone(), authority.clone());
+            async move { Ok(gate.pay("acme", &authority, "finance-lead").await?) }
+        })
         .await?;
-    assert_eq!(consumed, 1);
-    w.drop().await
+        assert_eq!(
+            outcomes.iter().filter(|o| o.is_ok()).count(),
+            1,
+            "{outcomes:?}"
+        );
+        assert_eq!(
+            outcomes
+                .iter()
+                .filter(|o| o.reason() == Some(Reason::AuthorityAlreadyUsed))
+                .count(),
+            63
+        );
+        assert_eq!(
+            w.gate.provider().orders().len(),
+            1,
+            "the provider was asked once"
+        );
+        assert_eq!(w.gate.provider_order_count("acme").await?, 1);
+        let consumed: i16 = sqlx::query_scalar("SELECT consumptions FROM checkout_authorities")
+            .fetch_one(w.pool())
+            .await?;
+        assert_eq!(consumed, 1);
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_deliveries_of_one_capture_capture_once() -> TestResult {
-    let Some(w) = world_with_pool(POOL).await? else {
-        return Ok(());
-    };
-    let (request, _, order) = paid_order(&w).await?;
-    let gate = w.gate.clone();
-    let (raw, sig) = event(&w, "evt_race", EVENT_CAPTURED, &order, 60000);
-    let outcomes = race(move |_| {
-        let (gate, raw, sig) = (gate.clone(), raw.clone(), sig.clone());
-        async move { Ok(gate.webhook(&raw, Some(&sig), Some("evt_race")).await?) }
+    on_world_with_pool(POOL, async |w| {
+        let (request, _, order) = paid_order(w).await?;
+        let gate = w.gate.clone();
+        let (raw, sig) = event(w, "evt_race", EVENT_CAPTURED, &order, 60000);
+        let outcomes = race(move |_| {
+            let (gate, raw, sig) = (gate.clone(), raw.clone(), sig.clone());
+            async move { Ok(gate.webhook(&raw, Some(&sig), Some("evt_race")).await?) }
+        })
+        .await?;
+        assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 1);
+        assert_eq!(
+            outcomes
+                .iter()
+                .filter(|o| o.reason() == Some(Reason::WebhookDuplicate))
+                .count(),
+            63
+        );
+        assert_eq!(w.gate.captured_paise("acme").await?, 60000);
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("CAPTURED")
+        );
+        Ok(())
     })
-    .await?;
-    assert_eq!(outcomes.iter().filter(|o| o.is_ok()).count(), 1);
-    assert_eq!(
-        outcomes
-            .iter()
-            .filter(|o| o.reason() == Some(Reason::WebhookDuplicate))
-            .count(),
-        63
-    );
-    assert_eq!(w.gate.captured_paise("acme").await?, 60000);
-    assert_eq!(
-        w.gate.request_state("acme", &request).await?.as_deref(),
-        Some("CAPTURED")
-    );
-    w.drop().await
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_sibling_grants_never_oversubscribe_their_parent() -> TestResult {
-    let Some(w) = world_with_pool(POOL).await? else {
-        return Ok(());
-    };
+    on_world_with_pool(POOL, async |w| {
     let gate = w.gate.clone();
     let outcomes = race(move |i| {
         let gate = gate.clone();
@@ -364,14 +358,14 @@ async fn sixty_four_sibling_grants_never_oversubscribe_their_parent() -> TestRes
         .fetch_one(w.pool())
         .await?;
     assert_eq!((allocated, children), (180000, 180000));
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ck_daily_spend_within_cap_holds_against_racing_raw_writers() -> TestResult {
-    let Some(w) = world_with_pool(POOL).await? else {
-        return Ok(());
-    };
+    on_world_with_pool(POOL, async |w| {
     sqlx::query("INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) VALUES ('acme', '2026-09-03', 'INR', 0, 500000)")
         .execute(w.pool())
         .await?;
@@ -399,14 +393,14 @@ async fn ck_daily_spend_within_cap_holds_against_racing_raw_writers() -> TestRes
         .fetch_one(w.pool())
         .await?;
     assert_eq!(reserved, 480000);
-    w.drop().await
+        Ok(())
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn delegation_attenuates_holds_against_racing_raw_inserts() -> TestResult {
-    let Some(w) = world_with_pool(POOL).await? else {
-        return Ok(());
-    };
+    on_world_with_pool(POOL, async |w| {
     let pool = w.pool().clone();
     let results = race(move |i| {
         let pool = pool.clone();
@@ -428,115 +422,7 @@ async fn delegation_attenuates_holds_against_racing_raw_inserts() -> TestResult 
             .fetch_one(w.pool())
             .await?;
     assert_eq!(allocated, 180000);
-    w.drop().await
-}
-
-// ---- the one locking helper -----------------------------------------------
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            rust_files(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
-/// The row-lock clauses Postgres knows, found in any string literal (whitespace collapsed).
-fn lock_clauses(source: &str) -> Vec<String> {
-    let collapsed: String = source
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_uppercase();
-    [
-        "FOR UPDATE",
-        "FOR NO KEY UPDATE",
-        "FOR SHARE",
-        "FOR KEY SHARE",
-    ]
-    .iter()
-    .filter(|c| collapsed.contains(*c))
-    .map(|c| (*c).to_owned())
-    .collect()
-}
-
-#[test]
-fn every_row_lock_is_taken_by_the_one_locking_helper() -> Result<(), Error> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files)?;
-    assert!(
-        files.len() > 10,
-        "found {} files under {}",
-        files.len(),
-        src.display()
-    );
-    let helper = src.join("service").join("lock.rs");
-    let mut offenders = Vec::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file)?;
-        // Parse it, and look at every string literal (SQL lives in literals).
-        let tree = syn::parse_file(&text)?;
-        let literals = string_literals(&tree);
-        let found = lock_clauses(&literals.join("\n"));
-        if file == &helper {
-            assert_eq!(
-                found,
-                vec!["FOR UPDATE", "FOR NO KEY UPDATE"],
-                "the helper takes exactly these two kinds of lock"
-            );
-        } else if !found.is_empty() {
-            offenders.push(format!("{}: {found:?}", file.display()));
-        }
-    }
-    assert!(
-        offenders.is_empty(),
-        "row locks outside service/lock.rs: {offenders:#?}"
-    );
-    // The helper's own text is what a caller gets: a lock and a re-read.
-    let helper_text = std::fs::read_to_string(&helper)?;
-    assert!(
-        helper_text.contains("fetch_optional"),
-        "the helper re-reads the locked row"
-    );
-    Ok(())
-}
-
-#[test]
-fn the_lock_scanner_sees_a_lock_split_across_lines() {
-    assert_eq!(
-        lock_clauses("SELECT 1 FROM t WHERE x for\n   update"),
-        vec!["FOR UPDATE"]
-    );
-    assert_eq!(lock_clauses("... for  key share"), vec!["FOR KEY SHARE"]);
-    assert_eq!(
-        lock_clauses("... FOR NO KEY UPDATE"),
-        vec!["FOR NO KEY UPDATE"]
-    );
-    assert!(lock_clauses("UPDATE t SET x = 1").is_empty());
-}
-
-fn string_literals(file: &syn::File) -> Vec<String> {
-    use syn::visit::Visit;
-    struct Strings(Vec<String>);
-    impl<'ast> Visit<'ast> for Strings {
-        fn visit_lit_str(&mut self, lit: &'ast syn::LitStr) {
-            self.0.push(lit.value());
-        }
-        fn visit_macro(&mut self, mac: &'ast syn::Macro) {
-            // format!/concat! arguments are tokens, not parsed literals.
-            for token in mac.tokens.clone() {
-                if let proc_macro2::TokenTree::Literal(l) = token {
-                    self.0.push(l.to_string());
-                }
-            }
-        }
-    }
-    let mut s = Strings(Vec::new());
-    s.visit_file(file);
-    s.0
+        Ok(())
+    })
+    .await
 }

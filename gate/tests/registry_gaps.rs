@@ -59,55 +59,55 @@ async fn state_of(
 /// come back, and no provider order is made.
 #[tokio::test]
 async fn checkout_and_pay_refuse_before_the_policy_window_starts() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let start: chrono::DateTime<chrono::Utc> = "2026-01-01T00:00:00Z".parse()?;
-    w.clock.set(start);
-    let propose = || async {
-        let p = w
+    on_world(async |w| {
+        let start: chrono::DateTime<chrono::Utc> = "2026-01-01T00:00:00Z".parse()?;
+        w.clock.set(start);
+        let propose = || async {
+            let p = w
+                .gate
+                .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+                .await?;
+            assert_eq!(p.decision, Decision::Allow, "{p:?}");
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(request_id(&p))
+        };
+        let for_checkout = propose().await?;
+        let for_pay = propose().await?;
+        let authority = id(&w.gate.checkout("acme", &for_pay, "finance-lead").await?);
+
+        w.clock.set(start - chrono::Duration::seconds(1));
+        let o = w
             .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+            .checkout("acme", &for_checkout, "finance-lead")
             .await?;
-        assert_eq!(p.decision, Decision::Allow, "{p:?}");
-        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(request_id(&p))
-    };
-    let for_checkout = propose().await?;
-    let for_pay = propose().await?;
-    let authority = id(&w.gate.checkout("acme", &for_pay, "finance-lead").await?);
+        assert_eq!(o.decision, Decision::Deny(Reason::PolicyNotYetValid));
+        assert_eq!(state_of(w, &for_checkout).await?, "EXPIRED");
 
-    w.clock.set(start - chrono::Duration::seconds(1));
-    let o = w
-        .gate
-        .checkout("acme", &for_checkout, "finance-lead")
-        .await?;
-    assert_eq!(o.decision, Decision::Deny(Reason::PolicyNotYetValid));
-    assert_eq!(state_of(&w, &for_checkout).await?, "EXPIRED");
+        let o = w.gate.pay("acme", &authority, "finance-lead").await?;
+        assert_eq!(o.decision, Decision::Deny(Reason::PolicyNotYetValid));
+        assert_eq!(state_of(w, &for_pay).await?, "EXPIRED");
+        assert!(
+            w.gate.provider().orders().is_empty(),
+            "no order before the window"
+        );
 
-    let o = w.gate.pay("acme", &authority, "finance-lead").await?;
-    assert_eq!(o.decision, Decision::Deny(Reason::PolicyNotYetValid));
-    assert_eq!(state_of(&w, &for_pay).await?, "EXPIRED");
-    assert!(
-        w.gate.provider().orders().is_empty(),
-        "no order before the window"
-    );
+        let reserved: i64 =
+            sqlx::query_scalar("SELECT COALESCE(sum(reserved_paise), 0)::bigint FROM daily_spend")
+                .fetch_one(w.pool())
+                .await?;
+        assert_eq!(reserved, 0, "both reservations came back");
 
-    let reserved: i64 =
-        sqlx::query_scalar("SELECT COALESCE(sum(reserved_paise), 0)::bigint FROM daily_spend")
-            .fetch_one(w.pool())
-            .await?;
-    assert_eq!(reserved, 0, "both reservations came back");
-
-    // The window's first second is inside it.
-    w.clock.set(start);
-    let again = propose().await?;
-    assert!(
-        w.gate
-            .checkout("acme", &again, "finance-lead")
-            .await?
-            .is_ok()
-    );
-    w.drop().await
+        // The window's first second is inside it.
+        w.clock.set(start);
+        let again = propose().await?;
+        assert!(
+            w.gate
+                .checkout("acme", &again, "finance-lead")
+                .await?
+                .is_ok()
+        );
+        Ok(())
+    })
+    .await
 }
 
 /// `identity-tenant-exists-ident`, `expire-sweep-tenant-ident`,
@@ -116,37 +116,37 @@ async fn checkout_and_pay_refuse_before_the_policy_window_starts() -> TestResult
 /// unknown tenant, answered without a database error and without a write.
 #[tokio::test]
 async fn hostile_tenants_in_operator_calls_are_unknown_tenants() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    let before = ledger_rows(&w).await?;
-    for bad in hostile_tenants() {
-        for o in [
-            w.gate.set_price(bad, "CLOUD-STARTER", 100).await?,
-            w.gate.cancel(bad, "req_x", "finance-lead").await?,
-            w.gate.expire(bad, "req_x").await?,
-            w.gate.set_policy(bad, &PolicyPatch::default()).await?,
-        ] {
-            assert_eq!(
-                o.decision,
-                Decision::Deny(Reason::TenantUnknown),
-                "{bad:?}: {o:?}"
-            );
+    on_world(async |w| {
+        let before = ledger_rows(w).await?;
+        for bad in hostile_tenants() {
+            for o in [
+                w.gate.set_price(bad, "CLOUD-STARTER", 100).await?,
+                w.gate.cancel(bad, "req_x", "finance-lead").await?,
+                w.gate.expire(bad, "req_x").await?,
+                w.gate.set_policy(bad, &PolicyPatch::default()).await?,
+            ] {
+                assert_eq!(
+                    o.decision,
+                    Decision::Deny(Reason::TenantUnknown),
+                    "{bad:?}: {o:?}"
+                );
+            }
+            assert_eq!(w.gate.expire_sweep(bad).await?, 0, "{bad:?}");
+            assert_eq!(w.gate.expire_lapsed(bad).await?, 0, "{bad:?}");
         }
-        assert_eq!(w.gate.expire_sweep(bad).await?, 0, "{bad:?}");
-        assert_eq!(w.gate.expire_lapsed(bad).await?, 0, "{bad:?}");
-    }
-    assert_eq!(ledger_rows(&w).await?, before, "nothing written");
-    // A grant is answered TENANT_UNKNOWN too (it still appends a tenant-less
-    // ledger entry, which is why it is outside the count above).
-    for bad in hostile_tenants() {
-        let o = w
-            .gate
-            .grant(bad, &grant("d-new", "finance-lead", 1000))
-            .await?;
-        assert_eq!(o.decision, Decision::Deny(Reason::TenantUnknown), "{bad:?}");
-    }
-    w.drop().await
+        assert_eq!(ledger_rows(w).await?, before, "nothing written");
+        // A grant is answered TENANT_UNKNOWN too (it still appends a tenant-less
+        // ledger entry, which is why it is outside the count above).
+        for bad in hostile_tenants() {
+            let o = w
+                .gate
+                .grant(bad, &grant("d-new", "finance-lead", 1000))
+                .await?;
+            assert_eq!(o.decision, Decision::Deny(Reason::TenantUnknown), "{bad:?}");
+        }
+        Ok(())
+    })
+    .await
 }
 
 /// `row-lock-branch`: revocation locks the branch it revokes. Two
@@ -156,43 +156,43 @@ async fn hostile_tenants_in_operator_calls_are_unknown_tenants() -> TestResult {
 /// and return it twice).
 #[tokio::test]
 async fn two_revocations_of_one_branch_at_once_return_its_allocation_once() -> TestResult {
-    let Some(w) = world().await? else {
-        return Ok(());
-    };
-    assert!(
-        w.gate
-            .grant("acme", &grant("d-child", "d-buyer", 150_000))
-            .await?
-            .is_ok()
-    );
-    let before = allocated(&w, "d-buyer").await?;
-    // Hold the child's row so that both revocations are under way first.
-    let mut holder = w.pool().begin().await?;
-    sqlx::query(
-        "SELECT id FROM delegations WHERE tenant_id = 'acme' AND id = 'd-child' FOR UPDATE",
-    )
-    .execute(&mut *holder)
-    .await?;
-    let tasks: Vec<_> = (0..2)
-        .map(|_| {
-            let gate = w.gate.clone();
-            tokio::spawn(async move { gate.revoke("acme", "d-child", "finance-lead").await })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        tasks.iter().all(|t| !t.is_finished()),
-        "both revocations wait for the held row"
-    );
-    holder.rollback().await?;
-    for t in tasks {
-        let o = t.await??;
-        assert!(o.is_ok(), "{o:?}");
-    }
-    assert_eq!(
-        allocated(&w, "d-buyer").await?,
-        before - 150_000,
-        "the child's allocation came back once"
-    );
-    w.drop().await
+    on_world(async |w| {
+        assert!(
+            w.gate
+                .grant("acme", &grant("d-child", "d-buyer", 150_000))
+                .await?
+                .is_ok()
+        );
+        let before = allocated(w, "d-buyer").await?;
+        // Hold the child's row so that both revocations are under way first.
+        let mut holder = w.pool().begin().await?;
+        sqlx::query(
+            "SELECT id FROM delegations WHERE tenant_id = 'acme' AND id = 'd-child' FOR UPDATE",
+        )
+        .execute(&mut *holder)
+        .await?;
+        let tasks: Vec<_> = (0..2)
+            .map(|_| {
+                let gate = w.gate.clone();
+                tokio::spawn(async move { gate.revoke("acme", "d-child", "finance-lead").await })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            tasks.iter().all(|t| !t.is_finished()),
+            "both revocations wait for the held row"
+        );
+        holder.rollback().await?;
+        for t in tasks {
+            let o = t.await??;
+            assert!(o.is_ok(), "{o:?}");
+        }
+        assert_eq!(
+            allocated(w, "d-buyer").await?,
+            before - 150_000,
+            "the child's allocation came back once"
+        );
+        Ok(())
+    })
+    .await
 }

@@ -14,16 +14,19 @@ mod ledger;
 mod mcp;
 mod mutants_audit;
 mod mutate;
-mod mutate_cross;
-mod mutate_db;
-mod mutate_tour;
 mod naive_tool;
 mod perf;
+mod progress;
 mod reconcile;
 mod report;
+mod scenario_format;
 mod serve;
 mod triage;
+mod workspace;
 mod world;
+
+// triage.rs still names the tour by its old path.
+use mutate::tour as mutate_tour;
 
 /// spendgate's command line: a throwaway Postgres, the guided triage tour,
 /// the scenario benchmark, the mutation runner and the generated reports.
@@ -61,6 +64,8 @@ enum Command {
     Mcp(mcp::McpArgs),
     /// Settle every PROVIDER_PENDING request (and kept capture) against the provider.
     Reconcile(reconcile::ReconcileArgs),
+    /// Write docs/scenario-format.md from the corpus loader's own tables (or --check it).
+    ScenarioFormat(scenario_format::ScenarioFormatArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +91,7 @@ fn main() -> ExitCode {
         Command::Keys(args) => keys::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::Reconcile(args) => reconcile::run(args),
+        Command::ScenarioFormat(args) => scenario_format::run(args),
     };
     match result {
         Ok(code) => code,

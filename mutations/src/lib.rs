@@ -38,6 +38,7 @@ pub mod lane;
 pub mod libtest;
 pub mod locate;
 pub mod merge;
+pub mod migrations;
 pub mod options;
 pub mod outcome;
 pub mod plan;
@@ -54,6 +55,7 @@ pub mod syntax;
 pub mod testref;
 pub mod textedit;
 pub mod tree;
+pub mod verdict;
 
 pub use cancel::Cancel;
 pub use error::{Error, Result};

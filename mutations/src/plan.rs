@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::locate::{self, Located};
+use crate::migrations;
 use crate::options::Shard;
 use crate::registry::{Guard, Locator, Registry};
 use crate::rewrite::{self, Rewritten};
-use crate::sanity;
 use crate::schemata::{self, Instrument};
 use crate::testref::TestTarget;
 
@@ -53,7 +53,10 @@ impl Mutant {
                 s.located.line,
                 s.located.column
             ),
-            (Locator::Schema(l), None) => crate::drop_guards::DropSpec::from(l).to_string(),
+            (Locator::Schema(l), None) => crate::drop_guards::spec_of(l).map_or_else(
+                |_| format!("{}:{}:{}", l.object_kind, l.table, l.object),
+                |s| s.to_string(),
+            ),
             (Locator::Source(l), None) => l.file.display().to_string(),
         }
     }
@@ -161,7 +164,7 @@ pub fn plan(root: &Path, registry: &Registry, guards: &[&Guard]) -> Result<Plan>
                 })
             }
             Locator::Schema(loc) => {
-                sanity::check_schema_object(root, registry, &guard.id, loc)?;
+                migrations::check_schema_object(root, registry, &guard.id, loc)?;
                 None
             }
         };

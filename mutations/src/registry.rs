@@ -143,24 +143,8 @@ impl fmt::Display for Operator {
     }
 }
 
-/// The kind of a database object a schema guard names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ObjectKind {
-    Constraint,
-    Trigger,
-    Index,
-}
-
-impl fmt::Display for ObjectKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ObjectKind::Constraint => "constraint",
-            ObjectKind::Trigger => "trigger",
-            ObjectKind::Index => "index",
-        })
-    }
-}
+/// The kind of a database object a schema guard names (the contract's own type).
+pub use ::drop_guards::ObjectKind;
 
 /// How a source locator picks one node inside its function.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -461,16 +445,7 @@ impl TryFrom<RawGuard> for Guard {
     }
 }
 
-/// A plain (optionally schema-qualified) SQL identifier: safe to splice into
-/// DDL and into the `SPENDGATE_DROP_GUARDS` list.
-pub fn is_sql_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.split('.').all(|part| {
-            let mut chars = part.chars();
-            matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        })
-}
+pub use ::drop_guards::is_sql_name;
 
 impl TryFrom<RawExemption> for Exemption {
     type Error = String;

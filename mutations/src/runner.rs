@@ -10,11 +10,12 @@
 //!   (registry drift stops the run first) and every named test exists and
 //!   passes on the unmutated build ([`Error::TestNotFound`],
 //!   [`Error::BaselineFailed`]).
-//! - A mutant is `caught` only if one of *its* named tests reported FAILED
-//!   (or the test binary died of a signal); `missed` only if every named test
-//!   reported ok; a named test that printed no result makes it `error`, never
-//!   `missed`. A build failure is `unviable`; a test run over
-//!   max(floor, multiplier × baseline) is `timeout`.
+//! - The verdict is [`crate::verdict::judge`] of what the run recorded, a
+//!   pure function: a mutant is `caught` only if one of *its* named tests
+//!   reported FAILED (or the test binary died of a signal); `missed` only if
+//!   every named test reported ok; a named test that printed no result makes
+//!   it `error`, never `missed`. A build failure is `unviable`; a test run
+//!   over max(floor, multiplier × baseline) is `timeout`.
 //! - A schema mutant is judged only if the test-database facility logged that
 //!   it dropped the object (see [`crate::drop_guards`]).
 //! - Schemata mode builds once; if the instrumented tree does not build, the
@@ -29,7 +30,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::cancel::Cancel;
-use crate::drop_guards::{self, DROP_GUARDS_ENV, DROP_GUARDS_LOG_ENV, DropSpec, LogLine};
+use crate::drop_guards::{self, DROP_GUARDS_ENV, DROP_GUARDS_LOG_ENV, DropSpec};
 use crate::error::{Error, Result};
 use crate::event::{Event, Observer};
 use crate::lane::Lane;
@@ -42,6 +43,7 @@ use crate::registry::{Locator, Registry};
 use crate::scratch::{ALWAYS_EXCLUDED, Scratch};
 use crate::testref::TestTarget;
 use crate::tree::TreeSnapshot;
+use crate::verdict::{self, BuildFailed, DropSeen, Record, TestRun};
 
 /// Runs the mutation testing described by `opts`.
 pub fn run(opts: &RunOptions, cancel: &Cancel, observer: &mut dyn Observer) -> Result<Report> {
@@ -414,6 +416,8 @@ impl Drop for Restore {
     }
 }
 
+/// Applies one mutant in `lane`, runs its named tests, and lets
+/// [`verdict::judge`] decide from what was recorded.
 fn judge_one(
     lane: &mut Lane,
     m: &Mutant,
@@ -421,8 +425,6 @@ fn judge_one(
     cancel: &Cancel,
 ) -> Result<MutantOutcome> {
     let start = Instant::now();
-    let opts = shared.opts;
-    let groups = m.groups();
     let mut outcome = MutantOutcome {
         id: m.guard.id.clone(),
         kind: m.guard.kind(),
@@ -442,6 +444,31 @@ fn judge_one(
         note: None,
         output_tail: String::new(),
     };
+    let mut record = Record::default();
+    let tails = record_run(lane, m, shared, cancel, start, &mut outcome, &mut record)?;
+    let judged = verdict::judge(&record);
+    outcome.verdict = judged.verdict;
+    outcome.note = judged.note;
+    outcome.caught_by = judged.caught_by;
+    outcome.output_tail = tails;
+    outcome.total_secs = start.elapsed().as_secs_f64();
+    Ok(outcome)
+}
+
+/// Applies the mutant (the switch, a rewrite and rebuild, or the drop
+/// list), runs its named tests and fills `record`; returns the output tail.
+/// The rewritten file is restored before this returns, whatever it returns.
+fn record_run(
+    lane: &mut Lane,
+    m: &Mutant,
+    shared: &Shared<'_>,
+    cancel: &Cancel,
+    start: Instant,
+    outcome: &mut MutantOutcome,
+    record: &mut Record,
+) -> Result<String> {
+    let opts = shared.opts;
+    let groups = m.groups();
     let mut env: Vec<(String, OsString)> = Vec::new();
     let mut restore = None;
     let mut drop_log: Option<(PathBuf, DropSpec)> = None;
@@ -471,19 +498,18 @@ fn judge_one(
                 if let Some(r) = restore.take() {
                     r.finish()?;
                 }
-                outcome.verdict = if f.timed_out {
-                    Verdict::Timeout
-                } else {
-                    Verdict::Unviable
-                };
-                outcome.note = Some(format!("the mutant does not build (`{}`)", f.command));
-                outcome.output_tail = f.tail;
-                outcome.total_secs = start.elapsed().as_secs_f64();
-                return Ok(outcome);
+                record.build_failed = Some(BuildFailed {
+                    command: f.command,
+                    timed_out: f.timed_out,
+                });
+                return Ok(f.tail);
             }
         }
         (None, Locator::Schema(loc)) => {
-            let spec = DropSpec::from(loc);
+            let spec = drop_guards::spec_of(loc).map_err(|e| Error::RegistryEntry {
+                id: m.guard.id.clone(),
+                message: e.to_string(),
+            })?;
             let log = lane.logs.join(format!("drop-{}.log", m.guard.id));
             std::fs::write(&log, "").map_err(|e| Error::io(&log, e))?;
             env.push((
@@ -497,101 +523,44 @@ fn judge_one(
     }
 
     let test_start = Instant::now();
-    let mut timed_out = false;
-    let mut crashed = None;
-    let mut not_run = Vec::new();
-    let mut odd_exit = None;
     let mut tails = Vec::new();
     for ((package, target), names) in &groups {
         let names: Vec<String> = names.iter().cloned().collect();
         let limit = opts.test_limit(shared.baseline[&(package.clone(), target.clone())]);
         outcome.timeout_secs = outcome.timeout_secs.max(limit.as_secs_f64());
         let f = lane.run_tests(package, target, &names, &env, Some(limit), cancel)?;
-        if f.exit == Exit::TimedOut {
-            timed_out = true;
-            tails.push(output_tail(&f));
-            break;
-        }
         let results = libtest::parse_results(&f.stdout);
-        let failed_before = outcome.caught_by.len();
-        for n in &names {
-            let full = format!("{package}/{target}::{n}");
-            match results.get(n) {
-                Some(TestStatus::Failed) => outcome.caught_by.push(full),
-                Some(TestStatus::Ok) => {}
-                _ => not_run.push(full),
-            }
-        }
-        let failed_here = outcome.caught_by.len() > failed_before;
-        match f.exit {
-            Exit::Signal(s) if !failed_here => {
-                crashed = Some(format!(
-                    "{package}/{target}: the test binary died of signal {s}"
-                ));
-            }
-            Exit::Code(c) if !failed_here => {
-                odd_exit = Some(format!(
-                    "{package}/{target}: the test binary exited {c} although no named test failed"
-                ));
-            }
-            _ => {}
-        }
-        if failed_here || crashed.is_some() || odd_exit.is_some() || tails.is_empty() {
+        let run = TestRun {
+            binary: format!("{package}/{target}"),
+            results: names
+                .iter()
+                .map(|n| (n.clone(), results.get(n).copied()))
+                .collect(),
+            exit: f.exit,
+            limit_secs: limit.as_secs_f64(),
+        };
+        let telling = f.exit != Exit::Success
+            || run
+                .results
+                .iter()
+                .any(|(_, s)| *s == Some(TestStatus::Failed));
+        if telling || tails.is_empty() {
             tails.insert(0, output_tail(&f));
+        }
+        record.runs.push(run);
+        if f.exit == Exit::TimedOut {
+            break;
         }
     }
     outcome.test_secs = test_start.elapsed().as_secs_f64();
     if let Some(r) = restore.take() {
         r.finish()?;
     }
-    outcome.output_tail = tails.join("\n");
-    (outcome.verdict, outcome.note) = if timed_out {
-        (
-            Verdict::Timeout,
-            Some(format!(
-                "a named test ran past {:.0} s",
-                outcome.timeout_secs
-            )),
-        )
-    } else if !outcome.caught_by.is_empty() {
-        (Verdict::Caught, None)
-    } else if let Some(c) = crashed {
-        (Verdict::Caught, Some(c))
-    } else if !not_run.is_empty() {
-        (
-            Verdict::Error,
-            Some(format!(
-                "named tests printed no result: {}",
-                not_run.join(", ")
-            )),
-        )
-    } else if let Some(o) = odd_exit {
-        (Verdict::Error, Some(o))
-    } else {
-        (Verdict::Missed, None)
-    };
     if let Some((log, spec)) = drop_log {
-        let want = spec.to_string();
-        let lines = drop_guards::read_log(&log);
-        let failed = lines.iter().find_map(|l| match l {
-            LogLine::Failed(s, e) if *s == want => Some(e.clone()),
-            _ => None,
-        });
-        let dropped = lines
-            .iter()
-            .any(|l| matches!(l, LogLine::Dropped(s) if *s == want));
-        if let Some(e) = failed {
-            outcome.verdict = Verdict::Unviable;
-            outcome.note = Some(format!("the test database could not drop {want}: {e}"));
-        } else if !dropped && matches!(outcome.verdict, Verdict::Caught | Verdict::Missed) {
-            outcome.verdict = Verdict::Error;
-            outcome.note = Some(format!(
-                "no fresh test database dropped {want} (no `dropped` line in {DROP_GUARDS_LOG_ENV}): the named tests do not use the test-database facility, or it ignores {DROP_GUARDS_ENV}"
-            ));
-        }
+        let seen = DropSeen::from_log(&drop_guards::read_log(&log), &spec);
+        record.drop = Some((spec.to_string(), seen));
     }
-    outcome.total_secs = start.elapsed().as_secs_f64();
-    Ok(outcome)
+    Ok(tails.join("\n"))
 }
 
 fn output_tail(f: &process::Finished) -> String {

@@ -4,7 +4,8 @@
 //! locator matches exactly one mutable node (and its rewrite and the
 //! instrumented file parse), every exemption selects something, and every
 //! schema guard's object is named in a migration; otherwise it fails with the
-//! entry id. [`check_tests`] succeeds only if every named test is listed by
+//! entry id (the schema half is [`crate::migrations`], which the plan uses
+//! too, so the plan never imports this module). [`check_tests`] succeeds only if every named test is listed by
 //! its test binary (`--list`), built in a scratch copy; otherwise it fails
 //! with [`Error::TestNotFound`] naming the entry id and the test. Neither
 //! writes the user's tree.
@@ -17,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::lane::Lane;
 use crate::options::{Mode, RunOptions};
 use crate::plan;
-use crate::registry::{Registry, SchemaLocator};
+use crate::registry::Registry;
 use crate::runner;
 use crate::scratch::Scratch;
 
@@ -27,61 +28,6 @@ pub fn check_locators(root: &Path, registry: &Registry) -> Result<usize> {
     let p = plan::plan(root, registry, &all)?;
     completeness::exemption_covers(root, registry)?;
     Ok(p.mutants.len())
-}
-
-/// The schema object is named in some `.sql` file of the migrations
-/// directory (a no-op when the registry names none).
-pub fn check_schema_object(
-    root: &Path,
-    registry: &Registry,
-    id: &str,
-    loc: &SchemaLocator,
-) -> Result<()> {
-    let Some(dir) = &registry.migrations else {
-        return Ok(());
-    };
-    let dir = root.join(dir);
-    let mut sql = String::new();
-    collect_sql(&dir, &mut sql)?;
-    let name = loc
-        .object
-        .rsplit('.')
-        .next()
-        .unwrap_or(&loc.object)
-        .to_ascii_lowercase();
-    let lower = sql.to_ascii_lowercase();
-    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
-    let named = lower.match_indices(&name).any(|(i, _)| {
-        !word(lower[..i].chars().next_back()) && !word(lower[i + name.len()..].chars().next())
-    });
-    if named {
-        Ok(())
-    } else {
-        Err(Error::SchemaDrift {
-            id: id.to_string(),
-            object_kind: loc.object_kind.to_string(),
-            object: loc.object.clone(),
-            table: loc.table.clone(),
-            dir,
-        })
-    }
-}
-
-fn collect_sql(dir: &Path, out: &mut String) -> Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| Error::io(dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            collect_sql(&p, out)?;
-        } else if p.extension().is_some_and(|e| e == "sql") {
-            out.push_str(&std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?);
-            out.push('\n');
-        }
-    }
-    Ok(())
 }
 
 /// Every named test exists in its test binary. Builds the unmutated

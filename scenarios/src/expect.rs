@@ -13,7 +13,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_yaml::Value;
 
 use crate::error::{LoadErrorKind, ParseError};
-use crate::yaml::{as_mapping, check_keys, decode, join};
+use crate::tables::check_table;
+use crate::yaml::{as_mapping, decode, join};
 
 /// The kind of outcome a step has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -40,14 +41,16 @@ impl DecisionKind {
         }
     }
 
+    /// Every kind, as the loader accepts them.
+    pub const ALL: [DecisionKind; 4] = [
+        DecisionKind::Allow,
+        DecisionKind::StepUp,
+        DecisionKind::Deny,
+        DecisionKind::Ok,
+    ];
+
     fn parse(s: &str) -> Option<DecisionKind> {
-        match s {
-            "allow" => Some(DecisionKind::Allow),
-            "step_up" => Some(DecisionKind::StepUp),
-            "deny" => Some(DecisionKind::Deny),
-            "ok" => Some(DecisionKind::Ok),
-            _ => None,
-        }
+        DecisionKind::ALL.into_iter().find(|k| k.as_str() == s)
     }
 }
 
@@ -101,7 +104,7 @@ impl Expect {
     /// Parses `{decision, reason | reason_any}` at `path`.
     pub fn parse(value: &Value, path: &str) -> Result<Expect, ParseError> {
         let map = as_mapping(value, path)?;
-        check_keys(map, &["decision", "reason", "reason_any"], path)?;
+        check_table(map, crate::tables::EXPECT, path)?;
         let decision = match map.get("decision") {
             None => {
                 return Err(LoadErrorKind::MissingKey {

@@ -10,6 +10,7 @@
 pub mod clock;
 pub mod error;
 pub mod expect;
+pub mod format_doc;
 pub mod generate;
 pub mod heldout;
 pub mod ids;
@@ -19,6 +20,7 @@ pub mod policy;
 pub mod references;
 pub mod scenario;
 pub mod step;
+pub mod tables;
 pub mod taxonomy;
 pub mod verbs;
 pub mod world;

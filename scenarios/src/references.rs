@@ -8,8 +8,9 @@
 //! Guarantees: [`check`] refuses a reference to a missing or later step, a
 //! reference to a step of the wrong kind (a request must come from a
 //! `propose`, an authority from a `checkout`, an order from a `pay`, seeing
-//! through `replay`s), a replay of a step that sends no request, and a step
-//! name used twice. [`check_request_states`] refuses a `request_states` key
+//! through `replay`s; the kinds each field accepts are its key's
+//! `refers_to` in [`crate::tables`]), a replay of a step that sends no
+//! request, and a step name used twice. [`check_request_states`] refuses a `request_states` key
 //! that names no step, or a step that is not a `propose` (seen through
 //! replays).
 
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{LoadErrorKind, ParseError};
 use crate::step::{Step, Verb};
+use crate::tables;
 
 /// The verb a step effectively performs, seeing through replays.
 fn effective<'a>(steps: &'a [Step], by_name: &BTreeMap<&str, usize>, mut i: usize) -> &'a Verb {
@@ -32,23 +34,17 @@ fn effective<'a>(steps: &'a [Step], by_name: &BTreeMap<&str, usize>, mut i: usiz
     }
 }
 
-fn wanted(field: &str) -> &'static [&'static str] {
-    match field {
-        "request" => &["propose"],
-        "authority" => &["checkout"],
-        "order" => &["pay"],
-        _ => &[
-            "propose", "approve", "checkout", "pay", "webhook", "grant", "revoke", "cancel",
-        ],
-    }
-}
-
 /// Checks every reference and step name of one scenario's steps.
 pub fn check(steps: &[Step]) -> Result<(), ParseError> {
     let mut by_name: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, step) in steps.iter().enumerate() {
         let path = format!("steps[{i}]");
         let verb_path = format!("{path}.{}", step.verb.name());
+        // A `concurrent` step's references are its inner step's.
+        let referring = match &step.verb {
+            Verb::Concurrent(c) => c.step.verb.name(),
+            v => v.name(),
+        };
         for (field, target) in step.verb.references() {
             let dangling = |problem: String| -> ParseError {
                 LoadErrorKind::DanglingReference {
@@ -68,7 +64,7 @@ pub fn check(steps: &[Step]) -> Result<(), ParseError> {
                 return Err(dangling(problem.to_string()));
             };
             let kind = effective(steps, &by_name, j).name();
-            let wants = wanted(field);
+            let wants = tables::refers_to(referring, field);
             if !wants.contains(&kind) {
                 return Err(dangling(format!(
                     "is a `{kind}` step; `{field}` needs one of: {}",

@@ -17,7 +17,8 @@ use serde_yaml::Value;
 use crate::error::{LoadErrorKind, ParseError};
 use crate::ids::is_kebab;
 use crate::step::Step;
-use crate::yaml::{as_mapping, check_keys, decode, optional, required};
+use crate::tables::{self, check_table};
+use crate::yaml::{as_mapping, decode, optional, required};
 
 /// Whether a scenario is an attack or a legitimate use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -132,18 +133,6 @@ pub struct Scenario {
     pub invariants: Invariants,
 }
 
-/// The keys a scenario may have.
-pub const SCENARIO_KEYS: [&str; 8] = [
-    "id",
-    "label",
-    "class",
-    "refs",
-    "description",
-    "world",
-    "steps",
-    "invariants",
-];
-
 impl Scenario {
     /// The id of a scenario value, if it has a string one (used to name a
     /// scenario in errors before the rest of it is parsed).
@@ -161,12 +150,15 @@ impl Scenario {
         if !is_kebab(&id) {
             return Err(LoadErrorKind::BadId { value: id }.into());
         }
-        check_keys(map, &SCENARIO_KEYS, "")?;
+        check_table(map, tables::SCENARIO, "")?;
         let label: Label = required(map, "label", "")?;
         let class: Option<String> = optional(map, "class", "")?;
         let refs: Vec<String> = optional(map, "refs", "")?.unwrap_or_default();
         let description: Option<String> = optional(map, "description", "")?;
         let world: String = required(map, "world", "")?;
+        if let Some(Value::Mapping(given)) = map.get("invariants") {
+            check_table(given, tables::INVARIANTS, "invariants")?;
+        }
         let invariants: Invariants = optional(map, "invariants", "")?.unwrap_or_default();
         let raw_steps: Vec<Value> = required(map, "steps", "")?;
         if raw_steps.is_empty() {

@@ -24,33 +24,15 @@ use serde_yaml::{Mapping, Value};
 use crate::error::{LoadErrorKind, ParseError};
 use crate::expect::{Counts, Expect, StepExpect};
 use crate::policy::PolicyPatch;
+use crate::tables::{self, check_table};
 use crate::verbs::{
     AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
     Replay, Revoke, SetClock, SetPrice, Webhook, decode_b64,
 };
-use crate::yaml::{as_mapping, check_keys, decode, join, key_text, required};
+use crate::yaml::{as_mapping, decode, join, key_text, required};
 
-/// Every verb of the spec, in the spec's order.
-pub const VERBS: [&str; 18] = [
-    "propose",
-    "approve",
-    "checkout",
-    "pay",
-    "webhook",
-    "grant",
-    "revoke",
-    "set_price",
-    "set_policy",
-    "advance_clock",
-    "set_clock",
-    "cancel",
-    "expire",
-    "provider",
-    "reconcile",
-    "provider_capture",
-    "replay",
-    "concurrent",
-];
+/// Every verb of the spec, in the spec's order (from [`crate::tables`]).
+pub use crate::tables::VERBS;
 
 /// `concurrent`: `times` copies of one step at once.
 #[derive(Debug, Clone, PartialEq)]
@@ -198,8 +180,8 @@ impl Step {
         for key in map.keys() {
             let text = key_text(key);
             match text.as_str() {
-                "name" | "expect" | "tenant" => {}
-                v if VERBS.contains(&v) => verbs.push(text),
+                k if tables::STEP.iter().any(|s| s.name == k) => {}
+                v if tables::verb(v).is_some() => verbs.push(text),
                 _ => {
                     return Err(LoadErrorKind::UnknownVerb {
                         path: path.to_string(),
@@ -314,15 +296,19 @@ fn check_b64(value: Option<&String>, path: &str) -> Result<(), ParseError> {
     }
 }
 
-/// A verb that takes no fields: `{}`, or nothing at all.
-fn no_fields(body: &Value, path: &str) -> Result<(), ParseError> {
-    match body {
-        Value::Null => Ok(()),
-        other => check_keys(as_mapping(other, path)?, &[], path),
-    }
-}
-
+/// Parses a verb's payload: its keys are checked against the verb's table
+/// first (a bare verb with no payload is left to the verb's own decoder).
 fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
+    let Some(spec) = tables::verb(key) else {
+        return Err(LoadErrorKind::UnknownVerb {
+            path: path.to_string(),
+            verb: key.to_string(),
+        }
+        .into());
+    };
+    if let Value::Mapping(map) = &body {
+        check_table(map, spec.keys, path)?;
+    }
     Ok(match key {
         "propose" => {
             let p: Propose = decode(body, path)?;
@@ -359,13 +345,15 @@ fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
         }
         "set_clock" => Verb::SetClock(decode::<SetClock>(body, path)?),
         "cancel" => Verb::Cancel(decode::<Cancel>(body, path)?),
-        "expire" => {
-            no_fields(&body, path)?;
-            Verb::Expire
-        }
-        "reconcile" => {
-            no_fields(&body, path)?;
-            Verb::Reconcile
+        "expire" | "reconcile" => {
+            if !body.is_null() {
+                as_mapping(&body, path)?;
+            }
+            if key == "expire" {
+                Verb::Expire
+            } else {
+                Verb::Reconcile
+            }
         }
         "provider" => {
             let p: Provider = match body {
@@ -381,7 +369,6 @@ fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
         "replay" => Verb::Replay(decode(body, path)?),
         "concurrent" => {
             let map = as_mapping(&body, path)?;
-            check_keys(map, &["times", "step"], path)?;
             let times: u32 = required(map, "times", path)?;
             if times == 0 {
                 return Err(LoadErrorKind::InvalidValue {

@@ -107,6 +107,20 @@ pub enum Signature {
     Missing,
 }
 
+impl Signature {
+    /// Every mode, as the corpus spells them.
+    pub const ALL: [Signature; 3] = [Signature::Valid, Signature::Invalid, Signature::Missing];
+
+    /// The corpus spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signature::Valid => "valid",
+            Signature::Invalid => "invalid",
+            Signature::Missing => "missing",
+        }
+    }
+}
+
 /// `webhook`: a provider event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -253,6 +267,28 @@ pub enum ProviderMode {
     Reject,
     /// A 5xx.
     Unavailable,
+}
+
+impl ProviderMode {
+    /// Every mode, as the corpus spells them.
+    pub const ALL: [ProviderMode; 5] = [
+        ProviderMode::Ok,
+        ProviderMode::Timeout,
+        ProviderMode::Late,
+        ProviderMode::Reject,
+        ProviderMode::Unavailable,
+    ];
+
+    /// The corpus spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderMode::Ok => "ok",
+            ProviderMode::Timeout => "timeout",
+            ProviderMode::Late => "late",
+            ProviderMode::Reject => "reject",
+            ProviderMode::Unavailable => "unavailable",
+        }
+    }
 }
 
 /// `provider`: how the simulated provider answers the next `pay` calls.

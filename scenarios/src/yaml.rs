@@ -33,21 +33,6 @@ pub fn as_mapping<'a>(value: &'a Value, path: &str) -> Result<&'a Mapping, Parse
     })
 }
 
-/// Refuses the first key of `map` that is not in `allowed`.
-pub fn check_keys(map: &Mapping, allowed: &[&str], path: &str) -> Result<(), ParseError> {
-    for key in map.keys() {
-        let text = key_text(key);
-        if !allowed.contains(&text.as_str()) {
-            return Err(LoadErrorKind::UnknownKey {
-                path: path.to_string(),
-                key: text,
-            }
-            .into());
-        }
-    }
-    Ok(())
-}
-
 /// Deserializes an optional field of `map`.
 pub fn optional<T: DeserializeOwned>(
     map: &Mapping,
@@ -163,18 +148,5 @@ mod tests {
             classify("invalid type: string \"x\", expected u32", "p"),
             LoadErrorKind::InvalidValue { .. }
         ));
-    }
-
-    #[test]
-    fn check_keys_names_the_first_unknown_key() {
-        let v: Value = serde_yaml::from_str("{a: 1, zz: 2}").unwrap();
-        let err = check_keys(v.as_mapping().unwrap(), &["a"], "here").unwrap_err();
-        assert_eq!(
-            err.0,
-            LoadErrorKind::UnknownKey {
-                path: "here".into(),
-                key: "zz".into()
-            }
-        );
     }
 }

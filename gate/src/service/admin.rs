@@ -16,8 +16,9 @@ use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
 use super::lock::lock;
-use super::requests::{self, Hold};
-use super::rows::{REQUEST_LIFETIME_HOURS, RequestRow, TenantRow, state};
+use super::request_state::RequestState;
+use super::requests::{self, Transition};
+use super::rows::{REQUEST_LIFETIME_HOURS, RequestRow, TenantRow};
 use super::world;
 use super::{Gate, Outcome};
 use crate::ident::is_ident;
@@ -26,10 +27,10 @@ use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
 
 /// States from which a request may still be expired or cancelled.
-const ENDABLE: &[&str] = &[
-    state::PENDING_APPROVAL,
-    state::AUTHORIZED,
-    state::CHECKOUT_ISSUED,
+const ENDABLE: [RequestState; 3] = [
+    RequestState::PendingApproval,
+    RequestState::Authorized,
+    RequestState::CheckoutIssued,
 ];
 
 impl<P: PaymentProvider> Gate<P> {
@@ -184,7 +185,8 @@ impl<P: PaymentProvider> Gate<P> {
 
     /// Expires a request that has not reached the provider, releasing its budgets.
     pub async fn expire(&self, tenant: &str, request_id: &str) -> Result<Outcome, ServiceError> {
-        self.end(tenant, request_id, None, state::EXPIRED).await
+        self.end(tenant, request_id, None, RequestState::Expired)
+            .await
     }
 
     /// Cancels a request that has not reached the provider, releasing its
@@ -195,7 +197,7 @@ impl<P: PaymentProvider> Gate<P> {
         request_id: &str,
         actor: &str,
     ) -> Result<Outcome, ServiceError> {
-        self.end(tenant, request_id, Some(actor), state::CANCELLED)
+        self.end(tenant, request_id, Some(actor), RequestState::Cancelled)
             .await
     }
 
@@ -262,11 +264,11 @@ impl<P: PaymentProvider> Gate<P> {
         tenant: &str,
         request_id: &str,
         actor: Option<&str>,
-        to: &'static str,
+        to: RequestState,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("ending a request").await?;
-        let kind = if to == state::EXPIRED {
+        let kind = if to == RequestState::Expired {
             "expiry.refused"
         } else {
             "cancellation.refused"
@@ -307,14 +309,14 @@ impl<P: PaymentProvider> Gate<P> {
             .ok_or_else(|| ServiceError::Corrupt {
                 what: format!("request {request_id} vanished"),
             })?;
-        if !ENDABLE.contains(&request.state.as_str()) {
+        if !ENDABLE.contains(&request.state) {
             let reason = Reason::StateTransitionInvalid;
             return self.refuse(tx, now, refuse(true, reason), reason).await;
         }
-        requests::transition(&mut tx, &request, to, None, Hold::Keep, None, now).await?;
+        Transition::new(&request, to).apply(&mut tx, now).await?;
         let entry = Entry::new(
             Some(tenant),
-            if to == state::EXPIRED {
+            if to == RequestState::Expired {
                 "request.expired"
             } else {
                 "request.cancelled"

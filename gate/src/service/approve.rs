@@ -22,8 +22,9 @@ use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
 use super::lock::lock;
-use super::requests::{self, Hold};
-use super::rows::{RequestRow, state};
+use super::request_state::RequestState;
+use super::requests::{self, Transition};
+use super::rows::RequestRow;
 use super::world;
 use super::{Gate, Outcome};
 use crate::proposal::PurchaseProposal;
@@ -94,7 +95,7 @@ impl<P: PaymentProvider> Gate<P> {
         .ctx("looking for an earlier approval")?;
         let refusal = if already {
             Some(Reason::ApprovalAlreadyUsed)
-        } else if request.state != state::PENDING_APPROVAL {
+        } else if request.state != RequestState::PendingApproval {
             Some(Reason::ApprovalNotPending)
         } else {
             None
@@ -107,18 +108,12 @@ impl<P: PaymentProvider> Gate<P> {
         if request.lifetime_over(now) {
             // Waited for a human past its lifetime: it expires instead.
             let reason = Reason::ApprovalNotPending;
-            requests::transition(
-                &mut tx,
-                &request,
-                state::EXPIRED,
-                Some(reason),
-                Hold::Keep,
-                None,
-                now,
-            )
-            .await?;
+            Transition::new(&request, RequestState::Expired)
+                .because(reason)
+                .apply(&mut tx, now)
+                .await?;
             let mut entry = refuse(Some(&tenant), reason);
-            entry.body["request_state"] = json!(state::EXPIRED);
+            entry.body["request_state"] = json!(RequestState::Expired);
             return self.refuse(tx, now, entry, reason).await;
         }
 
@@ -168,7 +163,7 @@ impl<P: PaymentProvider> Gate<P> {
                     "evaluation": evaluation,
                     "policy_version": version,
                     "delegation": leaf,
-                    "state": if decision == Decision::Allow { state::AUTHORIZED } else { state::DENIED },
+                    "state": if decision == Decision::Allow { RequestState::Authorized } else { RequestState::Denied },
                     "reserved_paise": reserved,
                     "on": "approval",
                 }),
@@ -241,16 +236,11 @@ async fn reevaluate(
         let wanted = today.reservation(leaf, p.amount_paise);
         match budget::reserve(tx, tenant, &wanted, today.cap_paise).await? {
             Ok(()) => {
-                requests::transition(
-                    tx,
-                    request,
-                    state::AUTHORIZED,
-                    None,
-                    Hold::Take(&wanted),
-                    decided.policy_version,
-                    now,
-                )
-                .await?;
+                Transition::new(request, RequestState::Authorized)
+                    .taking(&wanted)
+                    .under_policy(decided.policy_version)
+                    .apply(tx, now)
+                    .await?;
                 reserved = p.amount_paise;
             }
             Err(reason) => decision = Decision::Deny(reason),
@@ -259,16 +249,10 @@ async fn reevaluate(
         decision = Decision::Deny(Reason::DelegationMissing);
     }
     if let Decision::Deny(reason) | Decision::StepUp(reason) = decision {
-        requests::transition(
-            tx,
-            request,
-            state::DENIED,
-            Some(reason),
-            Hold::Keep,
-            None,
-            now,
-        )
-        .await?;
+        Transition::new(request, RequestState::Denied)
+            .because(reason)
+            .apply(tx, now)
+            .await?;
     }
     Ok(Reevaluated {
         decision,

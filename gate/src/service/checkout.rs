@@ -24,8 +24,9 @@ use super::error::{Ctx, ServiceError};
 use super::identity;
 use super::ledger::{self, Entry};
 use super::lock::lock;
-use super::requests::{self, Hold};
-use super::rows::{RequestRow, state};
+use super::request_state::RequestState;
+use super::requests::{self, Transition};
+use super::rows::RequestRow;
 use super::world;
 use super::{Gate, Outcome};
 use crate::catalog::derive;
@@ -105,26 +106,20 @@ impl<P: PaymentProvider> Gate<P> {
                 )
                 .await;
         };
-        if request.state == state::AUTHORIZED && request.lifetime_over(now) {
+        if request.state == RequestState::Authorized && request.lifetime_over(now) {
             // Not checked out within its lifetime: it expires now, and its
             // budgets come back.
             let reason = Reason::RequestNotAuthorized;
-            requests::transition(
-                &mut tx,
-                &request,
-                state::EXPIRED,
-                Some(reason),
-                Hold::Keep,
-                None,
-                now,
-            )
-            .await?;
+            Transition::new(&request, RequestState::Expired)
+                .because(reason)
+                .apply(&mut tx, now)
+                .await?;
             let mut entry = refuse(Some(&tenant), reason);
-            entry.body["request_state"] = json!(state::EXPIRED);
+            entry.body["request_state"] = json!(RequestState::Expired);
             entry.body["released_paise"] = json!(request.reserved_paise);
             return self.refuse(tx, now, entry, reason).await;
         }
-        if request.state != state::AUTHORIZED {
+        if request.state != RequestState::Authorized {
             return self
                 .refuse(
                     tx,
@@ -136,7 +131,9 @@ impl<P: PaymentProvider> Gate<P> {
         }
         if let Err(reason) = still_valid(&mut tx, &request, version, &digest, now).await? {
             let to = ends_in(reason);
-            requests::transition(&mut tx, &request, to, Some(reason), Hold::Keep, None, now)
+            Transition::new(&request, to)
+                .because(reason)
+                .apply(&mut tx, now)
                 .await?;
             let mut entry = refuse(Some(&tenant), reason);
             entry.body["request_state"] = json!(to);
@@ -165,16 +162,9 @@ impl<P: PaymentProvider> Gate<P> {
         .execute(&mut *tx)
         .await
         .ctx("issuing the checkout authority")?;
-        requests::transition(
-            &mut tx,
-            &request,
-            state::CHECKOUT_ISSUED,
-            None,
-            Hold::Keep,
-            None,
-            now,
-        )
-        .await?;
+        Transition::new(&request, RequestState::CheckoutIssued)
+            .apply(&mut tx, now)
+            .await?;
         let entry = Entry::new(
             Some(&tenant),
             "authority.issued",
@@ -217,10 +207,10 @@ impl<P: PaymentProvider> Gate<P> {
 /// The state a request that failed [`still_valid`] for `reason` ends in:
 /// EXPIRED when the policy's validity window no longer holds it, CANCELLED
 /// when the world it was authorized in has changed.
-pub(crate) fn ends_in(reason: Reason) -> &'static str {
+pub(crate) fn ends_in(reason: Reason) -> RequestState {
     match reason {
-        Reason::PolicyExpired | Reason::PolicyNotYetValid => state::EXPIRED,
-        _ => state::CANCELLED,
+        Reason::PolicyExpired | Reason::PolicyNotYetValid => RequestState::Expired,
+        _ => RequestState::Cancelled,
     }
 }
 

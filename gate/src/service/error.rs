@@ -3,14 +3,13 @@
 //! Guarantees: a refusal is never an error (it is an outcome carrying a
 //! [`crate::Reason`]); an error here means the gate could not decide, and it
 //! says why in a typed variant: the database is down or unreachable, a
-//! statement failed, the provider failed or timed out (and the request is left
-//! PROVIDER_PENDING with its budget reserved), the ledger's head row is
-//! missing, stored data does not parse, or a seed was refused. Every
+//! statement failed, the ledger's head row is missing, stored data does not
+//! parse, or a seed was refused. (A provider that fails or does not answer
+//! is a refusal, `PROVIDER_REJECTED` or `PROVIDER_UNAVAILABLE`, not an error.) Every
 //! operation runs in a transaction that an error rolls back, so an error
 //! leaves no half-written state.
 
 use crate::db::DbError;
-use crate::provider::ProviderError;
 use crate::reason::Reason;
 
 /// Postgres SQLSTATE classes and codes that mean "the server went away".
@@ -33,17 +32,6 @@ pub enum ServiceError {
     Database {
         action: &'static str,
         cause: sqlx::Error,
-    },
-    /// The provider failed or did not answer in time. The authority is
-    /// consumed, the request stays PROVIDER_PENDING and its budget reserved.
-    #[error(
-        "the payment provider failed for request {request_id} (authority {authority_id}): \
-         {cause}; the request stays PROVIDER_PENDING with its budget reserved"
-    )]
-    Provider {
-        request_id: String,
-        authority_id: String,
-        cause: ProviderError,
     },
     /// The ledger's head row is gone: the ledger cannot be appended to.
     #[error(

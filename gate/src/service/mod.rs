@@ -36,6 +36,7 @@ mod pay;
 mod propose;
 mod reconcile;
 mod refusal;
+mod request_state;
 mod requests;
 mod rows;
 mod seed;
@@ -60,6 +61,7 @@ pub use ledger::{
     LedgerReport, verify as verify_ledger,
 };
 pub use reconcile::{Books, Reconciled};
+pub use request_state::{RequestState, UnknownState};
 pub use seed::{GrantSeed, PersonSeed, Seed, TenantSeed};
 pub use webhook::{
     MIN_WEBHOOK_SECRET_BYTES, NEEDS_REVIEW, ProviderEvent, WebhookSecretError, razorpay_envelope,

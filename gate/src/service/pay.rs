@@ -30,8 +30,9 @@ use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
 use super::lock::lock;
-use super::requests::{self, Hold};
-use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, RequestRow, state};
+use super::request_state::RequestState;
+use super::requests::Transition;
+use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, RequestRow};
 use super::{Gate, Outcome};
 use crate::provider::{OrderRequest, PaymentProvider, ProviderError, ProviderOrder};
 use crate::reason::{Decision, Reason};
@@ -169,10 +170,10 @@ impl<P: PaymentProvider> Gate<P> {
                 what: format!("the request of authority {authority_id} vanished"),
             })?;
         let expired = now > authority.expires_at;
-        let refusal = if request.state != state::CHECKOUT_ISSUED {
+        let refusal = if request.state != RequestState::CheckoutIssued {
             Some((Reason::RequestNotAuthorized, None))
         } else if expired {
-            Some((Reason::AuthorityExpired, Some(state::EXPIRED)))
+            Some((Reason::AuthorityExpired, Some(RequestState::Expired)))
         } else {
             still_valid(
                 &mut tx,
@@ -188,7 +189,9 @@ impl<P: PaymentProvider> Gate<P> {
         if let Some((reason, void)) = refusal {
             let mut entry = refuse(Some(&tenant), reason);
             if let Some(to) = void {
-                requests::transition(&mut tx, &request, to, Some(reason), Hold::Keep, None, now)
+                Transition::new(&request, to)
+                    .because(reason)
+                    .apply(&mut tx, now)
                     .await?;
                 entry.body["request_state"] = json!(to);
                 entry.body["released_paise"] = json!(request.reserved_paise);
@@ -211,16 +214,9 @@ impl<P: PaymentProvider> Gate<P> {
         .execute(&mut *tx)
         .await
         .ctx("consuming the checkout authority")?;
-        requests::transition(
-            &mut tx,
-            &request,
-            state::PROVIDER_PENDING,
-            None,
-            Hold::Keep,
-            None,
-            now,
-        )
-        .await?;
+        Transition::new(&request, RequestState::ProviderPending)
+            .apply(&mut tx, now)
+            .await?;
         let entry = Entry::new(
             Some(&tenant),
             "authority.consumed",
@@ -231,7 +227,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "actor": actor,
                 "amount_paise": authority.amount_paise,
                 "currency": authority.currency,
-                "state": state::PROVIDER_PENDING,
+                "state": RequestState::ProviderPending,
             }),
         );
         ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
@@ -300,18 +296,12 @@ impl<P: PaymentProvider> Gate<P> {
         });
         // Only a request still waiting on this answer fails; one that a
         // concurrent reconcile or capture already settled keeps its state.
-        if request.state == state::PROVIDER_PENDING {
-            requests::transition(
-                &mut tx,
-                &request,
-                state::FAILED,
-                Some(Reason::ProviderRejected),
-                Hold::Keep,
-                None,
-                now,
-            )
-            .await?;
-            body["state"] = json!(state::FAILED);
+        if request.state == RequestState::ProviderPending {
+            Transition::new(&request, RequestState::Failed)
+                .because(Reason::ProviderRejected)
+                .apply(&mut tx, now)
+                .await?;
+            body["state"] = json!(RequestState::Failed);
             body["released_paise"] = json!(request.reserved_paise);
         }
         let entry = Entry::new(
@@ -343,7 +333,7 @@ impl<P: PaymentProvider> Gate<P> {
                 "request": authority.request_id,
                 "error": cause.to_string(),
                 "decision": Decision::Deny(Reason::ProviderUnavailable),
-                "state": state::PROVIDER_PENDING,
+                "state": RequestState::ProviderPending,
                 "reserved_paise": authority.amount_paise,
             }),
         );

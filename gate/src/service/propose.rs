@@ -22,8 +22,9 @@ use super::decide::{self, Moment, refused};
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
-use super::requests::{self, Hold, NewRequest};
-use super::rows::{RequestRow, state};
+use super::request_state::RequestState;
+use super::requests::{self, NewRequest, Transition};
+use super::rows::RequestRow;
 use super::world;
 use super::{Gate, ProposeOutcome};
 use crate::ident::Ident;
@@ -151,45 +152,26 @@ impl<P: PaymentProvider> Gate<P> {
         .await?;
         let to = match (decision, &reservation) {
             (Decision::Allow, Some(r)) => {
-                requests::transition(
-                    &mut tx,
-                    &row,
-                    state::AUTHORIZED,
-                    None,
-                    Hold::Take(r),
-                    None,
-                    now,
-                )
-                .await?;
-                state::AUTHORIZED
+                Transition::new(&row, RequestState::Authorized)
+                    .taking(r)
+                    .apply(&mut tx, now)
+                    .await?;
+                RequestState::Authorized
             }
             (Decision::StepUp(_), _) => {
-                requests::transition(
-                    &mut tx,
-                    &row,
-                    state::PENDING_APPROVAL,
-                    None,
-                    Hold::Keep,
-                    None,
-                    now,
-                )
-                .await?;
-                state::PENDING_APPROVAL
+                Transition::new(&row, RequestState::PendingApproval)
+                    .apply(&mut tx, now)
+                    .await?;
+                RequestState::PendingApproval
             }
             (d, _) => {
                 let reason = d.reason().unwrap_or(Reason::DelegationMissing);
                 decision = Decision::Deny(reason);
-                requests::transition(
-                    &mut tx,
-                    &row,
-                    state::DENIED,
-                    Some(reason),
-                    Hold::Keep,
-                    None,
-                    now,
-                )
-                .await?;
-                state::DENIED
+                Transition::new(&row, RequestState::Denied)
+                    .because(reason)
+                    .apply(&mut tx, now)
+                    .await?;
+                RequestState::Denied
             }
         };
 
@@ -296,7 +278,7 @@ mod tests {
             purchase_digest: None,
             decision: decision.into(),
             reason: reason.map(Into::into),
-            state: state::PENDING_APPROVAL.into(),
+            state: RequestState::PendingApproval,
             policy_version: Some(1),
             delegation_id: None,
             reserved_day: None,

@@ -27,8 +27,9 @@ use super::error::{Ctx, ServiceError};
 use super::ledger::{self, Entry};
 use super::lock::lock;
 use super::pay::{insert_order, matches_request};
-use super::requests::{self, Hold};
-use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, RequestRow, state};
+use super::request_state::RequestState;
+use super::requests::Transition;
+use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, RequestRow};
 use super::webhook::{Applied, apply_payment, find_order};
 use super::{Gate, Outcome};
 use crate::ident::is_ident;
@@ -176,7 +177,7 @@ impl<P: PaymentProvider> Gate<P> {
             .ok_or_else(|| ServiceError::Corrupt {
                 what: format!("the request of authority {} vanished", authority.id),
             })?;
-        let from = request.state.clone();
+        let from = request.state;
         let mut settled = Settled::default();
         // Only the order asked for counts; a mismatching answer is as good as none.
         let snapshot = snapshot.filter(|s| {
@@ -230,17 +231,13 @@ impl<P: PaymentProvider> Gate<P> {
                     }
                 }
             }
-            None if request.state == state::PROVIDER_PENDING && now > authority.expires_at => {
-                requests::transition(
-                    &mut tx,
-                    &request,
-                    state::FAILED,
-                    Some(Reason::AuthorityExpired),
-                    Hold::Keep,
-                    None,
-                    now,
-                )
-                .await?;
+            None if request.state == RequestState::ProviderPending
+                && now > authority.expires_at =>
+            {
+                Transition::new(&request, RequestState::Failed)
+                    .because(Reason::AuthorityExpired)
+                    .apply(&mut tx, now)
+                    .await?;
                 settled.failed = true;
             }
             None => {}
@@ -258,7 +255,7 @@ impl<P: PaymentProvider> Gate<P> {
         .await
         .ctx("settling kept captures")?;
         settled.kept_settled = kept.rows_affected();
-        let to: Option<String> = sqlx::query_scalar(
+        let to: Option<RequestState> = sqlx::query_scalar(
             "SELECT state FROM payment_requests WHERE tenant_id = $1 AND id = $2",
         )
         .bind(&tenant)
@@ -266,7 +263,7 @@ impl<P: PaymentProvider> Gate<P> {
         .fetch_optional(&mut *tx)
         .await
         .ctx("reading the reconciled state")?;
-        settled.pending = to.as_deref() == Some(state::PROVIDER_PENDING);
+        settled.pending = to == Some(RequestState::ProviderPending);
         let changed = settled.order_recorded
             || !settled.applied.is_empty()
             || settled.failed

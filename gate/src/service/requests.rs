@@ -1,20 +1,24 @@
 //! Payment request rows: recording a proposal and moving it through its states.
 //!
 //! Guarantees: a request is inserted PROPOSED and then moved, in the same
-//! transaction, by [`transition`] — the one function that changes a
-//! request's state. Leaving a reserving state (AUTHORIZED, CHECKOUT_ISSUED,
-//! PROVIDER_PENDING, CAPTURED) for any other releases the daily and the
-//! delegation budget together with the state change; entering AUTHORIZED
-//! records the reservation just taken. The database's
-//! `request_state_transition` and `ck_request_reservation_matches_state`
-//! refuse anything else.
+//! transaction, by a typed [`Transition`] from the state it was locked in to
+//! the next; [`Transition::apply`] is the one function that changes a
+//! request's state, the move to NEEDS_REVIEW included. Leaving a reserving
+//! state (AUTHORIZED, CHECKOUT_ISSUED, PROVIDER_PENDING, CAPTURED) for any
+//! other releases the daily and the delegation budget together with the
+//! state change; entering AUTHORIZED records the reservation just taken;
+//! entering NEEDS_REVIEW counts the late payment on top of what the request
+//! held and records the state it had ended in (`CAPTURED_AFTER_<state>`).
+//! The database's `request_state_transition` and
+//! `ck_request_reservation_matches_state` refuse anything else.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 use super::budget::{self, Reservation};
 use super::error::{Ctx, ServiceError};
-use super::rows::{REQUEST_COLUMNS, RequestRow, state};
+use super::request_state::RequestState;
+use super::rows::{REQUEST_COLUMNS, RequestRow};
 use crate::catalog::Purchase;
 use crate::ident::is_ident;
 use crate::proposal::PurchaseProposal;
@@ -119,54 +123,157 @@ pub(crate) async fn by_idempotency_key(
 }
 
 /// How a transition changes what the request holds.
-pub(crate) enum Hold<'a> {
-    /// Keep the reservation the row already has (or none).
+#[derive(Debug, Clone, Copy)]
+enum Hold<'a> {
+    /// Keep the reservation the row already has when the new state reserves;
+    /// release it (daily and delegation budget) when it does not.
     Keep,
     /// The reservation just taken (entering AUTHORIZED).
     Take(&'a Reservation),
+    /// Count money that moved after the request ended on top of what the row
+    /// holds, on the same day and hop (entering NEEDS_REVIEW).
+    Count(i64),
 }
 
-/// Moves `request` to `to`; releases its reservation when `to` holds none.
-pub(crate) async fn transition(
-    conn: &mut PgConnection,
-    request: &RequestRow,
-    to: &'static str,
-    reason: Option<Reason>,
-    hold: Hold<'_>,
+/// Why a request moved, as `state_reason` records it.
+#[derive(Debug, Clone, Copy)]
+enum Note {
+    None,
+    /// A refusal: replaces any earlier reason.
+    Reason(Reason),
+    /// A payment captured after the request ended in the state it moves
+    /// from: an earlier reason, if any, is kept.
+    CapturedAfter,
+}
+
+/// One move of a LOCKED request from the state it was read in to the next,
+/// and what goes with it; [`Transition::apply`] is the only writer of a
+/// request's state. Built with [`Transition::new`] (or
+/// [`Transition::needs_review`]) and refined with [`Transition::because`],
+/// [`Transition::taking`] and [`Transition::under_policy`].
+#[must_use = "a transition does nothing until it is applied"]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Transition<'a> {
+    request: &'a RequestRow,
+    /// The state the request was locked in.
+    pub from: RequestState,
+    pub to: RequestState,
+    note: Note,
+    hold: Hold<'a>,
     policy_version: Option<i32>,
-    now: DateTime<Utc>,
-) -> Result<(), ServiceError> {
-    let keeps = state::RESERVING.contains(&to);
-    let (reserved, day, hop) = match hold {
-        Hold::Take(r) => (r.amount_paise, Some(r.day), Some(r.delegation_id.clone())),
-        Hold::Keep if keeps => (
-            request.reserved_paise,
-            request.reserved_day,
-            request.delegation_id.clone(),
-        ),
-        Hold::Keep => {
-            budget::release(conn, request).await?;
-            (0, request.reserved_day, request.delegation_id.clone())
+}
+
+impl<'a> Transition<'a> {
+    /// `request` moves to `to`, keeping or releasing its reservation as `to`
+    /// demands.
+    pub fn new(request: &'a RequestRow, to: RequestState) -> Self {
+        Transition {
+            request,
+            from: request.state,
+            to,
+            note: Note::None,
+            hold: Hold::Keep,
+            policy_version: None,
         }
-    };
-    sqlx::query(
-        "UPDATE payment_requests SET state = $3, state_reason = COALESCE($4, state_reason), \
-         reserved_paise = $5, reserved_day = $6, delegation_id = $7, \
-         policy_version = COALESCE($8, policy_version), updated_at = $9, \
-         authorized_at = CASE WHEN $3 = 'AUTHORIZED' THEN $9 ELSE authorized_at END \
-         WHERE tenant_id = $1 AND id = $2",
-    )
-    .bind(&request.tenant_id)
-    .bind(&request.id)
-    .bind(to)
-    .bind(reason.map(Reason::code))
-    .bind(reserved)
-    .bind(day)
-    .bind(hop)
-    .bind(policy_version)
-    .bind(now)
-    .execute(conn)
-    .await
-    .ctx("moving a request to its next state")?;
-    Ok(())
+    }
+
+    /// Money was captured for `request` after it had ended (or was captured
+    /// already): it moves to NEEDS_REVIEW with `counted_paise` counted where
+    /// its reservation was, and the state it ended in is recorded.
+    pub fn needs_review(request: &'a RequestRow, counted_paise: i64) -> Self {
+        Transition {
+            note: Note::CapturedAfter,
+            hold: Hold::Count(counted_paise),
+            ..Transition::new(request, RequestState::NeedsReview)
+        }
+    }
+
+    /// The refusal that moves it.
+    pub fn because(self, reason: Reason) -> Self {
+        Transition {
+            note: Note::Reason(reason),
+            ..self
+        }
+    }
+
+    /// It now holds `reservation`, just taken (entering AUTHORIZED).
+    pub fn taking(self, reservation: &'a Reservation) -> Self {
+        Transition {
+            hold: Hold::Take(reservation),
+            ..self
+        }
+    }
+
+    /// It was decided under this policy version (when `Some`).
+    pub fn under_policy(self, version: Option<i32>) -> Self {
+        Transition {
+            policy_version: version,
+            ..self
+        }
+    }
+
+    /// Writes the move; releases the reservation when `to` holds none. The
+    /// database's `request_state_transition` and
+    /// `ck_request_reservation_matches_state` refuse a move they do not allow.
+    pub async fn apply(
+        self,
+        conn: &mut PgConnection,
+        now: DateTime<Utc>,
+    ) -> Result<(), ServiceError> {
+        let request = self.request;
+        let note = match self.note {
+            Note::None => None,
+            Note::Reason(reason) => Some(reason.code().to_owned()),
+            Note::CapturedAfter => Some(format!("CAPTURED_AFTER_{}", self.from)),
+        };
+        let (reserved, day, hop) = match self.hold {
+            Hold::Count(counted) => {
+                sqlx::query(
+                    "UPDATE payment_requests SET state = $3, reserved_paise = reserved_paise + $4, \
+                     state_reason = COALESCE(state_reason, $5), updated_at = $6 \
+                     WHERE tenant_id = $1 AND id = $2",
+                )
+                .bind(&request.tenant_id)
+                .bind(&request.id)
+                .bind(self.to)
+                .bind(counted)
+                .bind(note)
+                .bind(now)
+                .execute(conn)
+                .await
+                .ctx("moving a request to NEEDS_REVIEW")?;
+                return Ok(());
+            }
+            Hold::Take(r) => (r.amount_paise, Some(r.day), Some(r.delegation_id.clone())),
+            Hold::Keep if self.to.reserves() => (
+                request.reserved_paise,
+                request.reserved_day,
+                request.delegation_id.clone(),
+            ),
+            Hold::Keep => {
+                budget::release(conn, request).await?;
+                (0, request.reserved_day, request.delegation_id.clone())
+            }
+        };
+        sqlx::query(
+            "UPDATE payment_requests SET state = $3, state_reason = COALESCE($4, state_reason), \
+             reserved_paise = $5, reserved_day = $6, delegation_id = $7, \
+             policy_version = COALESCE($8, policy_version), updated_at = $9, \
+             authorized_at = CASE WHEN $3 = 'AUTHORIZED' THEN $9 ELSE authorized_at END \
+             WHERE tenant_id = $1 AND id = $2",
+        )
+        .bind(&request.tenant_id)
+        .bind(&request.id)
+        .bind(self.to)
+        .bind(note)
+        .bind(reserved)
+        .bind(day)
+        .bind(hop)
+        .bind(self.policy_version)
+        .bind(now)
+        .execute(conn)
+        .await
+        .ctx("moving a request to its next state")?;
+        Ok(())
+    }
 }

@@ -8,23 +8,8 @@
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::lock::{Lockable, Strength};
+use super::request_state::RequestState;
 use crate::delegation::DelegationHop;
-
-/// Request states, exactly as the `request_state_transition` trigger spells them.
-pub mod state {
-    pub const PENDING_APPROVAL: &str = "PENDING_APPROVAL";
-    pub const AUTHORIZED: &str = "AUTHORIZED";
-    pub const CHECKOUT_ISSUED: &str = "CHECKOUT_ISSUED";
-    pub const PROVIDER_PENDING: &str = "PROVIDER_PENDING";
-    pub const CAPTURED: &str = "CAPTURED";
-    pub const FAILED: &str = "FAILED";
-    pub const DENIED: &str = "DENIED";
-    pub const EXPIRED: &str = "EXPIRED";
-    pub const CANCELLED: &str = "CANCELLED";
-
-    /// States that hold a reservation of the request's amount.
-    pub const RESERVING: &[&str] = &[AUTHORIZED, CHECKOUT_ISSUED, PROVIDER_PENDING, CAPTURED];
-}
 
 /// A tenant row (locked to serialize policy publication).
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -91,7 +76,7 @@ pub(crate) struct RequestRow {
     pub purchase_digest: Option<String>,
     pub decision: String,
     pub reason: Option<String>,
-    pub state: String,
+    pub state: RequestState,
     pub policy_version: Option<i32>,
     pub delegation_id: Option<String>,
     pub reserved_day: Option<NaiveDate>,
@@ -108,9 +93,9 @@ impl RequestRow {
     /// True once the request has outlived its lifetime in its current state
     /// (the limit itself is still inside it).
     pub fn lifetime_over(&self, now: DateTime<Utc>) -> bool {
-        let since = match self.state.as_str() {
-            state::PENDING_APPROVAL => Some(self.created_at),
-            state::AUTHORIZED => self.authorized_at,
+        let since = match self.state {
+            RequestState::PendingApproval => Some(self.created_at),
+            RequestState::Authorized => self.authorized_at,
             _ => None,
         };
         since.is_some_and(|t| now > t + chrono::Duration::hours(REQUEST_LIFETIME_HOURS))

@@ -50,8 +50,9 @@ use sqlx::PgConnection;
 use super::error::{Ctx, ServiceError};
 use super::ledger::{self, Entry};
 use super::lock::lock;
-use super::requests::{self, Hold};
-use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, OrderRow, RequestRow, state};
+use super::request_state::RequestState;
+use super::requests::Transition;
+use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, OrderRow, RequestRow};
 use super::{Gate, Outcome};
 use crate::ident::is_ident;
 use crate::provider::{OrderStatus, Payment, PaymentProvider, PaymentStatus, ProviderOrder};
@@ -70,7 +71,7 @@ pub const MAX_EVENT_LEAD_MINUTES: i64 = 5;
 /// The shortest webhook secret a gate accepts.
 pub const MIN_WEBHOOK_SECRET_BYTES: usize = 32;
 /// The state of a request that money reached after it had left PROVIDER_PENDING.
-pub const NEEDS_REVIEW: &str = "NEEDS_REVIEW";
+pub const NEEDS_REVIEW: &str = RequestState::NeedsReview.as_str();
 
 /// A webhook secret the gate refuses to be built with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -490,8 +491,10 @@ pub(crate) async fn apply_payment(
     .execute(&mut *conn)
     .await
     .ctx("updating the provider order")?;
-    if request.state == state::PROVIDER_PENDING {
-        requests::transition(conn, request, state::CAPTURED, None, Hold::Keep, None, now).await?;
+    if request.state == RequestState::ProviderPending {
+        Transition::new(request, RequestState::Captured)
+            .apply(conn, now)
+            .await?;
         return Ok(Applied::Captured);
     }
     // The request had ended (or was captured already): the money moved all
@@ -536,20 +539,9 @@ pub(crate) async fn apply_payment(
             what: format!("the hop {hop} of request {} vanished", request.id),
         });
     }
-    sqlx::query(
-        "UPDATE payment_requests SET state = $3, reserved_paise = reserved_paise + $4, \
-         state_reason = COALESCE(state_reason, $5), updated_at = $6 \
-         WHERE tenant_id = $1 AND id = $2",
-    )
-    .bind(&request.tenant_id)
-    .bind(&request.id)
-    .bind(NEEDS_REVIEW)
-    .bind(counted)
-    .bind(format!("CAPTURED_AFTER_{}", request.state))
-    .bind(now)
-    .execute(&mut *conn)
-    .await
-    .ctx("moving a request to NEEDS_REVIEW")?;
+    Transition::needs_review(request, counted)
+        .apply(conn, now)
+        .await?;
     Ok(Applied::NeedsReview {
         counted_paise: counted,
     })
@@ -825,9 +817,9 @@ impl<P: PaymentProvider> Gate<P> {
 /// The ledger body of an applied event.
 fn applied_body(event: &Parsed, digest: &str, request: &RequestRow, applied: Applied) -> Value {
     let (to, counted) = match applied {
-        Applied::AlreadyRecorded | Applied::Attempt => (request.state.as_str(), 0),
-        Applied::Captured => (state::CAPTURED, 0),
-        Applied::NeedsReview { counted_paise } => (NEEDS_REVIEW, counted_paise),
+        Applied::AlreadyRecorded | Applied::Attempt => (request.state, 0),
+        Applied::Captured => (RequestState::Captured, 0),
+        Applied::NeedsReview { counted_paise } => (RequestState::NeedsReview, counted_paise),
     };
     json!({
         "event": event,

@@ -84,6 +84,39 @@ pub async fn world() -> Result<Option<World>, Box<dyn std::error::Error + Send +
     world_with_pool(10).await
 }
 
+/// The ceremony of a database test, once: a fresh standard world, `test`
+/// run on it, and its database dropped afterwards whatever `test` returned
+/// (a panic leaves it, as any test's). `Ok` without running `test` when the
+/// test is skipped (`SPENDGATE_SKIP_DB=1` and no `DATABASE_URL`); without
+/// either, the fresh database's error says how to configure one.
+pub async fn on_world(test: impl AsyncFnOnce(&World) -> TestResult) -> TestResult {
+    on_world_with_pool(10, test).await
+}
+
+/// The same ceremony for a test of the schema alone: a fresh migrated
+/// database (nothing seeded), `test` run on it, the database dropped after.
+pub async fn on_fresh(test: impl AsyncFnOnce(&FreshDatabase) -> TestResult) -> TestResult {
+    let Some(db) = fresh().await? else {
+        return Ok(());
+    };
+    let result = test(&db).await;
+    let dropped = db.drop().await;
+    result.and(dropped.map_err(Into::into))
+}
+
+/// As [`on_world`], with a pool of `pool_size` connections.
+pub async fn on_world_with_pool(
+    pool_size: u32,
+    test: impl AsyncFnOnce(&World) -> TestResult,
+) -> TestResult {
+    let Some(w) = world_with_pool(pool_size).await? else {
+        return Ok(());
+    };
+    let result = test(&w).await;
+    let dropped = w.drop().await;
+    result.and(dropped)
+}
+
 /// A proposal body as an agent would send it.
 pub fn body(sku: &str, quantity: u32) -> Vec<u8> {
     serde_json::json!({"sku": sku, "quantity": quantity, "purpose": "team credits"})
@@ -152,6 +185,11 @@ pub async fn paid_order(
     let paid = world.gate.pay("acme", &authority, "finance-lead").await?;
     assert!(paid.is_ok(), "{paid:?}");
     Ok((request, authority, id(&paid)))
+}
+
+/// Runs `sql` on `pool`; it must be refused by the named constraint or trigger.
+pub async fn assert_sql_refused_by(pool: &PgPool, sql: &str, guard: &str) {
+    assert_refused_by(sqlx::query(sql).execute(pool).await, guard);
 }
 
 /// Asserts that a statement was refused by the named constraint or trigger.

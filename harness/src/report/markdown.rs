@@ -7,11 +7,9 @@
 
 use std::fmt::Write as _;
 
-/// `12.3%`, or `n/a` when there is nothing to divide by.
-pub fn pct(x: Option<f64>) -> String {
-    x.map(|v| format!("{:.1}%", v * 100.0))
-        .unwrap_or_else(|| "n/a".into())
-}
+/// `12.3%`, or `n/a` when there is nothing to divide by (the one
+/// implementation, in [`crate::progress`]).
+pub use crate::progress::pct;
 
 /// `n/d (12.3%)`, or `0/0 (n/a)`.
 pub fn frac(n: usize, d: usize) -> String {

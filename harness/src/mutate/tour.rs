@@ -12,12 +12,11 @@
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use mutations::{Cancel, Event, MutantOutcome, Registry, RunOptions, Verdict};
 
-use crate::mutate_db;
+use super::sweep;
 
 /// The three guards the tour deletes: (id, why this one).
 pub const TOUR: [(&str, &str); 3] = [
@@ -45,14 +44,14 @@ pub fn mutation_tour() -> Result<()> {
 /// Runs the tour and returns its text. `database_url` is passed to the test
 /// processes (for a cluster the caller started); `None` uses `DATABASE_URL`.
 pub fn mutation_tour_with(database_url: Option<&str>) -> Result<String> {
-    let root = workspace_root()?;
+    let root = crate::workspace::root()?;
     let mut opts = RunOptions::new(&root);
     opts.only = TOUR.iter().map(|(id, _)| (*id).to_string()).collect();
     opts.out_dir = opts.out_dir.join("tour");
     if let Some(url) = database_url {
         opts.test_env
             .push((OsString::from("DATABASE_URL"), OsString::from(url)));
-    } else if mutate_db::database_url(&[]).is_none() {
+    } else if sweep::database_url(&[]).is_none() {
         bail!(
             "the mutation tour needs Postgres for its schema guard: set DATABASE_URL \
              (`export \"$(cargo run -q -p harness -- db up)\"`) or run it under `harness db run`"
@@ -66,7 +65,7 @@ pub fn mutation_tour_with(database_url: Option<&str>) -> Result<String> {
         }
     };
     let run = mutations::run(&opts, &cancel, &mut phases);
-    mutate_db::sweep_killed_test_databases(mutate_db::database_url(&opts.test_env).as_deref());
+    sweep::sweep_killed_test_databases(sweep::database_url(&opts.test_env).as_deref());
     let report = run.context("the mutation tour's run")?;
     let mut out = String::new();
     let _ = writeln!(
@@ -152,17 +151,6 @@ fn first_panic(output: &str) -> Option<String> {
     Some(message.join("\n"))
 }
 
-fn workspace_root() -> Result<std::path::PathBuf> {
-    let cwd = std::env::current_dir().context("reading the working directory")?;
-    cwd.ancestors()
-        .find(|d| {
-            std::fs::read_to_string(d.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]"))
-                && d.join("mutations/registry.yaml").exists()
-        })
-        .map(Path::to_path_buf)
-        .context("no spendgate workspace (Cargo.toml with [workspace] and mutations/registry.yaml) above the working directory")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,6 +172,7 @@ mod tests {
 
     #[test]
     fn the_tour_names_registered_guards_of_three_kinds() {
+        use std::path::Path;
         let root = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .map(Path::to_path_buf)

@@ -21,8 +21,8 @@ use anyhow::{Context, Result, bail};
 use mutations::report::{self, CrossCheck, MutationReport};
 use mutations::{Cancel, Error, Mode, Registry, Report, RunOptions, plan};
 
-use crate::mutate::Progress;
-use crate::mutate_db;
+use super::Progress;
+use super::sweep;
 
 /// How many guards the cross-mode check compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,10 +74,10 @@ fn fresh_seed() -> u64 {
 
 /// Runs one mode; `Ok(None)` when interrupted.
 fn run_mode(opts: &RunOptions, cancel: &Cancel) -> Result<Option<Report>> {
-    let mut progress = Progress::new(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let mut progress = Progress::new(crate::progress::drawable());
     let outcome = mutations::run(opts, cancel, &mut progress);
     progress.finish();
-    mutate_db::sweep_killed_test_databases(mutate_db::database_url(&opts.test_env).as_deref());
+    sweep::sweep_killed_test_databases(sweep::database_url(&opts.test_env).as_deref());
     match outcome {
         Ok(r) => {
             println!("{}", r.summary_text());

@@ -14,27 +14,31 @@
 //! `--check-tests`, every named test exists). `--cross-check N|all` then runs
 //! a seeded sample of the same guards in rewrite mode and fails on any
 //! verdict that differs, and `--report-dir` writes the committed report
-//! ([`crate::mutate_cross`]); `--tour` deletes three guards live for the
-//! triage tour ([`crate::mutate_tour`]). Test databases left by test
-//! processes the runner had to kill are dropped before it exits
-//! ([`crate::mutate_db`]).
+//! ([`cross`]); `--tour` deletes three guards live for the triage tour
+//! ([`tour`]). Test databases left by test processes the runner had to kill
+//! are dropped before it exits ([`sweep`]). Progress goes through
+//! [`crate::progress`].
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use mutations::{
     Cancel, Error, Event, Mode, Observer, Registry, RunOptions, Shard, completeness, plan, sanity,
 };
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::mutate_cross::{self, CrossArgs, Sample};
-use crate::mutate_db;
-use crate::mutate_tour;
+use crate::progress;
+use crate::workspace;
+
+pub mod cross;
+pub mod sweep;
+pub mod tour;
+
+use cross::{CrossArgs, Sample};
 
 /// Delete each registered guard in turn (mutations/registry.yaml) and require a named test to fail.
 #[derive(Debug, Args)]
@@ -125,7 +129,7 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
         Some(r) => r
             .canonicalize()
             .with_context(|| format!("--root {}", r.display()))?,
-        None => workspace_root()?,
+        None => workspace::root()?,
     };
     let registry_path = match &args.registry {
         Some(r) => absolute(r)?,
@@ -160,7 +164,7 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
         return list(&opts);
     }
     if args.tour {
-        mutate_tour::mutation_tour()?;
+        tour::mutation_tour()?;
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -177,12 +181,12 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
             report_dir: report_dir.as_deref(),
             command: command_line(&args),
         };
-        return mutate_cross::run(&opts, &cross, &cancel);
+        return cross::run(&opts, &cross, &cancel);
     }
-    let mut progress = Progress::new(std::io::stderr().is_terminal());
+    let mut progress = Progress::new(progress::drawable());
     let outcome = mutations::run(&opts, &cancel, &mut progress);
     progress.finish();
-    mutate_db::sweep_killed_test_databases(mutate_db::database_url(&opts.test_env).as_deref());
+    sweep::sweep_killed_test_databases(sweep::database_url(&opts.test_env).as_deref());
     match outcome {
         Ok(report) => {
             println!("{}", report.summary_text());
@@ -261,21 +265,6 @@ fn list(opts: &RunOptions) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The nearest ancestor of the working directory whose Cargo.toml declares a workspace.
-fn workspace_root() -> Result<PathBuf> {
-    let cwd = std::env::current_dir().context("reading the working directory")?;
-    for dir in cwd.ancestors() {
-        let manifest = dir.join("Cargo.toml");
-        if std::fs::read_to_string(&manifest).is_ok_and(|t| t.contains("[workspace]")) {
-            return Ok(dir.to_path_buf());
-        }
-    }
-    bail!(
-        "no Cargo.toml with [workspace] above {}; pass --root",
-        cwd.display()
-    )
-}
-
 fn absolute(p: &Path) -> Result<PathBuf> {
     Ok(if p.is_absolute() {
         p.to_path_buf()
@@ -351,14 +340,8 @@ impl Observer for Progress {
         match event {
             Event::Planned(n) => {
                 if self.tty {
-                    let bar = ProgressBar::new(*n as u64);
-                    bar.set_style(
-                        ProgressStyle::with_template(
-                            "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}",
-                        )
-                        .unwrap_or_else(|_| ProgressStyle::default_bar())
-                        .progress_chars("=> "),
-                    );
+                    let bar = progress::bar(*n, "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}");
+                    bar.set_style(bar.style().progress_chars("=> "));
                     bar.enable_steady_tick(Duration::from_millis(200));
                     self.bar = Some(bar);
                 } else {
