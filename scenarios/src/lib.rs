@@ -21,6 +21,7 @@ pub mod scenario;
 pub mod step;
 pub mod taxonomy;
 pub mod verbs;
+pub mod wire;
 pub mod world;
 mod yaml;
 
@@ -35,4 +36,5 @@ pub use verbs::{
     AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
     ProviderMode, Replay, Revoke, SetClock, SetPrice, Signature, Webhook,
 };
+pub use wire::{HeaderValues, KeyTrick, WireStep};
 pub use world::{CatalogItem, Delegation, Person, Tenant, World};

@@ -41,6 +41,7 @@ use tokio::net::TcpListener;
 
 pub use answer::{WireCode, status_of};
 pub use auth::{Caller, Role};
+pub use routes::{EVENT_ID, IDEMPOTENCY_KEY, MAX_HEADER_CHARS, REPLAYED, SIGNATURE, is_json};
 
 /// The most the agent-facing propose ever buffers.
 pub const PROPOSE_LIMIT_BYTES: usize = 4 * 1024;

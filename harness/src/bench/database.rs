@@ -36,6 +36,10 @@ use super::judge::Run;
 use super::observed::{ObservedState, StepOutcome};
 use crate::world::{grant, policy_patch, seed};
 
+// The HTTP engine is this engine's child: it shares the driver and changes the transport.
+#[path = "http.rs"]
+pub mod http;
+
 /// The longest one scenario may run on the database engine.
 pub const SCENARIO_TIMEOUT: StdDuration = StdDuration::from_secs(120);
 
