@@ -14,7 +14,11 @@
 //! resends its step as it was and takes no tenant; a `concurrent` step's
 //! tenant goes on its inner step. `expire` and `reconcile` take no fields
 //! (`expire: {}` or a bare `expire:`). A `concurrent` step's expectation is
-//! counts, every other step's is `{decision, reason | reason_any}`.
+//! counts, every other step's is `{decision, reason | reason_any}`. A step
+//! may carry a `wire` block ([`crate::wire`]); one with a wire block and no
+//! `expect` is wire-only and must give a `status`, carry no name, and is the
+//! only kind that may change the credential or the body; `replay` and
+//! `concurrent` (and a concurrent step's inner step) take none.
 //! Serializing a step and parsing it back gives the same step.
 
 use serde::ser::SerializeMap;
@@ -294,6 +298,13 @@ impl Step {
                     return Err(invalid(
                         &wire_path,
                         "a `replay` resends its step as it was and a `concurrent` step's copies are its inner step's: neither takes a wire block",
+                    ));
+                }
+                if expect.is_some() && (w.as_actor.is_some() || w.key.is_some() || w.body.is_some())
+                {
+                    return Err(invalid(
+                        &wire_path,
+                        "`as`, `key` and `body` make a step the other engines cannot run: only a wire-only step (no `expect`) takes them",
                     ));
                 }
                 if expect.is_none() {
@@ -692,6 +703,10 @@ mod tests {
                 "steps[1].wire",
             ),
             ("{replay: {of: p1}, wire: {status: 401}}", "steps[1].wire"),
+            (
+                "{propose: {actor: a, raw: x}, expect: {decision: allow}, wire: {as: b}}",
+                "steps[1].wire",
+            ),
         ] {
             let err = parse(text).unwrap_err();
             assert!(

@@ -10,7 +10,9 @@
 //! *wire-only* ([`crate::Step::wire_only`]): it must say the `status` it
 //! expects and may not be named, and engines other than the HTTP one (and the
 //! oracle) skip it, because the service refuses it before the gate and
-//! nothing moves.
+//! nothing moves. Only a wire-only step may change the credential (`as`,
+//! `key`) or the body; a step with an `expect` may add headers, which must
+//! change nothing the gate decides.
 
 use std::collections::BTreeMap;
 use std::str::FromStr;

@@ -551,7 +551,9 @@ impl Wire {
                 r
             }
             _ => {
-                return Err("operations that are not agent or human calls (sweep, provider, clock)");
+                return Err(
+                    "operations that are not agent or human calls (sweep, provider, clock)",
+                );
             }
         })
     }
@@ -613,6 +615,20 @@ async fn deliver(
         }
     };
     let answer = wire.send(&req).await?;
+    settle(&req, &answer, call, gate, tally, failures).await
+}
+
+/// The outcome of `call` from the service's answer to `req`: the gate's
+/// decision it carries, or, when the service refused before the gate, the
+/// gate's own (which must refuse too).
+async fn settle(
+    req: &Req,
+    answer: &Answer,
+    call: Call,
+    gate: &Gate<InProcessProvider>,
+    tally: &Mutex<Tally>,
+    failures: &Mutex<Vec<String>>,
+) -> Result<Sent> {
     if let Some(decision) = answer.decision() {
         let allowed = if req.propose { 201 } else { 200 };
         let want = wire::answer::decision_status(
@@ -851,7 +867,7 @@ impl HttpDriver<'_> {
         let sent = match &step.wire {
             // Sent with its wire block (headers that must change nothing).
             Some(block) => {
-                let (sent, answer) = self.send_with(i, &call, block).await?;
+                let (sent, answer) = self.send_with(i, &call, block, false).await?;
                 self.check(i, step, block, &answer);
                 sent
             }
@@ -940,7 +956,7 @@ impl HttpDriver<'_> {
                 Signature::Missing => None,
             };
         }
-        let (_, answer) = self.send_with(i, &call, &block).await?;
+        let (_, answer) = self.send_with(i, &call, &block, true).await?;
         self.check(i, step, &block, &answer);
         if let Ok(mut t) = self.tally.lock() {
             t.wire_only += 1;
@@ -961,8 +977,11 @@ impl HttpDriver<'_> {
         i: usize,
         call: &Call,
         block: &WireStep,
+        wire_only: bool,
     ) -> Result<(Sent, Option<Answer>)> {
-        let honest = block.as_actor.is_none() && block.key.is_none();
+        // A step every engine runs (only its headers change) is settled as
+        // any other; a wire-only one is only the service's answer.
+        let honest = !wire_only;
         let mut req = match (self.wire.via(call), self.wire.route(call)) {
             (Via::Wire(req), _) => req,
             (Via::Direct(_), Ok(req)) if !honest => req,
@@ -1021,6 +1040,19 @@ impl HttpDriver<'_> {
             }
         }
         let answer = self.wire.send(&req).await?;
+        if honest {
+            let sent = settle(
+                &req,
+                &answer,
+                call.clone(),
+                &self.cx.gate,
+                &self.tally,
+                &self.failures,
+            )
+            .await?;
+            return Ok((sent, Some(answer)));
+        }
+        // Another credential: the gate's answer, if it was reached at all.
         let outcome = match answer.decision() {
             Some(d) if req.propose => StepOutcome::of(d),
             Some(d) => operation(d, req.allow_kind),
@@ -1029,11 +1061,6 @@ impl HttpDriver<'_> {
                 reason: None,
             },
         };
-        if answer.decision().is_some()
-            && let Ok(mut t) = self.tally.lock()
-        {
-            t.over_wire += 1;
-        }
         let id = answer.text(if req.propose { "request_id" } else { "id" });
         let guard = answer.text("constraint");
         Ok((Sent { outcome, id, guard }, Some(answer)))
