@@ -7,9 +7,11 @@
 //!   of `acme` per client, the accelerated clock); `wire::serve` runs over
 //!   that same gate on `127.0.0.1:0`. Client *i* works in tenant `t0i` with
 //!   keys issued for its `buyer-agent` and `finance-lead`.
-//! - For each client count, four cells back to back, each at most `cell`
-//!   seconds: propose in process, propose over HTTP, the full purchase in
-//!   process, the full purchase over HTTP. **propose** is the load phase's
+//! - For each client count, a pair of cells per kind of work (in process
+//!   and over HTTP), at most `cell` seconds each, run in halves in the order
+//!   in process, HTTP, HTTP, in process (so a drift during the pair weighs on
+//!   both alike; each cell's figures merge its two halves): propose, then
+//!   the full purchase. **propose** is the load phase's
 //!   (a proposal the merchant allowlist denies: the whole decision path,
 //!   recorded and appended to the ledger); **flow** is propose (allowed) →
 //!   checkout → pay → signed capture webhook, timed as one unit. So the
@@ -296,9 +298,18 @@ async fn client(
     Ok(run)
 }
 
-/// One cell.
+/// One run of one cell's clients.
+struct Part {
+    completed: u64,
+    seconds: f64,
+    unexpected: u64,
+    first_unexpected: Option<String>,
+    histogram: Option<hdrhistogram::Histogram<u64>>,
+}
+
+/// Runs `clients` clients of `work` on one path for `seconds`.
 #[allow(clippy::too_many_arguments)]
-async fn cell(
+async fn run_part(
     gate: &Arc<LoadGate>,
     base: Option<&str>,
     keys: &[Keys],
@@ -306,7 +317,7 @@ async fn cell(
     work: Work,
     clients: usize,
     seconds: Duration,
-) -> Result<HttpCell> {
+) -> Result<Part> {
     let start = Instant::now();
     let deadline = start + seconds;
     let tasks: Vec<_> = (0..clients)
@@ -327,18 +338,37 @@ async fn cell(
     for t in tasks {
         runs.push(t.await.context("a load client panicked")??);
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    let mut all: Option<hdrhistogram::Histogram<u64>> = None;
+    let mut part = Part {
+        completed: 0,
+        seconds: start.elapsed().as_secs_f64(),
+        unexpected: 0,
+        first_unexpected: None,
+        histogram: None,
+    };
+    for run in runs {
+        part.completed += run.completed;
+        part.unexpected += run.unexpected;
+        if part.first_unexpected.is_none() {
+            part.first_unexpected = run.first_unexpected;
+        }
+        for (_, h) in run.histograms {
+            match &mut part.histogram {
+                Some(all) => all.add(&h).context("merging histograms")?,
+                None => part.histogram = Some(h),
+            }
+        }
+    }
+    Ok(part)
+}
+
+/// One cell from its parts: counts and seconds added, histograms merged.
+fn summarize(clients: usize, work: Work, path: Path, parts: Vec<Part>) -> Result<HttpCell> {
     let mut out = HttpCell {
         clients,
         work: work.name(),
-        path: if base.is_some() {
-            Path::Http
-        } else {
-            Path::InProcess
-        },
+        path,
         completed: 0,
-        seconds: elapsed,
+        seconds: 0.0,
         per_sec: None,
         p50_ms: None,
         p95_ms: None,
@@ -346,20 +376,22 @@ async fn cell(
         unexpected: 0,
         first_unexpected: None,
     };
-    for run in runs {
-        out.completed += run.completed;
-        out.unexpected += run.unexpected;
+    let mut all: Option<hdrhistogram::Histogram<u64>> = None;
+    for part in parts {
+        out.completed += part.completed;
+        out.seconds += part.seconds;
+        out.unexpected += part.unexpected;
         if out.first_unexpected.is_none() {
-            out.first_unexpected = run.first_unexpected;
+            out.first_unexpected = part.first_unexpected;
         }
-        for (_, h) in run.histograms {
+        if let Some(h) = part.histogram {
             match &mut all {
                 Some(a) => a.add(&h).context("merging histograms")?,
                 None => all = Some(h),
             }
         }
     }
-    out.per_sec = super::stats::rate(out.completed, elapsed);
+    out.per_sec = super::stats::rate(out.completed, out.seconds);
     if let Some(h) = all.filter(|h| !h.is_empty()) {
         let ms = |q: f64| Some(h.value_at_quantile(q) as f64 / 1000.0);
         out.p50_ms = ms(0.50);
@@ -368,6 +400,11 @@ async fn cell(
     }
     Ok(out)
 }
+
+/// The order the halves of a cell pair run in: in process, HTTP, HTTP, in
+/// process, so that a drift of the machine during the pair (a warming
+/// cache, a growing table, a neighbour's load) weighs on both paths alike.
+const ABBA: [Path; 4] = [Path::InProcess, Path::Http, Path::Http, Path::InProcess];
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
@@ -413,10 +450,17 @@ pub(super) async fn measure(
     for &clients in &plan.clients {
         progress.say(&format!("http: {clients} clients"));
         for work in [Work::Propose, Work::Flow] {
-            let mut pair = Vec::new();
-            for base in [None, Some(base.as_str())] {
+            let mut parts: BTreeMap<Path, Vec<Part>> = BTreeMap::new();
+            for path in ABBA {
                 cell_no += 1;
-                let c = cell(&gate, base, &keys, cell_no, work, clients, plan.cell).await?;
+                let url = (path == Path::Http).then_some(base.as_str());
+                let part =
+                    run_part(&gate, url, &keys, cell_no, work, clients, plan.cell / 2).await?;
+                parts.entry(path).or_default().push(part);
+            }
+            let mut pair = Vec::new();
+            for (path, parts) in parts {
+                let c = summarize(clients, work, path, parts)?;
                 if c.unexpected > 0 {
                     notes.push(format!(
                         "{clients} clients, {} {:?}: {} operations did not do what the cell \
@@ -485,10 +529,10 @@ pub fn section(h: Option<&HttpLoad>, skipped: Option<&str>) -> String {
         "`wire::serve` on a loopback port over the same gate and database as the in-process \
          cells, one `reqwest` client (one kept-alive connection) per client task; client *i* \
          works in tenant `t0i` with its own `buyer-agent` and `finance-lead` keys. For each \
-         client count, four cells of at most {:.0} s back to back: **propose** (a proposal the \
-         merchant allowlist denies: the whole decision path) in process, then over HTTP; \
-         **flow** (propose → checkout → pay → signed capture webhook, one unit) in process, \
-         then over HTTP. A latency over HTTP runs from sending the request to having read the \
+         client count and kind of work, a pair of cells of {:.0} s each, run in halves in the \
+         order in process, HTTP, HTTP, in process (a drift weighs on both alike): **propose** \
+         (a proposal the merchant allowlist denies: the whole decision path) and **flow** \
+         (propose → checkout → pay → signed capture webhook, one unit). A latency over HTTP runs from sending the request to having read the \
          whole answer (client, loopback, server, gate). The whole phase took {:.0} s.\n",
         h.cell_seconds, h.seconds
     );
