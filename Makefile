@@ -9,8 +9,9 @@ HARNESS = $(CARGO) run -q -p harness --
 WITH_DB = $(HARNESS) db run --
 # Extra arguments for triage, bench, reports and mutation: make bench ARGS='--corpus x'
 ARGS ?=
-# harness perf's arguments for make bench (--db: the database load phase beside pgbench).
-PERF_ARGS ?= --db
+# harness perf's arguments for make bench (--db: the database load phase beside pgbench;
+# --http: the service on loopback beside the in-process gate).
+PERF_ARGS ?= --db --http
 
 .DEFAULT_GOAL := help
 .PHONY: help mutants-audit verify fmt-check clippy test bench-http triage reports bench mutation mutation-verify mutation-report db-up db-down fuzz fuzz-replay
