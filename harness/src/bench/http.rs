@@ -66,7 +66,7 @@ impl Tally {
         }
     }
 
-    fn direct(&mut self, why: &str) {
+    fn count_direct(&mut self, why: &str) {
         *self.direct.entry(why.to_string()).or_default() += 1;
     }
 
@@ -608,7 +608,7 @@ async fn deliver(
         Via::Wire(req) => req,
         Via::Direct(why) => {
             if let Ok(mut t) = tally.lock() {
-                t.direct(why);
+                t.count_direct(why);
             }
             let (outcome, id, guard) = call.send(gate).await?;
             return Ok(Sent { outcome, id, guard });
@@ -985,6 +985,25 @@ impl HttpDriver<'_> {
         let mut req = match (self.wire.via(call), self.wire.route(call)) {
             (Via::Wire(req), _) => req,
             (Via::Direct(_), Ok(req)) if !honest => req,
+            (Via::Direct(why), _) if wire_only => {
+                // The other engines skip this step: it must not reach the gate here either.
+                lock(&self.failures).push(format!(
+                    "step #{}: this wire-only step cannot be sent ({why})",
+                    i + 1
+                ));
+                let outcome = StepOutcome::Decided {
+                    kind: DecisionKind::Deny,
+                    reason: None,
+                };
+                return Ok((
+                    Sent {
+                        outcome,
+                        id: None,
+                        guard: None,
+                    },
+                    None,
+                ));
+            }
             (Via::Direct(why), _) => {
                 lock(&self.failures).push(format!(
                     "step #{}: its wire block cannot be sent ({why}); made on the gate directly",
