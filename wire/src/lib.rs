@@ -82,6 +82,13 @@ pub async fn serve<P: PaymentProvider + 'static>(
     config: WireConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // Answers go out as soon as they are written (no Nagle delay on a kept-alive connection).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("could not set TCP_NODELAY: {e}");
+        }
+    });
     axum::serve(listener, router(gate, config))
         .with_graceful_shutdown(shutdown)
         .await
