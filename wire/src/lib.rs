@@ -16,7 +16,8 @@
 //!   JSON (415 otherwise); an engine error is 503 with a request id, and its
 //!   text goes to `tracing` only.
 //! - Timeouts and the concurrency limit are tower layers; [`serve`] stops on
-//!   the shutdown future and lets requests in flight finish.
+//!   the shutdown future and lets requests in flight finish; it sets
+//!   TCP_NODELAY on every connection it accepts.
 //!
 //! Two calls into the gate are kept in one place each so that a change to
 //! their signatures is a one-line change: the webhook in `routes::deliver_webhook`,
