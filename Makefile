@@ -9,16 +9,18 @@ HARNESS = $(CARGO) run -q -p harness --
 WITH_DB = $(HARNESS) db run --
 # Extra arguments for triage, bench, reports and mutation: make bench ARGS='--corpus x'
 ARGS ?=
-# harness perf's arguments for make bench (--db: the database load phase beside pgbench).
-PERF_ARGS ?= --db
+# harness perf's arguments for make bench (--db: the database load phase beside pgbench;
+# --http: the service on loopback beside the in-process gate).
+PERF_ARGS ?= --db --http
 
 .DEFAULT_GOAL := help
-.PHONY: help mutants-audit verify fmt-check clippy test triage reports bench mutation mutation-verify mutation-report db-up db-down fuzz fuzz-replay
+.PHONY: help mutants-audit verify fmt-check clippy test bench-http triage reports bench mutation mutation-verify mutation-report db-up db-down fuzz fuzz-replay
 
 help:
 	@echo 'make verify     formatting, clippy (-D warnings), every test against Postgres, then'
 	@echo '                every registered guard deleted (schemata mode) plus a cross-mode sample'
 	@echo 'make test       every test against Postgres (cargo test --workspace)'
+	@echo 'make bench-http the committed corpus through the HTTP service, compared with the database engine'
 	@echo 'make triage     the guided tour: an unguarded purchase tool, then the gate'
 	@echo 'make reports    regenerate reports/ (benchmark, attack matrix, generated corpus, mutations)'
 	@echo '                and docs/scenario-format.md (harness scenario-format)'
@@ -35,7 +37,7 @@ help:
 	@echo 'Postgres: DATABASE_URL if set, else a throwaway cluster from the machine'"'"'s'
 	@echo 'binaries (apt-get install postgresql), or: docker compose up -d (see docker-compose.yml).'
 
-verify: fmt-check clippy test fuzz-replay mutation-verify
+verify: fmt-check clippy test bench-http fuzz-replay mutation-verify
 
 # Coverage-guided fuzzing with AFL++ on stable Rust (fuzz/README.md):
 # fuzz/run.sh installs cargo-afl when missing, builds the instrumented
@@ -65,6 +67,12 @@ clippy:
 
 test:
 	$(WITH_DB) $(CARGO) test --workspace
+
+# The committed corpus through the real service on a loopback port (each
+# actor's key, reqwest), step by step against the database engine; any
+# failure or disagreement fails verify. About 2 minutes on 2 cores.
+bench-http:
+	$(WITH_DB) $(HARNESS) bench --engines database,http --strict --out target/bench-http $(ARGS)
 
 triage:
 	$(HARNESS) triage $(ARGS)

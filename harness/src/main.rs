@@ -26,7 +26,6 @@ mod workspace;
 mod world;
 
 // triage.rs still names the tour by its old path.
-use mutate::tour as mutate_tour;
 
 /// spendgate's command line: a throwaway Postgres, the guided triage tour,
 /// the scenario benchmark, the mutation runner and the generated reports.

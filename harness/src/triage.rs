@@ -22,6 +22,8 @@ use crate::naive_tool::{injected_model_output, naive_purchase};
 use crate::report::markdown::{frac, pct};
 use crate::world::StandardWorld;
 
+mod wire_step;
+
 /// Walk through what the gate stops and how it is proven.
 #[derive(Debug, Args)]
 pub struct TriageArgs {
@@ -50,13 +52,13 @@ pub fn run(args: TriageArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Step 4: three guards deleted live by the mutation runner.
+/// Step 5: three guards deleted live by the mutation runner.
 fn mutation_step(url: &str) -> Result<()> {
-    println!("\nStep 4 · delete a guard, and a named test must fail");
+    println!("\nStep 5 · delete a guard, and a named test must fail");
     println!(
         "  (the mutation runner copies the workspace and builds it: a minute or more the first time)"
     );
-    let text = crate::mutate_tour::mutation_tour_with(Some(url))?;
+    let text = crate::mutate::tour::mutation_tour_with(Some(url))?;
     for line in text.lines() {
         println!("  {line}");
     }
@@ -79,7 +81,9 @@ async fn database_steps(url: &str) -> Result<()> {
         println!("  {line}");
     }
 
-    println!("\nStep 3 · the adversarial corpus through the gate");
+    wire_step::wire_step(url).await?;
+
+    println!("\nStep 4 · the adversarial corpus through the gate");
     let corpus = scenarios::Corpus::load(scenarios::project_dir());
     if !corpus.errors.is_empty() {
         bail!(

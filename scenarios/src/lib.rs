@@ -23,6 +23,7 @@ pub mod step;
 pub mod tables;
 pub mod taxonomy;
 pub mod verbs;
+pub mod wire;
 pub mod world;
 mod yaml;
 
@@ -37,4 +38,5 @@ pub use verbs::{
     AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
     ProviderMode, Replay, Revoke, SetClock, SetPrice, Signature, Webhook,
 };
+pub use wire::{HeaderValues, KeyTrick, WireStep};
 pub use world::{CatalogItem, Delegation, Person, Tenant, World};

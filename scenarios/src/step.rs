@@ -14,7 +14,11 @@
 //! resends its step as it was and takes no tenant; a `concurrent` step's
 //! tenant goes on its inner step. `expire` and `reconcile` take no fields
 //! (`expire: {}` or a bare `expire:`). A `concurrent` step's expectation is
-//! counts, every other step's is `{decision, reason | reason_any}`.
+//! counts, every other step's is `{decision, reason | reason_any}`. A step
+//! may carry a `wire` block ([`crate::wire`]); one with a wire block and no
+//! `expect` is wire-only and must give a `status`, carry no name, and is the
+//! only kind that may change the credential or the body; `replay` and
+//! `concurrent` (and a concurrent step's inner step) take none.
 //! Serializing a step and parsing it back gives the same step.
 
 use serde::ser::SerializeMap;
@@ -29,6 +33,7 @@ use crate::verbs::{
     AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
     Replay, Revoke, SetClock, SetPrice, Webhook, decode_b64,
 };
+use crate::wire::WireStep;
 use crate::yaml::{as_mapping, decode, join, key_text, required};
 
 /// Every verb of the spec, in the spec's order (from [`crate::tables`]).
@@ -144,6 +149,9 @@ pub struct Step {
     pub tenant: Option<String>,
     pub verb: Verb,
     pub expect: Option<StepExpect>,
+    /// How the HTTP engine sends the step ([`crate::wire`]); `None` for
+    /// every step that does not say.
+    pub wire: Option<WireStep>,
 }
 
 impl Step {
@@ -154,7 +162,15 @@ impl Step {
             tenant: None,
             verb,
             expect: None,
+            wire: None,
         }
+    }
+
+    /// True when the step exists only on the wire: it has a `wire` block and
+    /// no `expect`. The service refuses it before the gate, so engines
+    /// without a wire, and the oracle, skip it.
+    pub fn wire_only(&self) -> bool {
+        self.wire.is_some() && self.expect.is_none()
     }
 
     /// The decision expectation, for any step but `concurrent`.
@@ -252,11 +268,50 @@ impl Step {
                 })
             }
         };
+        let wire = match map.get("wire") {
+            None => None,
+            Some(v) => {
+                let wire_path = join(path, "wire");
+                let w: WireStep = decode(v.clone(), &wire_path)?;
+                if let Some(problem) = w.problem() {
+                    return Err(invalid(&wire_path, problem));
+                }
+                if matches!(verb, Verb::Replay(_) | Verb::Concurrent(_)) {
+                    return Err(invalid(
+                        &wire_path,
+                        "a `replay` resends its step as it was and a `concurrent` step's copies are its inner step's: neither takes a wire block",
+                    ));
+                }
+                if expect.is_some() && (w.as_actor.is_some() || w.key.is_some() || w.body.is_some())
+                {
+                    return Err(invalid(
+                        &wire_path,
+                        "`as`, `key` and `body` make a step the other engines cannot run: only a wire-only step (no `expect`) takes them",
+                    ));
+                }
+                if expect.is_none() {
+                    if w.status.is_none() {
+                        return Err(invalid(
+                            &wire_path,
+                            "a step with a wire block and no `expect` is wire-only and must give the `status` it expects",
+                        ));
+                    }
+                    if name.is_some() {
+                        return Err(invalid(
+                            &join(path, "name"),
+                            "a wire-only step (a wire block and no `expect`) changes nothing and may not be named",
+                        ));
+                    }
+                }
+                Some(w)
+            }
+        };
         Ok(Step {
             name,
             tenant,
             verb,
             expect,
+            wire,
         })
     }
 
@@ -274,6 +329,10 @@ impl Step {
         if let Some(expect) = &self.expect {
             let v = serde_yaml::to_value(expect).expect("expectations always serialize");
             m.insert("expect".into(), v);
+        }
+        if let Some(wire) = &self.wire {
+            let v = serde_yaml::to_value(wire).expect("wire blocks always serialize");
+            m.insert("wire".into(), v);
         }
         Value::Mapping(m)
     }
@@ -393,6 +452,7 @@ fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
             for (present, key) in [
                 (inner.name.is_some(), "name"),
                 (inner.expect.is_some(), "expect"),
+                (inner.wire.is_some(), "wire"),
             ] {
                 if present {
                     return Err(LoadErrorKind::UnknownKey {
@@ -605,6 +665,50 @@ mod tests {
         assert!(parse("{provider: {}}").is_ok());
         assert!(parse("{cancel: {request: p1}}").is_err());
         assert!(parse("{provider_capture: {order: o1, amount: 5}}").is_err());
+    }
+
+    #[test]
+    fn wire_blocks_parse_round_trip_and_say_when_a_step_is_wire_only() {
+        let only = parse("{approve: {request: p1, approver: finance-lead}, wire: {as: buyer-agent, status: 403, reason: ACTOR_NOT_PERMITTED}}").unwrap();
+        assert!(only.wire_only());
+        assert_eq!(Step::parse(&only.to_value(), "x").unwrap(), only);
+        let both = parse("{name: p1, propose: {actor: a, raw: x}, expect: {decision: allow}, wire: {headers: {X-Tenant-Id: globex}}}").unwrap();
+        assert!(!both.wire_only());
+        assert_eq!(Step::parse(&both.to_value(), "x").unwrap(), both);
+        assert!(!parse("{propose: {actor: a, raw: x}}").unwrap().wire_only());
+        for (text, at) in [
+            (
+                "{propose: {actor: a, raw: x}, wire: {key: none}}",
+                "steps[1].wire",
+            ),
+            (
+                "{name: n, propose: {actor: a, raw: x}, wire: {key: none, status: 401}}",
+                "steps[1].name",
+            ),
+            (
+                "{propose: {actor: a, raw: x}, wire: {status: 401, reason: NOPE}}",
+                "steps[1].wire",
+            ),
+            ("{replay: {of: p1}, wire: {status: 401}}", "steps[1].wire"),
+            (
+                "{propose: {actor: a, raw: x}, expect: {decision: allow}, wire: {as: b}}",
+                "steps[1].wire",
+            ),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(
+                matches!(&err, LoadErrorKind::InvalidValue { path, .. } if path == at),
+                "{text}: {err:?}"
+            );
+        }
+        assert!(
+            matches!(parse("{propose: {actor: a, raw: x}, wire: {status: 401, tenant: g}}").unwrap_err(),
+            LoadErrorKind::UnknownKey { key, .. } if key == "tenant")
+        );
+        assert!(
+            matches!(parse("{concurrent: {times: 2, step: {pay: {authority: c}, wire: {status: 401}}}}").unwrap_err(),
+            LoadErrorKind::UnknownKey { key, .. } if key == "wire")
+        );
     }
 
     #[test]

@@ -112,6 +112,10 @@ pub const STEP: &[Key] = &[
         "expect",
         "`{decision, reason}` or `{decision, reason_any}`; for `concurrent`, counts",
     ),
+    opt(
+        "wire",
+        "how the HTTP engine sends the step and what the service answers: `{as, key, headers, body, status, reason}`; a step with `wire` and no `expect` is wire-only (only the HTTP engine runs it)",
+    ),
 ];
 
 /// The keys of a step's decision expectation.

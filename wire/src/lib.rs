@@ -16,7 +16,8 @@
 //!   JSON (415 otherwise); an engine error is 503 with a request id, and its
 //!   text goes to `tracing` only.
 //! - Timeouts and the concurrency limit are tower layers; [`serve`] stops on
-//!   the shutdown future and lets requests in flight finish.
+//!   the shutdown future and lets requests in flight finish; it sets
+//!   TCP_NODELAY on every connection it accepts.
 //!
 //! Two calls into the gate are kept in one place each so that a change to
 //! their signatures is a one-line change: the webhook in `routes::deliver_webhook`,
@@ -41,6 +42,7 @@ use tokio::net::TcpListener;
 
 pub use answer::{WireCode, status_of};
 pub use auth::{Caller, Role};
+pub use routes::{EVENT_ID, IDEMPOTENCY_KEY, MAX_HEADER_CHARS, REPLAYED, SIGNATURE, is_json};
 
 /// The most the agent-facing propose ever buffers.
 pub const PROPOSE_LIMIT_BYTES: usize = 4 * 1024;
@@ -81,6 +83,13 @@ pub async fn serve<P: PaymentProvider + 'static>(
     config: WireConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // Answers go out as soon as they are written (no Nagle delay on a kept-alive connection).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("could not set TCP_NODELAY: {e}");
+        }
+    });
     axum::serve(listener, router(gate, config))
         .with_graceful_shutdown(shutdown)
         .await

@@ -52,6 +52,10 @@ use super::observed::{ObservedState, StepOutcome};
 use super::pool::{DatabasePool, RunEnd};
 use crate::world::{grant, policy_patch, seed};
 
+// The HTTP engine is this engine's child: it shares the driver and changes the transport.
+#[path = "http.rs"]
+pub mod http;
+
 /// The longest one scenario may run on the database engine.
 pub const SCENARIO_TIMEOUT: StdDuration = StdDuration::from_secs(120);
 
@@ -388,13 +392,24 @@ impl Driver<'_> {
             self.sent.insert(name.clone(), call.clone());
         }
         let tenant = call.tenant().map(str::to_string).unwrap_or(tenant);
-        let late_pay = matches!(call, Call::Pay { .. });
+        let was_pay = call.is_pay();
         let (outcome, id, guard) = call.send(&self.gate).await?;
         self.guards.extend(guard);
-        if late_pay && outcome.reason() == Some(Reason::ProviderUnavailable) {
-            self.unanswered.extend(id.clone());
-        }
+        self.note_unanswered(was_pay, &outcome, id.as_ref());
         Ok((outcome, Named { id, tenant }))
+    }
+
+    /// Remembers the order of a `pay` the provider answered too late: the
+    /// gate has not recorded it, so its capture carries the order entity.
+    pub(super) fn note_unanswered(
+        &mut self,
+        was_pay: bool,
+        outcome: &StepOutcome,
+        order: Option<&String>,
+    ) {
+        if was_pay && outcome.reason() == Some(Reason::ProviderUnavailable) {
+            self.unanswered.extend(order.cloned());
+        }
     }
 
     /// Sends `times` copies of one call at once.
@@ -694,6 +709,11 @@ enum Call {
 }
 
 impl Call {
+    /// Whether the call is a `pay`.
+    pub(super) fn is_pay(&self) -> bool {
+        matches!(self, Call::Pay { .. })
+    }
+
     /// The tenant the call is made in, when it names one.
     fn tenant(&self) -> Option<&str> {
         match self {

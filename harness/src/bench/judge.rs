@@ -241,21 +241,41 @@ fn check_invariants(
 /// Where the pure engine and the database-backed gate saw different
 /// outcomes for the same step, or different spend at the end.
 pub fn disagreements(pure: &Run, database: &Run) -> Vec<String> {
-    let mut out = Vec::new();
-    for (i, (p, d)) in pure.outcomes.iter().zip(&database.outcomes).enumerate() {
-        if p != d {
-            out.push(format!(
-                "engines disagree at step #{}: pure {p:?}, database {d:?}",
-                i + 1
-            ));
-        }
-    }
+    let mut out = step_disagreements("pure", pure, database);
     if let (Some(p), Some(d)) = (&pure.state, &database.state)
         && p.spent_today_paise != d.spent_today_paise
     {
         out.push(format!(
             "engines disagree on spent_today_paise: pure {}, database {}",
             p.spent_today_paise, d.spent_today_paise
+        ));
+    }
+    out
+}
+
+fn step_disagreements(engine: &str, other: &Run, database: &Run) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, (p, d)) in other.outcomes.iter().zip(&database.outcomes).enumerate() {
+        if p != d {
+            out.push(format!(
+                "engines disagree at step #{}: {engine} {p:?}, database {d:?}",
+                i + 1
+            ));
+        }
+    }
+    out
+}
+
+/// Where an engine that keeps the whole state (the HTTP engine) and the
+/// database-backed gate saw different outcomes for the same step, or a
+/// different state at the end (every observed field, books and ledger included).
+pub fn disagreements_of(engine: &str, other: &Run, database: &Run) -> Vec<String> {
+    let mut out = step_disagreements(engine, other, database);
+    if let (Some(o), Some(d)) = (&other.state, &database.state)
+        && o != d
+    {
+        out.push(format!(
+            "engines disagree on the state at the end: {engine} {o:?}, database {d:?}"
         ));
     }
     out

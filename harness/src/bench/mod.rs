@@ -8,10 +8,16 @@
 //! refuses is reported with its file, scenario id and key, and costs nothing
 //! else. Scenarios the pure engine can run faithfully run there too, and a
 //! disagreement between the pure and the database-backed engine is a failure.
+//! With `--engines database,http` every scenario also runs through the real
+//! service on a loopback port ([`http`]); a step on which the HTTP engine and
+//! the database engine disagree, or an answer of the service that breaks its
+//! documented rules, is a failure too. Wire-only steps (`scenarios::wire`)
+//! run only on the HTTP engine; the others run each scenario without them.
 //! Exit 0 when the run completed; with `--strict`, 1 when any scenario failed
 //! or any file was refused.
 
 pub mod database;
+pub use database::http;
 pub mod judge;
 pub mod observed;
 pub mod pool;
@@ -45,6 +51,9 @@ pub enum Engines {
     Pure,
     /// Only the database-backed gate.
     Database,
+    /// The real service on a loopback port, compared step by step with the
+    /// database-backed gate (which it implies).
+    Http,
 }
 
 /// Run a scenario corpus through the gate and write DIR/results.json.
@@ -59,9 +68,9 @@ pub struct BenchArgs {
     /// Exit 1 when any scenario fails or any file is refused.
     #[arg(long)]
     pub strict: bool,
-    /// Which engines to run.
-    #[arg(long, value_enum, default_value_t = Engines::Both)]
-    pub engines: Engines,
+    /// Which engines to run, comma-separated (`database,http`).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "both")]
+    pub engines: Vec<Engines>,
     /// Run only the scenarios whose id contains this text.
     #[arg(long)]
     pub only: Option<String>,
@@ -111,7 +120,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if let Some(seed) = args.shuffle {
         selected = shuffled(selected, seed);
     }
-    if args.engines == Engines::Pure {
+    let pure_only = args.engines.iter().all(|e| *e == Engines::Pure);
+    let with_http = args.engines.contains(&Engines::Http);
+    if pure_only {
         let before = selected.len();
         selected.retain(|s| pure::eligible(s));
         eprintln!(
@@ -123,9 +134,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let runtime = runtime()?;
     let timeout = std::time::Duration::from_millis(args.scenario_timeout_ms);
     let results = runtime.block_on(async {
-        let server = match args.engines {
-            Engines::Pure => None,
-            _ => Some(crate::db::Server::open("this bench").await?),
+        let server = if pure_only {
+            None
+        } else {
+            Some(crate::db::Server::open("this bench").await?)
         };
         let db = match &server {
             None => None,
@@ -135,7 +147,33 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                     .with_timeout(timeout),
             ),
         };
-        let results = run_with(&corpus, &selected, &heldout, db, args.jobs, true).await;
+        let http = match (&server, with_http) {
+            (Some(server), true) => Some(
+                http::HttpEngine::start(&server.url)
+                    .await?
+                    .with_timeout(timeout),
+            ),
+            _ => None,
+        };
+        let started = std::time::Instant::now();
+        let results = run_with_engines(
+            &corpus,
+            &selected,
+            &heldout,
+            db,
+            http.clone(),
+            args.jobs,
+            true,
+        )
+        .await;
+        if let Some(http) = &http {
+            println!("{}", http.tally().summary());
+            println!(
+                "database and http engines: {} scenarios in {:.1} s",
+                selected.len(),
+                started.elapsed().as_secs_f64()
+            );
+        }
         if let Some(server) = server {
             server.close();
         }
@@ -225,6 +263,19 @@ pub async fn run_with(
     jobs: usize,
     show_progress: bool,
 ) -> Result<Vec<ScenarioResult>> {
+    run_with_engines(corpus, selected, heldout, db, None, jobs, show_progress).await
+}
+
+/// As [`run_with`], with the HTTP engine too when given (it needs `db`).
+pub async fn run_with_engines(
+    corpus: &Corpus,
+    selected: &[&Scenario],
+    heldout: &BTreeSet<String>,
+    db: Option<database::DatabaseEngine>,
+    http: Option<http::HttpEngine>,
+    jobs: usize,
+    show_progress: bool,
+) -> Result<Vec<ScenarioResult>> {
     let bar = if show_progress {
         progress(selected.len())
     } else {
@@ -239,6 +290,7 @@ pub async fn run_with(
         let world = corpus.worlds.get(&scenario.world).cloned();
         let is_heldout = heldout.contains(&scenario.id);
         let db = db.clone();
+        let http = http.clone();
         let permits = permits.clone();
         let handle = set.spawn(async move {
             let _permit = permits.acquire_owned().await;
@@ -252,7 +304,9 @@ pub async fn run_with(
                     "none",
                     is_heldout,
                 ),
-                Some(world) => run_one(&scenario, world, db.as_ref(), is_heldout).await,
+                Some(world) => {
+                    run_one(&scenario, world, db.as_ref(), http.as_ref(), is_heldout).await
+                }
             };
             (index, result)
         });
@@ -296,15 +350,27 @@ pub async fn run_with(
     if let Some(db) = &db {
         db.close().await;
     }
+    if let Some(http) = &http {
+        http.close().await;
+    }
     Ok(results.into_iter().flatten().collect())
 }
 
+/// The scenario as engines without a wire run it: its wire-only steps left out.
+pub fn without_wire_only(scenario: &Scenario) -> Scenario {
+    let mut s = scenario.clone();
+    s.steps.retain(|step| !step.wire_only());
+    s
+}
+
 async fn run_one(
-    scenario: &Scenario,
+    scenario_in_full: &Scenario,
     world: &scenarios::World,
     db: Option<&database::DatabaseEngine>,
+    http: Option<&http::HttpEngine>,
     heldout: bool,
 ) -> ScenarioResult {
+    let scenario = &without_wire_only(scenario_in_full);
     let pure_run = pure::eligible(scenario).then(|| pure::run(scenario, world));
     let Some(db) = db else {
         return match pure_run {
@@ -340,6 +406,41 @@ async fn run_one(
         for disagreement in judge::disagreements(&pure_run, &db_run) {
             result.failures.push(disagreement);
             result.passed = false;
+        }
+    }
+    if let Some(http) = http {
+        let http_run = http.run(scenario_in_full, world).await;
+        result.engine.push_str("+http");
+        // The HTTP engine's outcomes of the steps the database engine ran.
+        let mut compared = http_run.run.clone();
+        compared.outcomes = scenario_in_full
+            .steps
+            .iter()
+            .zip(&http_run.run.outcomes)
+            .filter(|(step, _)| !step.wire_only())
+            .map(|(_, o)| o.clone())
+            .collect();
+        let mut failures = judge::disagreements_of("http", &compared, &db_run);
+        if let Some(err) = &http_run.run.error {
+            failures.push(format!("http engine: the run stopped: {err}"));
+            result.engine_error |= http_run.run.engine_error;
+        } else if db_run.error.is_none() && compared.outcomes.len() != db_run.outcomes.len() {
+            failures.push(format!(
+                "http engine ran {} steps, the database engine {}",
+                compared.outcomes.len(),
+                db_run.outcomes.len()
+            ));
+        }
+        failures.extend(
+            http_run
+                .wire_failures
+                .iter()
+                .map(|f| format!("http engine: {f}")),
+        );
+        if !failures.is_empty() {
+            result.passed = false;
+            result.blocked = false;
+            result.failures.extend(failures);
         }
     }
     result

@@ -40,7 +40,8 @@ use sqlx::{Connection, Executor, PgConnection};
 
 use super::Progress;
 
-const SECRET: &[u8] = b"spendgate-perf-load-webhook-secret-0123456789";
+/// At least the 32 bytes `Gate::new` requires.
+pub(super) const SECRET: &[u8] = b"spendgate-perf-load-webhook-secret-0123456789";
 /// The simulated clock runs this many times faster than real time, so that
 /// the one-minute rate windows of [`load_seed`] hold a fraction of a second of
 /// real proposals (a fixed clock would put every proposal of the run in the
@@ -183,7 +184,7 @@ fn load_seed(tenants: usize) -> Seed {
     }
 }
 
-fn tenant_id(i: usize) -> String {
+pub(super) fn tenant_id(i: usize) -> String {
     format!("t{i:02}")
 }
 
@@ -196,14 +197,14 @@ fn tenant_of(shape: Shape, i: usize) -> String {
 }
 
 /// Latencies of one cell, per operation, in microseconds.
-type Histograms = BTreeMap<&'static str, Histogram<u64>>;
+pub(super) type Histograms = BTreeMap<&'static str, Histogram<u64>>;
 
 fn new_histogram() -> Result<Histogram<u64>> {
     // 1 µs .. 100 s at 3 significant digits.
     Histogram::new_with_bounds(1, 100_000_000, 3).context("creating an HDR histogram")
 }
 
-fn record(h: &mut Histograms, op: &'static str, since: Instant) -> Result<()> {
+pub(super) fn record(h: &mut Histograms, op: &'static str, since: Instant) -> Result<()> {
     let micros = u64::try_from(since.elapsed().as_micros())
         .unwrap_or(u64::MAX)
         .clamp(1, 100_000_000);
@@ -227,7 +228,7 @@ struct ClientRun {
     histograms: Histograms,
 }
 
-type LoadGate = Gate<InProcessProvider>;
+pub(super) type LoadGate = Gate<InProcessProvider>;
 
 /// One client: `work` in a loop until `deadline`.
 async fn client(
@@ -286,7 +287,7 @@ async fn client(
 }
 
 /// One full purchase: `None` when every step did what it should.
-async fn flow(
+pub(super) async fn flow(
     gate: &LoadGate,
     tenant: &str,
     event: &str,
@@ -333,7 +334,10 @@ async fn flow(
 /// One fresh database for the whole phase, seeded with `acme` and one copy
 /// per client of the largest count, and a gate on a pool of one connection
 /// per client of the largest count (a cell of fewer clients uses fewer).
-async fn world(admin_url: &str, clients: usize) -> Result<(FreshDatabase, Arc<LoadGate>)> {
+pub(super) async fn world(
+    admin_url: &str,
+    clients: usize,
+) -> Result<(FreshDatabase, Arc<LoadGate>)> {
     let db = gate::db::fresh_database(admin_url).await?;
     let size = u32::try_from(clients.max(1)).unwrap_or(u32::MAX);
     let pool = PgPoolOptions::new()

@@ -13,10 +13,13 @@
 //! - The pure-engine phases run on one thread. The database phase needs
 //!   `DATABASE_URL` (`make bench` runs this under `harness db run`); without
 //!   it the phase is skipped and the report says so.
+//! - `--http` adds the wire phase ([`http`]): the service on a loopback
+//!   port beside the in-process gate, so the wire's cost is a ratio.
 //! - A progress bar on a terminal, plain lines otherwise (stderr); the
 //!   headline figures and the report paths on stdout.
 
 mod database;
+mod http;
 mod load;
 mod load_report;
 mod machine;
@@ -91,6 +94,26 @@ pub struct PerfArgs {
     /// Seconds per load cell [default: 3; 1 with --quick].
     #[arg(long, value_name = "S")]
     pub cell_seconds: Option<u64>,
+    /// Also run the wire phase: the HTTP service on a loopback port under N
+    /// concurrent clients beside the in-process gate, propose and the full
+    /// purchase, p50/p95/p99 and requests/s (DATABASE_URL, or a throwaway Postgres).
+    #[arg(long)]
+    pub http: bool,
+    /// Only the wire phase (implies --http): writes DIR/performance-http.md
+    /// and DIR/performance-http.json and leaves performance.md alone.
+    #[arg(long)]
+    pub http_only: bool,
+    /// Client counts of the wire phase.
+    #[arg(
+        long,
+        value_name = "N,..",
+        value_delimiter = ',',
+        default_value = "1,8"
+    )]
+    pub http_clients: Vec<usize>,
+    /// Seconds per wire cell, at most [default: 3; 1 with --quick].
+    #[arg(long, value_name = "T")]
+    pub http_seconds: Option<u64>,
 }
 
 /// How much of everything to do.
@@ -237,6 +260,48 @@ fn write_chart(load: &load::Load, out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The wire phase: (figures, notes).
+fn run_http(args: &PerfArgs, progress: &Progress) -> Result<(http::HttpLoad, Vec<String>)> {
+    progress.say("http: the service on loopback beside the in-process gate");
+    let runtime = crate::bench::runtime()?;
+    let plan = http::HttpPlan {
+        clients: args
+            .http_clients
+            .iter()
+            .copied()
+            .filter(|&n| n > 0)
+            .collect(),
+        cell: Duration::from_secs(args.http_seconds.unwrap_or(if args.quick { 1 } else { 3 })),
+    };
+    runtime.block_on(async {
+        let server = crate::db::Server::open("the wire phase").await?;
+        let measured = http::measure(&server.url, &plan, progress).await;
+        server.close();
+        measured
+    })
+}
+
+/// `--http-only`: the wire phase alone, in files of its own.
+fn run_http_only(args: &PerfArgs, progress: &Progress) -> Result<ExitCode> {
+    let (h, notes) = run_http(args, progress)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("could not create {}", args.out.display()))?;
+    let mut md = http::section(Some(&h), None);
+    for n in &notes {
+        md.push_str(&format!("- {n}\n"));
+    }
+    let path = args.out.join("performance-http.md");
+    std::fs::write(&path, md).with_context(|| format!("could not write {}", path.display()))?;
+    let json = args.out.join("performance-http.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&h)? + "\n")
+        .with_context(|| format!("could not write {}", json.display()))?;
+    for line in http::headline(&h) {
+        println!("{line}");
+    }
+    println!("report: {} and {}", path.display(), json.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `--load-only`: the load phase alone, in files of its own.
 fn run_load_only(args: &PerfArgs, progress: &Progress) -> Result<ExitCode> {
     let (load, notes) = run_load(args, progress)?;
@@ -266,6 +331,9 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
     };
     if args.load_only {
         return run_load_only(&args, &progress);
+    }
+    if args.http_only {
+        return run_http_only(&args, &progress);
     }
     let mut machine = Machine::read();
     if machine.profile == "debug" {
@@ -339,6 +407,15 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
         (None, Some("--db was not given".to_string()))
     };
     mark(&mut memory, "5. load");
+
+    let (http, http_skipped) = if args.http {
+        let (h, http_notes) = run_http(&args, &progress)?;
+        notes.extend(http_notes);
+        (Some(h), None)
+    } else {
+        (None, Some("--http was not given".to_string()))
+    };
+    mark(&mut memory, "5b. wire");
     progress.say("5/5 memory: recorded after each phase");
 
     machine.load_after = load_average();
@@ -363,6 +440,8 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
         database_skipped,
         load,
         load_skipped,
+        http,
+        http_skipped,
         history: load_report::HISTORY.to_vec(),
         memory,
         notes,
@@ -794,6 +873,11 @@ fn write_report(report: &Report, out: &Path) -> Result<(PathBuf, PathBuf)> {
 }
 
 fn print_headline(r: &Report) {
+    if let Some(h) = &r.http {
+        for line in http::headline(h) {
+            println!("{line}");
+        }
+    }
     println!(
         "decisions/s (one core): evaluate {}, parse + evaluate {} (goal {})",
         format_rate(r.decisions.evaluate.median),

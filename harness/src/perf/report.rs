@@ -49,6 +49,9 @@ pub struct Report {
     /// The load phase (`--db`): the gate through Postgres beside pgbench.
     pub load: Option<super::load::Load>,
     pub load_skipped: Option<String>,
+    /// The wire phase (`--http`): the service on loopback beside the in-process gate.
+    pub http: Option<super::http::HttpLoad>,
+    pub http_skipped: Option<String>,
     /// Changes made for speed, before → after.
     pub history: Vec<super::load_report::HistoryEntry>,
     pub memory: Vec<MemoryMark>,
@@ -353,6 +356,10 @@ pub fn render_markdown(r: &Report) -> String {
         r.load.as_ref(),
         r.load_skipped.as_deref(),
     ));
+    w(super::http::section(
+        r.http.as_ref(),
+        r.http_skipped.as_deref(),
+    ));
     w(memory_section(&r.memory));
     if !r.notes.is_empty() {
         w("## Notes\n\n".into());
@@ -472,6 +479,9 @@ fn summary_section(r: &Report) -> String {
     let peak = r.memory.iter().filter_map(|m| m.vm_hwm_kib).max();
     if let Some(load) = &r.load {
         s.push_str(&super::load_report::goal_rows(load));
+    }
+    if let Some(h) = &r.http {
+        s.push_str(&super::http::goal_rows(h));
     }
     let _ = writeln!(s, "| peak RSS (VmHWM) | {} | — | — |\n", format_kib(peak));
     s
@@ -919,6 +929,8 @@ mod tests {
                 goal_seconds: DB_CORPUS_GOAL_SECS,
             }),
             database_skipped: None,
+            http: None,
+            http_skipped: None,
             load: None,
             load_skipped: Some("--db was not given".into()),
             history: Vec::new(),
