@@ -18,6 +18,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod support;
+use support::skip;
+
 const CORPUS: &str = r#"
 - id: http-purchase-by-a-human
   label: legit
@@ -45,23 +48,6 @@ const CORPUS: &str = r#"
       wire: {headers: {Content-Type: text/plain}}
       expect: {decision: allow}
 "#;
-
-fn skip() -> bool {
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("initdb").is_file()));
-    let installed = fs::read_dir("/usr/lib/postgresql")
-        .is_ok_and(|mut e| e.any(|v| v.is_ok_and(|v| v.path().join("bin/initdb").is_file())));
-    if on_path || installed {
-        return false;
-    }
-    if std::env::var("SPENDGATE_SKIP_DB").as_deref() == Ok("1") {
-        eprintln!("skipped: no Postgres binaries and SPENDGATE_SKIP_DB=1");
-        return true;
-    }
-    panic!(
-        "these tests need Postgres binaries: `apt-get install postgresql`, or SPENDGATE_SKIP_DB=1"
-    );
-}
 
 /// Runs `harness bench --engines ENGINES` over CORPUS; the results and stdout.
 fn bench(dir: &Path, engines: &str) -> (Value, String) {

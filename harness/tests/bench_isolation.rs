@@ -8,11 +8,13 @@
 //! they are missing and `SPENDGATE_SKIP_DB=1`.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
+
+mod support;
+use support::{skip, workdir};
 
 const CORPUS: &str = r#"
 - id: iso-first
@@ -34,23 +36,6 @@ const CORPUS: &str = r#"
     - propose: {actor: buyer-agent, body: {sku: SNACK-BOX, quantity: 1, purpose: "snacks three"}}
       expect: {decision: allow}
 "#;
-
-fn skip() -> bool {
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("initdb").is_file()));
-    let installed = fs::read_dir("/usr/lib/postgresql")
-        .is_ok_and(|mut e| e.any(|v| v.is_ok_and(|v| v.path().join("bin/initdb").is_file())));
-    if on_path || installed {
-        return false;
-    }
-    if std::env::var("SPENDGATE_SKIP_DB").as_deref() == Ok("1") {
-        eprintln!("skipped: no Postgres binaries and SPENDGATE_SKIP_DB=1");
-        return true;
-    }
-    panic!(
-        "these tests need Postgres binaries: `apt-get install postgresql`, or SPENDGATE_SKIP_DB=1"
-    );
-}
 
 /// Runs `harness bench` over CORPUS under a throwaway cluster and returns
 /// the results file.
@@ -89,12 +74,6 @@ fn bench(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Value {
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_str(&fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
-}
-
-fn workdir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    dir
 }
 
 fn result<'a>(file: &'a Value, id: &str) -> &'a Value {

@@ -11,32 +11,17 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
+mod support;
+use support::{skip, workdir};
+
 /// Files whose scenarios touch every kind of row: grants, policies, prices,
 /// requests in every state, orders, payments, kept captures, the ledger.
 const FILES: [&str; 2] = ["provider-answers.yaml", "lifetimes-and-changes.yaml"];
-
-fn skip() -> bool {
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("initdb").is_file()));
-    let installed = fs::read_dir("/usr/lib/postgresql")
-        .is_ok_and(|mut e| e.any(|v| v.is_ok_and(|v| v.path().join("bin/initdb").is_file())));
-    if on_path || installed {
-        return false;
-    }
-    if std::env::var("SPENDGATE_SKIP_DB").as_deref() == Ok("1") {
-        eprintln!("skipped: no Postgres binaries and SPENDGATE_SKIP_DB=1");
-        return true;
-    }
-    panic!(
-        "these tests need Postgres binaries: `apt-get install postgresql`, or SPENDGATE_SKIP_DB=1"
-    );
-}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -112,8 +97,7 @@ fn results_do_not_depend_on_the_order_scenarios_share_databases_in() {
     if skip() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = workdir();
     let corpus = corpus(dir.path());
     let in_order = bench(&corpus, &dir.path().join("a"), &["--jobs", "4"]);
     assert!(in_order.len() >= 40, "{} scenarios", in_order.len());

@@ -8,12 +8,13 @@
 //! it, unless `SPENDGATE_SKIP_DB=1`, in which case they are skipped.
 
 use std::fs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use tempfile::TempDir;
+mod support;
+use support::{skip, workdir};
 
 /// The harness binary, never inheriting the caller's `DATABASE_URL` or `MIGRATION_DATABASE_URL`.
 fn harness() -> Command {
@@ -32,33 +33,6 @@ fn run(command: &mut Command) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// A working folder every account can traverse (a root-run cluster runs as `postgres`).
-fn workdir() -> TempDir {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755))
-        .unwrap_or_else(|e| panic!("{e}"));
-    dir
-}
-
-/// True when the test should be skipped: no Postgres binaries and `SPENDGATE_SKIP_DB=1`.
-fn skip() -> bool {
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("initdb").is_file()));
-    let installed = fs::read_dir("/usr/lib/postgresql")
-        .is_ok_and(|mut e| e.any(|v| v.is_ok_and(|v| v.path().join("bin/initdb").is_file())));
-    if on_path || installed {
-        return false;
-    }
-    if std::env::var("SPENDGATE_SKIP_DB").as_deref() == Ok("1") {
-        eprintln!("skipped: no Postgres binaries and SPENDGATE_SKIP_DB=1");
-        return true;
-    }
-    panic!(
-        "these tests need Postgres binaries (initdb, pg_ctl, postgres): `apt-get install \
-         postgresql` installs them, or set SPENDGATE_SKIP_DB=1 to skip"
-    );
 }
 
 /// `db up --dir`, which must succeed and print exactly `DATABASE_URL=<url>`.

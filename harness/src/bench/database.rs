@@ -209,17 +209,7 @@ async fn run_in(pool: PgPool, scenario: Scenario, world: World) -> Run {
         run.engine_error = true;
         return run;
     }
-    let mut cx = Driver {
-        gate,
-        clock,
-        world: &world,
-        scenario: &scenario,
-        named: BTreeMap::new(),
-        sent: BTreeMap::new(),
-        event_counter: 0,
-        guards: Default::default(),
-        unanswered: Default::default(),
-    };
+    let mut cx = Driver::new(gate, clock, &world, &scenario);
     for step in &scenario.steps {
         match cx.step(step).await {
             Ok((outcome, named)) => {
@@ -353,7 +343,26 @@ fn operation(decision: Decision, allow_kind: DecisionKind) -> StepOutcome {
     }
 }
 
-impl Driver<'_> {
+impl<'a> Driver<'a> {
+    /// A driver for `scenario` in `world`, before its first step.
+    pub(super) fn new(
+        gate: Arc<Gate<InProcessProvider>>,
+        clock: Arc<ManualClock>,
+        world: &'a World,
+        scenario: &'a Scenario,
+    ) -> Self {
+        Driver {
+            gate,
+            clock,
+            world,
+            scenario,
+            named: BTreeMap::new(),
+            sent: BTreeMap::new(),
+            event_counter: 0,
+            guards: Default::default(),
+            unanswered: Default::default(),
+        }
+    }
     /// The id a named earlier step produced; a name with no id becomes an id
     /// that exists nowhere, so the gate itself refuses it.
     fn id_of(&self, name: &str) -> String {

@@ -785,17 +785,7 @@ async fn run_http(pool: PgPool, scenario: Scenario, world: World) -> HttpRun {
         }
     };
     // The database engine's driver, as its `run_in` builds it.
-    let cx = Driver {
-        gate,
-        clock,
-        world: &world,
-        scenario: &scenario,
-        named: BTreeMap::new(),
-        sent: BTreeMap::new(),
-        event_counter: 0,
-        guards: Default::default(),
-        unanswered: Default::default(),
-    };
+    let cx = Driver::new(gate, clock, &world, &scenario);
     let mut d = HttpDriver {
         cx,
         wire,

@@ -32,7 +32,7 @@ impl Reset {
     /// Reads the schema of `db` (as its owner) and writes the reset
     /// statement; `None` when a table holds rows straight after migrating
     /// (data the migrations put there, which a reset would lose).
-    async fn for_schema(owner: &PgPool) -> Result<Option<Reset>, sqlx::Error> {
+    async fn for_schema(owner: &PgPool, require_empty: bool) -> Result<Option<Reset>, sqlx::Error> {
         let tables: Vec<String> = sqlx::query_scalar(
             "SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c \
              JOIN pg_namespace n ON n.oid = c.relnamespace \
@@ -41,7 +41,7 @@ impl Reset {
         )
         .fetch_all(owner)
         .await?;
-        for table in &tables {
+        for table in tables.iter().filter(|_| require_empty) {
             let filled: bool =
                 sqlx::query_scalar(&format!("SELECT EXISTS (SELECT 1 FROM {table})"))
                     .fetch_one(owner)
@@ -139,7 +139,7 @@ impl DatabasePool {
         }
         let db = fresh_database(&self.url).await?;
         if matches!(self.with(|s| s.0.clone()), Reuse::Unknown) {
-            let reuse = match Reset::for_schema(db.owner_pool()).await {
+            let reuse = match Reset::for_schema(db.owner_pool(), true).await {
                 Ok(Some(reset)) => Reuse::Yes(reset),
                 Ok(None) => Reuse::No,
                 Err(e) => {
@@ -176,6 +176,22 @@ impl DatabasePool {
             drop_now(db).await;
         }
     }
+}
+
+/// Empties `db` as a database handed back to the pool is emptied, and says
+/// how long that statement took (reading the schema first is not counted).
+/// For `harness perf`, which weighs it against a new database per scenario.
+pub async fn time_reset(db: &FreshDatabase) -> Result<f64, String> {
+    let reset = Reset::for_schema(db.owner_pool(), false)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("the schema could not be read")?;
+    let t = std::time::Instant::now();
+    sqlx::raw_sql(&reset.sql)
+        .execute(db.owner_pool())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(t.elapsed().as_secs_f64())
 }
 
 async fn drop_now(db: FreshDatabase) {

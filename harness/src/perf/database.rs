@@ -99,7 +99,7 @@ impl Sampler {
         self.seeded.push(t.elapsed().as_secs_f64());
         drop(gate);
         if self.truncate_refused.is_none() {
-            match truncate_all(db.pool()).await {
+            match crate::bench::pool::time_reset(&db).await {
                 Ok(secs) => self.truncated.push(secs),
                 Err(why) => self.truncate_refused = Some(why),
             }
@@ -167,7 +167,7 @@ impl Sampler {
         }
         if let Some(why) = &self.truncate_refused {
             notes.push(format!(
-                "Resetting a seeded database with one `TRUNCATE` was not measured: {why}"
+                "Emptying a seeded database as the bench's pool does was not measured: {why}"
             ));
         }
         if let Some(why) = &self.file_copy_refused {
@@ -190,34 +190,6 @@ impl Sampler {
         };
         (overhead, notes)
     }
-}
-
-/// Empties every table of a seeded database but the migrations' own in one
-/// `TRUNCATE`: what resetting a reused database, instead of creating one,
-/// would cost. The append-only guards refuse a `TRUNCATE` (as they should),
-/// so this session sets `session_replication_role = replica` first, which
-/// needs a superuser (the throwaway cluster's user is one); the database is
-/// dropped right after. Returns the `TRUNCATE`'s seconds, or why it could
-/// not be measured.
-async fn truncate_all(pool: &sqlx::PgPool) -> Result<f64, String> {
-    let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables \
-         WHERE schemaname NOT IN ('pg_catalog', 'information_schema') \
-         AND tablename <> '_sqlx_migrations'",
-    )
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(|e| e.to_string())?;
-    conn.execute("SET session_replication_role = replica")
-        .await
-        .map_err(|e| format!("SET session_replication_role: {e}"))?;
-    let statement = format!("TRUNCATE {} RESTART IDENTITY CASCADE", tables.join(", "));
-    let t = Instant::now();
-    conn.execute(statement.as_str())
-        .await
-        .map_err(|e| format!("TRUNCATE: {e}"))?;
-    Ok(t.elapsed().as_secs_f64())
 }
 
 /// Runs scenarios one at a time, as the bench does; with a sampler, takes
@@ -245,6 +217,8 @@ async fn sequential(
             sampler.sample().await;
         }
         let t = Instant::now();
+        // As the bench runs it: steps only the HTTP engine can send left out.
+        let s = &crate::bench::without_wire_only(s);
         let run = engine.run(s, w).await;
         let result = judge::judge(s, &run, "database", false);
         latencies.push(t.elapsed().as_secs_f64());
@@ -341,7 +315,7 @@ pub(super) async fn measure(
     let (corpus_run, latencies) = sequential(
         &engine,
         &items,
-        "committed corpus, one at a time (each in its own database)".into(),
+        "committed corpus, one at a time (each in an emptied database from the pool)".into(),
         progress,
         Some((&mut sampler, plan.overhead_samples)),
     )

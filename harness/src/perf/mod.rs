@@ -837,9 +837,12 @@ fn findings(
         && let (Some(share), Some(create)) = (o.share_of_corpus, o.bare_create.mean)
     {
         notes.push(format!(
-            "Every database scenario pays for a database of its own: creating, seeding and \
-             dropping it is about {:.0}% of a scenario's time one at a time, and `CREATE DATABASE \
-             .. TEMPLATE` alone takes {} (mean) even on a connection kept open.",
+            "A database made for each scenario would cost a lot: creating, seeding and \
+             dropping one is about {:.0}% of a scenario's time one at a time, and `CREATE \
+             DATABASE .. TEMPLATE` alone takes {} (mean) even on a connection kept open. The \
+             bench therefore reuses its databases, emptied between scenarios (`bench::pool`); \
+             `harness bench --shuffle SEED` and `harness/tests/bench_order.rs` show the results \
+             do not depend on the order.",
             share * 100.0,
             format_seconds(create)
         ));
