@@ -37,7 +37,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 use super::Progress;
-use super::load::{self, Histograms, LoadGate, record, tenant_id};
+use super::load::{self, ClientRun, Histograms, LoadGate, record, tenant_id};
 
 /// The goal: the wire adds at most this much to p50 at [`GOAL_CLIENTS`].
 pub const P50_OVERHEAD_GOAL: f64 = 0.25;
@@ -129,13 +129,6 @@ impl Work {
 
 const DENIED: &[u8] = br#"{"sku":"USB-HUB","quantity":1,"purpose":"desk setup"}"#;
 const ALLOWED: &[u8] = br#"{"sku":"CLOUD-STARTER","quantity":1,"purpose":"team cloud credits"}"#;
-
-struct ClientRun {
-    completed: u64,
-    unexpected: u64,
-    first_unexpected: Option<String>,
-    histograms: Histograms,
-}
 
 /// One HTTP call: status and JSON body, timed into `h` under `op`.
 async fn call(
@@ -245,12 +238,7 @@ async fn client(
     work: Work,
     deadline: Instant,
 ) -> Result<ClientRun> {
-    let mut run = ClientRun {
-        completed: 0,
-        unexpected: 0,
-        first_unexpected: None,
-        histograms: Histograms::new(),
-    };
+    let mut run = ClientRun::default();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(1)
         .timeout(Duration::from_secs(30))

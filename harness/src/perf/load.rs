@@ -221,11 +221,12 @@ pub(super) fn record(h: &mut Histograms, op: &'static str, since: Instant) -> Re
 }
 
 /// What one client did.
-struct ClientRun {
-    completed: u64,
-    unexpected: u64,
-    first_unexpected: Option<String>,
-    histograms: Histograms,
+#[derive(Default)]
+pub(super) struct ClientRun {
+    pub(super) completed: u64,
+    pub(super) unexpected: u64,
+    pub(super) first_unexpected: Option<String>,
+    pub(super) histograms: Histograms,
 }
 
 pub(super) type LoadGate = Gate<InProcessProvider>;
@@ -239,12 +240,7 @@ async fn client(
     work: Work,
     deadline: Instant,
 ) -> Result<ClientRun> {
-    let mut run = ClientRun {
-        completed: 0,
-        unexpected: 0,
-        first_unexpected: None,
-        histograms: Histograms::new(),
-    };
+    let mut run = ClientRun::default();
     let denied = br#"{"sku":"USB-HUB","quantity":1,"purpose":"desk setup"}"#;
     let step_up = br#"{"sku":"CLOUD-TEAM","quantity":1,"purpose":"team plan"}"#;
     let mut n = 0u64;
