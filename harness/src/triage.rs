@@ -22,6 +22,7 @@ use crate::naive_tool::{injected_model_output, naive_purchase};
 use crate::report::markdown::{frac, pct};
 use crate::world::StandardWorld;
 
+mod delegation_tour;
 mod wire_step;
 
 /// Walk through what the gate stops and how it is proven.
@@ -75,7 +76,7 @@ fn mutation_step(url: &str) -> Result<()> {
 async fn database_steps(url: &str) -> Result<()> {
     println!("\nStep 2 · a delegation chain, held by the database");
     let db = gate::db::fresh_database(url).await?;
-    let report = gate::service::tour::delegation_tour(db.pool()).await;
+    let report = delegation_tour::delegation_tour(db.pool()).await;
     db.drop().await?;
     for line in report?.to_string().lines() {
         println!("  {line}");

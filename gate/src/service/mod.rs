@@ -41,7 +41,6 @@ mod requests;
 mod rows;
 mod seed;
 pub mod standard;
-pub mod tour;
 pub mod webhook;
 mod world;
 

@@ -1,4 +1,6 @@
 //! The triage tour's database step: a delegation chain on a real database.
+//! It lives in the harness: the gate crate holds only the gate, and this is
+//! a tour of it through its public API.
 //!
 //! Guarantees: [`delegation_tour`] runs on the pool it is given (an empty,
 //! migrated database: it seeds the standard world into it) with the
@@ -16,16 +18,14 @@
 use std::fmt;
 use std::sync::Arc;
 
+use anyhow::{Context, Result, anyhow};
+use gate::Decision;
+use gate::provider::InProcessProvider;
+use gate::service::standard::{standard_now, standard_seed};
+use gate::service::webhook::{EVENT_CAPTURED, ProviderEvent, sign_webhook};
+use gate::service::{Gate, GrantSeed, ManualClock, Outcome};
 use serde::Serialize;
 use sqlx::PgPool;
-
-use super::error::{Ctx, ServiceError};
-use super::seed::GrantSeed;
-use super::standard::{standard_now, standard_seed};
-use super::webhook::{EVENT_CAPTURED, ProviderEvent, sign_webhook};
-use super::{Gate, ManualClock, Outcome};
-use crate::provider::InProcessProvider;
-use crate::reason::Decision;
 
 const TOUR_SECRET: &[u8] = b"whsec_spendgate_tour_0123456789abcdef";
 const ACME: &str = "acme";
@@ -88,26 +88,26 @@ fn outcome_text(decision: Decision, non_decision: bool) -> String {
 struct Rows<'a>(&'a PgPool);
 
 impl Rows<'_> {
-    async fn int(&self, what: &str, sql: &str) -> Result<(String, String), ServiceError> {
+    async fn int(&self, what: &str, sql: &str) -> Result<(String, String)> {
         let value: Option<i64> = sqlx::query_scalar(sql)
             .fetch_one(self.0)
             .await
-            .ctx("reading back the tour's rows")?;
+            .context("reading back the tour's rows")?;
         Ok((
             what.to_owned(),
             value.map_or("none".to_owned(), |v| v.to_string()),
         ))
     }
 
-    async fn text(&self, what: &str, sql: &str) -> Result<(String, String), ServiceError> {
+    async fn text(&self, what: &str, sql: &str) -> Result<(String, String)> {
         let value: Option<String> = sqlx::query_scalar(sql)
             .fetch_one(self.0)
             .await
-            .ctx("reading back the tour's rows")?;
+            .context("reading back the tour's rows")?;
         Ok((what.to_owned(), value.unwrap_or_else(|| "none".to_owned())))
     }
 
-    async fn hop(&self, id: &str) -> Result<Vec<(String, String)>, ServiceError> {
+    async fn hop(&self, id: &str) -> Result<Vec<(String, String)>> {
         let row: (i64, i64, i64, bool) = sqlx::query_as(
             "SELECT budget_paise, allocated_paise, spent_paise, revoked_at IS NOT NULL \
              FROM delegations WHERE tenant_id = 'acme' AND id = $1",
@@ -115,7 +115,7 @@ impl Rows<'_> {
         .bind(id)
         .fetch_one(self.0)
         .await
-        .ctx("reading back a delegation")?;
+        .context("reading back a delegation")?;
         Ok(vec![(
             format!("{id} budget/allocated/spent/revoked"),
             format!("{}/{}/{}/{}", row.0, row.1, row.2, row.3),
@@ -155,14 +155,10 @@ fn proposal(sku: &str, quantity: u32) -> Vec<u8> {
 }
 
 /// Runs the tour on `pool` (an empty, migrated database) and reports what the rows say.
-pub async fn delegation_tour(pool: &PgPool) -> Result<TourReport, ServiceError> {
+pub async fn delegation_tour(pool: &PgPool) -> Result<TourReport> {
     let clock = Arc::new(ManualClock::new(standard_now()));
-    let gate =
-        Gate::new(pool.clone(), InProcessProvider::new(), TOUR_SECRET, clock).map_err(|e| {
-            ServiceError::Corrupt {
-                what: e.to_string(),
-            }
-        })?;
+    let gate = Gate::new(pool.clone(), InProcessProvider::new(), TOUR_SECRET, clock)
+        .map_err(|e| anyhow!("building the tour's gate: {e}"))?;
     gate.seed(&standard_seed()).await?;
     let rows = Rows(pool);
     let mut steps = Vec::new();
@@ -362,7 +358,7 @@ mod tests {
     #[tokio::test]
     async fn the_tour_reads_its_numbers_back_from_the_rows()
     -> Result<(), Box<dyn std::error::Error>> {
-        let Some(db) = crate::db::fresh_test_database().await? else {
+        let Some(db) = gate::db::fresh_test_database().await? else {
             return Ok(());
         };
         let report = delegation_tour(db.pool()).await?;
