@@ -10,7 +10,9 @@ pub mod catalog;
 pub mod db;
 pub mod delegation;
 pub mod ident;
-pub mod mutant;
+// The mutation runner's schemata switch: not part of the gate's API. Only
+// the runner's instrumented scratch copy calls it (`crate::mutant_active`).
+mod mutant;
 pub mod policy;
 pub mod proposal;
 pub mod provider;
@@ -22,7 +24,8 @@ pub mod text;
 
 pub use catalog::{Catalog, CatalogItem, Purchase};
 pub use delegation::{DelegationChain, DelegationHop};
-pub use mutant::mutant_active;
+#[allow(unused_imports)]
+pub(crate) use mutant::mutant_active;
 pub use policy::{Evaluation, Inputs, Policy, PolicyPatch, evaluate};
 pub use proposal::{PurchaseProposal, parse_proposal};
 pub use reason::{Decision, Layer, Reason};

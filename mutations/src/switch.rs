@@ -11,8 +11,9 @@
 //! The function must be reachable from every file that has registered guards
 //! under the path written in `switch` (for the gate: `crate::mutant_active`).
 //!
-//! The reference implementation, which the gate exposes as
-//! `pub fn mutant_active(id: &str) -> bool`:
+//! The reference implementation, which the gate keeps out of its API as
+//! `pub(crate) fn mutant_active(id: &str) -> bool` (re-exported at the crate
+//! root for the instrumented copy's `crate::mutant_active`):
 //!
 //! ```
 //! pub fn mutant_active(id: &str) -> bool {
