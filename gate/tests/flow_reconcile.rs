@@ -422,3 +422,51 @@ async fn reconcile_racing_webhooks_books_every_capture_exactly_once() -> TestRes
     })
     .await
 }
+
+/// Found by the bench (`prov-concurrent-kept-capture-deliveries`, once, in a
+/// fresh clone's CI run): two deliveries of one kept capture at once both
+/// passed the look-up, and the second insert hit `pk_kept_captures`, which
+/// the insert's ON CONFLICT did not name: a database error instead of
+/// WEBHOOK_DUPLICATE. The insert now takes every unique index as an arbiter.
+/// The window is narrow: this stress test did not hit it in three runs
+/// without the fix; it pins the outcome (one kept, 63 duplicates, no error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_deliveries_of_one_kept_capture_keep_it_once() -> TestResult {
+    on_world_with_pool(24, async |w| {
+        w.gate.provider().set_mode(Mode::Late, Some(1));
+        let (request, authority) = checked_out(&w.gate).await?;
+        let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+        assert_eq!(paid.decision, Decision::Deny(Reason::ProviderUnavailable));
+        let (body, sig) = customer_pays(w.gate.provider(), &authority, w.gate.now())?;
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..64 {
+            let (gate, body, sig) = (w.gate.clone(), body.clone(), sig.clone());
+            tasks
+                .spawn(async move { gate.webhook(&body, Some(&sig), Some("evt_kept_race")).await });
+        }
+        let (mut kept, mut duplicates) = (0, 0);
+        while let Some(joined) = tasks.join_next().await {
+            let outcome = joined??;
+            if outcome.is_ok() {
+                kept += 1;
+            } else {
+                assert_eq!(
+                    outcome.reason(),
+                    Some(Reason::WebhookDuplicate),
+                    "{outcome:?}"
+                );
+                duplicates += 1;
+            }
+        }
+        assert_eq!((kept, duplicates), (1, 63));
+        assert_eq!(w.gate.books(Some("acme")).await?.kept_unsettled, 1);
+        w.gate.reconcile(None).await?;
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("CAPTURED")
+        );
+        assert!(balanced(w).await?);
+        Ok(())
+    })
+    .await
+}

@@ -793,7 +793,7 @@ impl<P: PaymentProvider> Gate<P> {
             "INSERT INTO kept_captures (tenant_id, provider_event_id, authority_id, provider_order_id, \
              provider_payment_id, amount_paise, currency, event_created_at, received_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-             ON CONFLICT ON CONSTRAINT uq_kept_capture_event DO NOTHING RETURNING event_id_sha256",
+             ON CONFLICT DO NOTHING RETURNING event_id_sha256",
         )
         .bind(&authority.tenant_id)
         .bind(event_id.as_bytes())
