@@ -39,7 +39,7 @@ use std::time::Duration as StdDuration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use chrono::TimeDelta;
-use gate::provider::{InProcessProvider, Mode};
+use gate::provider::{InProcessProvider, Mode, ProviderError};
 use gate::service::webhook::razorpay_envelope;
 use gate::service::{Gate, ManualClock, ProviderEvent, ServiceError, sign_webhook};
 use gate::{Decision, Reason};
@@ -109,40 +109,67 @@ impl DatabaseEngine {
     /// Runs one scenario in its own database, as its own task, within
     /// `limit`: a panic or a timeout is this scenario's engine error.
     pub async fn run_within(&self, scenario: &Scenario, world: &World, limit: StdDuration) -> Run {
-        let db = match self.pool.lease().await {
-            Ok(db) => db,
-            Err(e) => {
-                return Run {
-                    error: Some(format!("could not create the scenario's database: {e}")),
-                    ..Run::default()
-                };
-            }
-        };
-        let task = tokio::spawn(run_in(db.pool().clone(), scenario.clone(), world.clone()));
-        let abort = task.abort_handle();
-        let run = match tokio::time::timeout(limit, task).await {
-            Ok(Ok(run)) => run,
-            Ok(Err(joined)) => Run::engine_error(if joined.is_panic() {
-                format!("the run panicked: {}", panic_text(joined.into_panic()))
-            } else {
-                format!("the run was cancelled: {joined}")
-            }),
-            Err(_) => {
-                abort.abort();
-                Run::engine_error(format!(
-                    "the run did not finish within {} seconds",
-                    limit.as_secs()
-                ))
-            }
-        };
-        let end = if run.engine_error {
-            RunEnd::Broken
-        } else {
-            RunEnd::Clean
-        };
-        self.pool.give_back(db, end).await;
-        run
+        let (scenario, world) = (scenario.clone(), world.clone());
+        in_leased_database(
+            &self.pool,
+            limit,
+            move |pool| run_in(pool, scenario, world),
+            |run| run,
+            |run| run,
+        )
+        .await
     }
+}
+
+/// Runs `task` on a database leased from `pool`, as its own task, within
+/// `limit`: a panic, a cancellation or a timeout is the run's engine error
+/// (`wrap` puts a [`Run`] into the engine's own result; `run_of` reads it
+/// back). The database goes back to the pool, emptied for the next scenario,
+/// unless the run was an engine error; then it is dropped.
+pub(super) async fn in_leased_database<T, Fut>(
+    pool: &DatabasePool,
+    limit: StdDuration,
+    task: impl FnOnce(PgPool) -> Fut,
+    wrap: impl Fn(Run) -> T,
+    run_of: impl Fn(&T) -> &Run,
+) -> T
+where
+    Fut: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let db = match pool.lease().await {
+        Ok(db) => db,
+        Err(e) => {
+            return wrap(Run {
+                error: Some(format!("could not create the scenario's database: {e}")),
+                ..Run::default()
+            });
+        }
+    };
+    let task = tokio::spawn(task(db.pool().clone()));
+    let abort = task.abort_handle();
+    let out = match tokio::time::timeout(limit, task).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(joined)) => wrap(Run::engine_error(if joined.is_panic() {
+            format!("the run panicked: {}", panic_text(joined.into_panic()))
+        } else {
+            format!("the run was cancelled: {joined}")
+        })),
+        Err(_) => {
+            abort.abort();
+            wrap(Run::engine_error(format!(
+                "the run did not finish within {} seconds",
+                limit.as_secs()
+            )))
+        }
+    };
+    let end = if run_of(&out).engine_error {
+        RunEnd::Broken
+    } else {
+        RunEnd::Clean
+    };
+    pool.give_back(db, end).await;
+    out
 }
 
 /// The message a panic carried.
@@ -825,9 +852,11 @@ impl Call {
             }
             Call::ProviderCapture { order, at } => {
                 gate.provider().set_now(at);
-                gate.provider()
-                    .capture(&order)
-                    .with_context(|| format!("provider_capture of order {order}"))?;
+                match gate.provider().capture(&order) {
+                    // A customer who finds the order paid pays nothing more.
+                    Ok(_) | Err(ProviderError::AlreadyPaid(_)) => {}
+                    Err(e) => bail!("provider_capture of order {order}: {e}"),
+                }
                 return Ok((operation(Decision::Allow, ok), Some(order), None));
             }
             Call::Reconcile { tenant } => {

@@ -138,47 +138,18 @@ impl HttpEngine {
     /// Runs one scenario through its own server and database, as its own
     /// task, within the engine's time limit.
     pub async fn run(&self, scenario: &Scenario, world: &World) -> HttpRun {
-        let db = match self.pool.lease().await {
-            Ok(db) => db,
-            Err(e) => {
-                return HttpRun {
-                    run: Run {
-                        error: Some(format!("could not create the scenario's database: {e}")),
-                        ..Run::default()
-                    },
-                    ..HttpRun::default()
-                };
-            }
-        };
-        let task = tokio::spawn(run_http(db.pool().clone(), scenario.clone(), world.clone()));
-        let abort = task.abort_handle();
-        let out = match tokio::time::timeout(self.timeout, task).await {
-            Ok(Ok(out)) => out,
-            Ok(Err(joined)) => HttpRun {
-                run: Run::engine_error(if joined.is_panic() {
-                    format!("the run panicked: {}", panic_text(joined.into_panic()))
-                } else {
-                    format!("the run was cancelled: {joined}")
-                }),
+        let (scenario, world) = (scenario.clone(), world.clone());
+        let out = in_leased_database(
+            &self.pool,
+            self.timeout,
+            move |pool| run_http(pool, scenario, world),
+            |run| HttpRun {
+                run,
                 ..HttpRun::default()
             },
-            Err(_) => {
-                abort.abort();
-                HttpRun {
-                    run: Run::engine_error(format!(
-                        "the run did not finish within {} seconds",
-                        self.timeout.as_secs()
-                    )),
-                    ..HttpRun::default()
-                }
-            }
-        };
-        let end = if out.run.engine_error {
-            RunEnd::Broken
-        } else {
-            RunEnd::Clean
-        };
-        self.pool.give_back(db, end).await;
+            |out| &out.run,
+        )
+        .await;
         if let Ok(mut t) = self.tally.lock() {
             t.add(&out.tally);
         }
