@@ -61,8 +61,13 @@ pub enum LoadErrorKind {
     InvalidValue { path: String, message: String },
     #[error("{path}: unknown verb `{verb}`")]
     UnknownVerb { path: String, verb: String },
-    #[error("{path}: step has no verb (expected exactly one of {})", crate::step::VERBS.join(", "))]
-    NoVerb { path: String },
+    #[error("{path}: step has no verb (expected exactly one of {})", expected.join(", "))]
+    NoVerb {
+        path: String,
+        /// The verbs a step may name (the loader's table, passed in so that
+        /// this module depends on nothing above it).
+        expected: &'static [&'static str],
+    },
     #[error("{path}: step has more than one verb: {}", verbs.join(", "))]
     TwoVerbs { path: String, verbs: Vec<String> },
     #[error("{path}: duplicate step name `{name}`")]

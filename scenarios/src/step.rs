@@ -211,6 +211,7 @@ impl Step {
             [] => {
                 return Err(LoadErrorKind::NoVerb {
                     path: path.to_string(),
+                    expected: &VERBS,
                 }
                 .into());
             }
@@ -540,7 +541,8 @@ mod tests {
         assert_eq!(
             parse("{name: x}").unwrap_err(),
             LoadErrorKind::NoVerb {
-                path: "steps[1]".into()
+                path: "steps[1]".into(),
+                expected: &VERBS,
             }
         );
         assert!(

@@ -128,7 +128,7 @@ fn step_with_zero_or_two_verbs() {
     assert_eq!(err.file, file);
     assert_eq!(err.scenario.as_deref(), Some("bad-f"));
     assert!(
-        matches!(&err.kind, LoadErrorKind::NoVerb { path } if path == "steps[0]"),
+        matches!(&err.kind, LoadErrorKind::NoVerb { path, .. } if path == "steps[0]"),
         "{err}"
     );
     let two = "    - propose: {actor: buyer-agent, raw: x}\n      revoke: {delegation: d-buyer, actor: finance-lead}\n";

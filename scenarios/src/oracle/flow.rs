@@ -34,17 +34,11 @@ use super::Outcome;
 use super::chain;
 use super::envelope;
 use super::proposal;
+use super::rules::{
+    AUTHORITY_MINUTES, POST_DATED_MINUTES, REQUEST_LIFETIME_HOURS, STALE_MINUTES, end,
+};
 use super::state::{Authority, Order, OrderState, RequestState, State};
 use crate::verbs::{Approve, Checkout, Pay, Signature, Webhook};
-
-/// Minutes a checkout authority lives.
-pub const AUTHORITY_MINUTES: i64 = 15;
-/// Oldest provider event accepted, in minutes.
-pub const STALE_MINUTES: i64 = 24 * 60;
-/// Furthest ahead a provider event may be, in minutes.
-pub const POST_DATED_MINUTES: i64 = 5;
-/// How long an authorized request waits for its checkout.
-pub const REQUEST_LIFETIME_HOURS: i64 = 24;
 
 /// The request a step names, if it belongs to the caller's tenant.
 pub fn scoped(state: &State, request: Option<usize>, tenant: &str) -> Option<usize> {
@@ -212,13 +206,6 @@ fn pay_actor(state: &State, tenant: &str, requester: &str, actor: &str) -> Resul
         Some(_) if actor == requester || state.may_approve(tenant, actor) => Ok(()),
         Some(_) => Err(Reason::ActorNotPermitted),
     }
-}
-
-/// Ends a request before payment and releases what it reserved.
-pub(super) fn end(state: &mut State, ri: usize) {
-    let r = &mut state.requests[ri];
-    r.state = RequestState::Ended;
-    r.reserved = 0;
 }
 
 /// Chain, price and policy version still what they were.

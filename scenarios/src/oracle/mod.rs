@@ -22,6 +22,7 @@ mod exec;
 mod flow;
 mod proposal;
 mod provider;
+mod rules;
 mod state;
 
 use std::collections::BTreeMap;

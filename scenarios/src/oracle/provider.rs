@@ -15,7 +15,7 @@
 //! - reconcile settles every pending request (of one tenant, or of all): the
 //!   order the provider holds for its authority is recorded, with its
 //!   capture when the customer paid; with no order and the authority's
-//!   [`AUTHORITY_MINUTES`](super::flow::AUTHORITY_MINUTES) over, the
+//!   [`AUTHORITY_MINUTES`](super::rules::AUTHORITY_MINUTES) over, the
 //!   request ends and its reservations are released; otherwise nothing
 //!   changes. Running it again changes nothing.
 
@@ -23,7 +23,7 @@ use chrono::Duration;
 use gate::Reason;
 
 use super::Outcome;
-use super::flow::{AUTHORITY_MINUTES, end};
+use super::rules::{AUTHORITY_MINUTES, end};
 use super::state::{Order, OrderState, RequestState, State};
 use crate::verbs::{Provider, ProviderMode};
 
