@@ -30,14 +30,12 @@ fn inputs(target: &str) -> Vec<PathBuf> {
             files.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
         }
     }
-    if let Ok(extra) = std::env::var("SPENDGATE_FUZZ_EXTRA") {
-        if let Some((t, dir)) = extra.split_once(':') {
-            if t == target {
-                if let Ok(entries) = std::fs::read_dir(dir) {
-                    files.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
-                }
-            }
-        }
+    if let Ok(extra) = std::env::var("SPENDGATE_FUZZ_EXTRA")
+        && let Some((t, dir)) = extra.split_once(':')
+        && t == target
+        && let Ok(entries) = std::fs::read_dir(dir)
+    {
+        files.extend(entries.filter_map(|e| e.ok().map(|e| e.path())));
     }
     files.retain(|p| {
         p.is_file()

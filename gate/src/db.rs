@@ -163,10 +163,10 @@ pub fn redact_url(url: &str) -> String {
         let end = out[start..]
             .find(['/', '?', '#'])
             .map_or(out.len(), |i| start + i);
-        if let Some(at) = out[start..end].rfind('@') {
-            if let Some(colon) = out[start..start + at].find(':') {
-                out.replace_range(start + colon + 1..start + at, "***");
-            }
+        if let Some(at) = out[start..end].rfind('@')
+            && let Some(colon) = out[start..start + at].find(':')
+        {
+            out.replace_range(start + colon + 1..start + at, "***");
         }
     }
     if let Some(query_start) = out.find('?') {
@@ -362,7 +362,7 @@ async fn create_roles(
         .fetch_one(&mut *tx)
         .await
         .map_err(query_error(format!("quoting the creation of role {role}")))?;
-        tx.execute(sql.as_str())
+        tx.execute(sqlx::AssertSqlSafe(sql))
             .await
             .map_err(query_error(format!("creating role {role}")))?;
     }
@@ -373,11 +373,13 @@ async fn create_roles(
         .await
         .map_err(query_error("checking the owner's membership"))?;
     if !member && may_create {
-        tx.execute(format!("GRANT {APP_ROLE} TO {OWNER_ROLE}").as_str())
-            .await
-            .map_err(query_error(
-                "making the owner a member of the application role",
-            ))?;
+        tx.execute(sqlx::AssertSqlSafe(format!(
+            "GRANT {APP_ROLE} TO {OWNER_ROLE}"
+        )))
+        .await
+        .map_err(query_error(
+            "making the owner a member of the application role",
+        ))?;
     }
     // DROP DATABASE .. WITH (FORCE) also ends an autovacuum worker busy in the
     // database, which belongs to no role the owner is a member of.
@@ -389,11 +391,13 @@ async fn create_roles(
             "checking the owner's pg_signal_backend membership",
         ))?;
     if !signals && may_create {
-        tx.execute(format!("GRANT pg_signal_backend TO {OWNER_ROLE}").as_str())
-            .await
-            .map_err(query_error(
-                "letting the owner end sessions in its databases",
-            ))?;
+        tx.execute(sqlx::AssertSqlSafe(format!(
+            "GRANT pg_signal_backend TO {OWNER_ROLE}"
+        )))
+        .await
+        .map_err(query_error(
+            "letting the owner end sessions in its databases",
+        ))?;
     }
     tx.commit()
         .await
@@ -579,7 +583,7 @@ async fn drop_guards(
         }
     })?;
     for spec in specs {
-        match pool.execute(spec.sql().as_str()).await {
+        match pool.execute(sqlx::AssertSqlSafe(spec.sql())).await {
             Ok(_) => log_line(log, &LogLine::Dropped(spec)),
             Err(cause) => {
                 let message = cause.to_string().replace('\n', " ");
@@ -786,9 +790,11 @@ async fn build_template(
         Some(false) => drop_with(conn, name).await?,
         None => {}
     }
-    conn.execute(format!("CREATE DATABASE {quoted} TEMPLATE template0").as_str())
-        .await
-        .map_err(query_error(format!("creating template {name}")))?;
+    conn.execute(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE {quoted} TEMPLATE template0"
+    )))
+    .await
+    .map_err(query_error(format!("creating template {name}")))?;
     let template = pool(
         admin_options.clone().database(name),
         &format!("{shown} (database {name})"),
@@ -801,9 +807,9 @@ async fn build_template(
         drop_with(conn, name).await?;
         return Err(e);
     }
-    conn.execute(
-        format!("ALTER DATABASE {quoted} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false").as_str(),
-    )
+    conn.execute(sqlx::AssertSqlSafe(format!(
+        "ALTER DATABASE {quoted} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"
+    )))
     .await
     .map_err(query_error(format!("marking {name} as a template")))?;
     Ok(())
@@ -828,7 +834,7 @@ async fn create_database(admin: &PgPool, template: Option<&str>) -> Result<Strin
     );
     let mut attempts = 0;
     loop {
-        match admin.execute(sql.as_str()).await {
+        match admin.execute(sqlx::AssertSqlSafe(sql.as_str())).await {
             Ok(_) => return Ok(name),
             Err(sqlx::Error::Database(e))
                 if e.code().as_deref() == Some(OBJECT_IN_USE) && attempts < 100 =>
@@ -890,10 +896,13 @@ async fn drop_database(admin_url: &str, name: &str) -> Result<(), DbError> {
 }
 
 async fn drop_with(conn: &mut PgConnection, name: &str) -> Result<(), DbError> {
-    conn.execute(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote_ident(name)).as_str())
-        .await
-        .map(drop)
-        .map_err(query_error(format!("dropping database {name}")))
+    conn.execute(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+        quote_ident(name)
+    )))
+    .await
+    .map(drop)
+    .map_err(query_error(format!("dropping database {name}")))
 }
 
 #[cfg(test)]

@@ -30,7 +30,9 @@ async fn pending(w: &World) -> Result<String, Box<dyn std::error::Error + Send +
 }
 
 async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
-    pool.execute(sql).await.map(|r| r.rows_affected())
+    pool.execute(sqlx::AssertSqlSafe(sql))
+        .await
+        .map(|r| r.rows_affected())
 }
 
 fn child(id: &str, parent: &str, budget: i64) -> String {

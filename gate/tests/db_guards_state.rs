@@ -9,7 +9,9 @@ use sqlx::{Executor, PgPool};
 use support::*;
 
 async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
-    pool.execute(sql).await.map(|r| r.rows_affected())
+    pool.execute(sqlx::AssertSqlSafe(sql))
+        .await
+        .map(|r| r.rows_affected())
 }
 
 fn hop(id: &str, parent: &str) -> String {

@@ -13,7 +13,9 @@ use sqlx::{Executor, PgPool};
 use support::*;
 
 async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
-    pool.execute(sql).await.map(|r| r.rows_affected())
+    pool.execute(sqlx::AssertSqlSafe(sql))
+        .await
+        .map(|r| r.rows_affected())
 }
 
 /// A captured payment row for `order` (60,000 INR, acme), with overrides.

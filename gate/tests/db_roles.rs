@@ -71,7 +71,9 @@ const TABLE_PRIVILEGES: [&str; 7] = [
 ];
 
 async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
-    pool.execute(sql).await.map(|r| r.rows_affected())
+    pool.execute(sqlx::AssertSqlSafe(sql))
+        .await
+        .map(|r| r.rows_affected())
 }
 
 /// Asserts that `result` is a refusal for want of privilege (42501).
@@ -354,7 +356,9 @@ async fn the_application_role_cannot_set_session_replication_role() -> TestResul
 }
 
 async fn exec_conn(conn: &mut sqlx::PgConnection, sql: &str) -> Result<u64, sqlx::Error> {
-    conn.execute(sql).await.map(|r| r.rows_affected())
+    conn.execute(sqlx::AssertSqlSafe(sql))
+        .await
+        .map(|r| r.rows_affected())
 }
 
 /// The third attack, as the application role: a request set to

@@ -104,7 +104,7 @@ async fn fresh() -> Option<FreshDatabase> {
 }
 
 async fn texts(pool: &PgPool, sql: &str) -> Vec<String> {
-    sqlx::query_scalar(sql)
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
         .fetch_all(pool)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"))

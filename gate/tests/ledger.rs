@@ -106,7 +106,7 @@ async fn tamper(w: &World, sqls: &[String]) -> TestResult {
     conn.execute("ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only")
         .await?;
     for sql in sqls {
-        conn.execute(sql.as_str()).await?;
+        conn.execute(sqlx::AssertSqlSafe(sql.as_str())).await?;
     }
     conn.execute("ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only")
         .await?;
@@ -217,23 +217,17 @@ async fn a_forged_entry_with_a_correct_plain_hash_and_the_head_moved_is_named() 
         // No trigger stands in the way: INSERT into the ledger and moving the head are allowed.
         let owner = w.owner();
         owner
-            .execute(
-                format!(
-                    "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+            .execute(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
                  SELECT 'acme', 10, kind, at, {}, hash, '{hash}' FROM ledger_entries \
                  WHERE tenant_id = 'acme' AND seq = 9",
-                    quoted(&forged)
-                )
-                .as_str(),
-            )
+                quoted(&forged)
+            )))
             .await?;
         owner
-            .execute(
-                format!(
-                    "UPDATE ledger_head SET seq = 10, hash = '{hash}' WHERE tenant_id = 'acme'"
-                )
-                .as_str(),
-            )
+            .execute(sqlx::AssertSqlSafe(format!(
+                "UPDATE ledger_head SET seq = 10, hash = '{hash}' WHERE tenant_id = 'acme'"
+            )))
             .await?;
         let report = w.gate.verify_ledger().await?;
         assert_break(&report, "acme", 10, "not the keyed hash");
@@ -568,13 +562,10 @@ async fn verify_names_the_first_entry_past_a_head_that_is_behind() -> TestResult
         history(w).await?;
         let acme = chain(w, "acme").await?;
         w.owner()
-            .execute(
-                format!(
-                    "UPDATE ledger_head SET seq = 7, hash = '{}' WHERE tenant_id = 'acme'",
-                    acme[6].hash
-                )
-                .as_str(),
-            )
+            .execute(sqlx::AssertSqlSafe(format!(
+                "UPDATE ledger_head SET seq = 7, hash = '{}' WHERE tenant_id = 'acme'",
+                acme[6].hash
+            )))
             .await?;
         let report = w.gate.verify_ledger().await?;
         assert_break(
@@ -613,13 +604,10 @@ async fn verify_names_the_last_entry_when_the_heads_hash_is_not_its_hash() -> Te
         history(w).await?;
         let acme = chain(w, "acme").await?;
         w.owner()
-            .execute(
-                format!(
-                    "UPDATE ledger_head SET hash = '{}' WHERE tenant_id = 'acme'",
-                    acme[7].hash
-                )
-                .as_str(),
-            )
+            .execute(sqlx::AssertSqlSafe(format!(
+                "UPDATE ledger_head SET hash = '{}' WHERE tenant_id = 'acme'",
+                acme[7].hash
+            )))
             .await?;
         let report = w.gate.verify_ledger().await?;
         assert_break(
@@ -873,14 +861,13 @@ async fn a_chain_with_no_head_and_no_tenant_row_is_still_walked() -> TestResult 
     let entry = r#"{"seq":1,"at":"2026-09-03T10:00:00.000000Z","tenant":"ghost","kind":"seed","subject":"ghost","body":{}}"#;
     w.owner()
         .execute(
-            format!(
+            sqlx::AssertSqlSafe(format!(
                 "ALTER TABLE ledger_entries DROP CONSTRAINT fk_ledger_entry_head; \
                  INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
                  VALUES ('ghost', 1, 'seed', '2026-09-03T10:00:00Z', {}, '{GENESIS_HASH}', '{}')",
                 quoted(entry),
                 chain_hash(&key(), GENESIS_HASH, entry)
-            )
-            .as_str(),
+            )),
         )
         .await?;
     let report = w.gate.verify_ledger().await?;

@@ -108,7 +108,7 @@ async fn operation(w: Arc<World>, p: Arc<Prepared>, i: usize) -> Result<Decision
             w.gate.set_policy("acme", &patch).await?.decision
         }
         1 => {
-            let agent = if k % 2 == 0 {
+            let agent = if k.is_multiple_of(2) {
                 "procurement-agent"
             } else {
                 "renewals-agent"
@@ -137,8 +137,12 @@ async fn operation(w: Arc<World>, p: Arc<Prepared>, i: usize) -> Result<Decision
                 .decision
         }
         5 => {
-            let parent = if k % 2 == 0 { "d-proc" } else { "d-renew" };
-            let to = if k % 2 == 0 {
+            let parent = if k.is_multiple_of(2) {
+                "d-proc"
+            } else {
+                "d-renew"
+            };
+            let to = if k.is_multiple_of(2) {
                 "procurement-agent"
             } else {
                 "renewals-agent"

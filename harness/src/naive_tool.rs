@@ -40,10 +40,11 @@ pub fn injected_model_output(sku: &str, description: &str) -> Value {
                 out["merchant"] = json!(next(5));
             }
         }
-        if *w == "quantity" && next(1) == "to" {
-            if let Ok(q) = next(2).parse::<u32>() {
-                out["quantity"] = json!(q);
-            }
+        if *w == "quantity"
+            && next(1) == "to"
+            && let Ok(q) = next(2).parse::<u32>()
+        {
+            out["quantity"] = json!(q);
         }
     }
     out

@@ -434,7 +434,8 @@ impl<'ast> Visit<'ast> for BodyVisitor<'ast, '_> {
     }
 
     fn visit_arm(&mut self, a: &'ast syn::Arm) {
-        let Some((_, guard)) = &a.guard else {
+        // syn 3 parses an arm's guard into its pattern: `pat if guard`.
+        let syn::Pat::Guard(syn::PatGuard { guard, .. }) = &a.pat else {
             visit::visit_arm(self, a);
             return;
         };

@@ -90,15 +90,15 @@ pub fn check(steps: &[Step], now: DateTime<Utc>) -> Result<(), ParseError> {
                 clock = s.at;
             }
             Verb::Webhook(w) => {
-                if let Some(offset) = w.created_at_offset_minutes {
-                    if offset.checked_abs().is_none_or(|m| m > max_offset) {
-                        return Err(refuse(
-                            join(&verb_path, "created_at_offset_minutes"),
-                            format!(
-                                "{offset} minutes is beyond ±{BOUND_YEARS} years ({max_offset} minutes)"
-                            ),
-                        ));
-                    }
+                if let Some(offset) = w.created_at_offset_minutes
+                    && offset.checked_abs().is_none_or(|m| m > max_offset)
+                {
+                    return Err(refuse(
+                        join(&verb_path, "created_at_offset_minutes"),
+                        format!(
+                            "{offset} minutes is beyond ±{BOUND_YEARS} years ({max_offset} minutes)"
+                        ),
+                    ));
                 }
             }
             _ => {}

@@ -72,14 +72,14 @@ pub fn check(steps: &[Step]) -> Result<(), ParseError> {
                 )));
             }
         }
-        if let Some(name) = &step.name {
-            if by_name.insert(name.as_str(), i).is_some() {
-                return Err(LoadErrorKind::DuplicateStepName {
-                    path,
-                    name: name.clone(),
-                }
-                .into());
+        if let Some(name) = &step.name
+            && by_name.insert(name.as_str(), i).is_some()
+        {
+            return Err(LoadErrorKind::DuplicateStepName {
+                path,
+                name: name.clone(),
             }
+            .into());
         }
     }
     Ok(())

@@ -55,12 +55,12 @@ fn disagreements(corpus: &Corpus, s: &Scenario) -> Vec<String> {
     let inv = &s.invariants;
     let obs = &trace.observed;
     let mut check = |name: &str, want: Option<i64>, have: i64| {
-        if let Some(w) = want {
-            if w != have {
-                out.push(format!(
-                    "invariant {name}: expected {w}, oracle says {have}"
-                ));
-            }
+        if let Some(w) = want
+            && w != have
+        {
+            out.push(format!(
+                "invariant {name}: expected {w}, oracle says {have}"
+            ));
         }
     };
     check(

@@ -17,7 +17,9 @@ use axum::response::{IntoResponse, Response};
 use gate::reason::{Decision, Reason};
 use gate::redact::AgentView;
 use gate::service::{Outcome, ServiceError};
-use rand::RngCore;
+use rand::Rng as _;
+use rand::rand_core::UnwrapErr;
+use rand::rngs::SysRng;
 use serde_json::{Value, json};
 
 /// The HTTP status of a gate refusal.
@@ -169,7 +171,7 @@ impl WireCode {
 /// A fresh request id: 16 hex characters from the OS's random source.
 pub fn new_request_id() -> String {
     let mut bytes = [0u8; 8];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    UnwrapErr(SysRng).fill_bytes(&mut bytes);
     hex::encode(bytes)
 }
 

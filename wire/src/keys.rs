@@ -7,7 +7,9 @@
 //! revocation final (`api_keys_binding_immutable`).
 
 use chrono::{DateTime, Utc};
-use rand::RngCore;
+use rand::Rng as _;
+use rand::rand_core::UnwrapErr;
+use rand::rngs::SysRng;
 use sqlx::PgPool;
 
 use crate::auth::{KEY_PREFIX, Role, digest_hex, key_id_of};
@@ -57,8 +59,9 @@ pub struct KeyInfo {
 pub fn new_key() -> (String, String) {
     let mut id = [0u8; 8];
     let mut secret = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut id);
-    rand::rngs::OsRng.fill_bytes(&mut secret);
+    // As OsRng did: a failure of the OS's randomness is a panic, never a weak key.
+    UnwrapErr(SysRng).fill_bytes(&mut id);
+    UnwrapErr(SysRng).fill_bytes(&mut secret);
     let id = hex::encode(id);
     let token = format!("{KEY_PREFIX}{id}_{}", hex::encode(secret));
     (id, token)

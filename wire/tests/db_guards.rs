@@ -29,7 +29,7 @@ fn key_insert(id: &str, tenant: &str, agent: &str, person: &str, digest: &str) -
 }
 
 async fn assert_refused_by(pool: &PgPool, sql: &str, name: &str) {
-    match sqlx::query(sql).execute(pool).await {
+    match sqlx::query(sqlx::AssertSqlSafe(sql)).execute(pool).await {
         Ok(_) => panic!("the database accepted {sql:?}; {name} should refuse it"),
         Err(sqlx::Error::Database(e)) => assert_eq!(
             e.constraint(),
@@ -48,13 +48,13 @@ async fn every_api_key_guard_refuses_its_violation_by_name() -> TestResult {
     // The violations run as the owner: the application role may not even
     // try most of them, and each must be refused by the guard's own name.
     let pool = s.db.owner_pool();
-    sqlx::query(&key_insert(
+    sqlx::query(sqlx::AssertSqlSafe(key_insert(
         "0000000000000001",
         "acme",
         "buyer-agent",
         "",
         DIGEST_A,
-    ))
+    )))
     .execute(pool)
     .await?;
     let cases: Vec<(String, &str)> = vec![
@@ -119,7 +119,7 @@ async fn every_api_key_guard_refuses_its_violation_by_name() -> TestResult {
              VALUES ('{tenant}', '{request}', '{agent}', now())"
         )
     };
-    sqlx::query(&note("acme", "buyer-agent"))
+    sqlx::query(sqlx::AssertSqlSafe(note("acme", "buyer-agent")))
         .execute(pool)
         .await?;
     let notes: Vec<(String, &str)> = vec![
@@ -152,7 +152,7 @@ async fn every_api_key_guard_refuses_its_violation_by_name() -> TestResult {
         "approval_notes_by_requester",
     )
     .await;
-    sqlx::query(&note("acme", "buyer-agent"))
+    sqlx::query(sqlx::AssertSqlSafe(note("acme", "buyer-agent")))
         .execute(pool)
         .await?;
     assert_refused_by(

@@ -254,13 +254,13 @@ async fn hostile_arguments_gain_no_authority_and_create_no_order() -> TestResult
             !text.to_lowercase().contains("sqlx") && !text.contains("postgres"),
             "{tool}: {text}"
         );
-        if let Some(id) = args.get("request_id").and_then(Value::as_str) {
-            if id == foreign {
-                assert!(
-                    !ok && text.contains("NOT_FOUND"),
-                    "{tool} reached another tenant: {text}"
-                );
-            }
+        if let Some(id) = args.get("request_id").and_then(Value::as_str)
+            && id == foreign
+        {
+            assert!(
+                !ok && text.contains("NOT_FOUND"),
+                "{tool} reached another tenant: {text}"
+            );
         }
     }
     assert_eq!(

@@ -15,7 +15,7 @@
 //! and has an unguessable id (an HMAC under the gate's secret).
 
 use chrono::{DateTime, Duration, Utc};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use serde_json::json;
 use sha2::Sha256;
 use sqlx::PgConnection;

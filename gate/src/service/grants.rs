@@ -185,7 +185,7 @@ impl<P: PaymentProvider> Gate<P> {
             let sql = format!(
                 "SELECT {DELEGATION_COLUMNS} FROM delegations WHERE tenant_id = $1 AND id = $2"
             );
-            sqlx::query_as(&sql)
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(tenant)
                 .bind(&grant.from)
                 .fetch_optional(&mut *tx)

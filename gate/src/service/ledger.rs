@@ -916,7 +916,7 @@ mod tests {
         for len in [0, 1, 16, 32, 63, 64, 65, 200] {
             let key = vec![0x5au8; len];
             let mut ours = hmac_with(&key);
-            let mut reference = <Hmac<Sha256> as Mac>::new_from_slice(&key).unwrap();
+            let mut reference = <Hmac<Sha256> as KeyInit>::new_from_slice(&key).unwrap();
             ours.update(b"message");
             reference.update(b"message");
             assert_eq!(
@@ -940,7 +940,7 @@ mod tests {
             h(&LedgerKey::derived_from_secret(b"whsec_other_secret"))
         );
         // HMAC(secret, domain) as the key, exactly.
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret).unwrap();
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).unwrap();
         mac.update(KEY_DOMAIN);
         let expected = LedgerKey::new(&mac.finalize().into_bytes()).unwrap();
         assert_eq!(h(&derived), h(&expected));

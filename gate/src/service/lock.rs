@@ -60,7 +60,7 @@ pub(crate) async fn lock<T: Lockable>(
 ) -> Result<Option<T>, sqlx::Error> {
     let mut sql = format!("{} WHERE {}", T::SELECT, T::KEY);
     sql.push_str(T::STRENGTH.clause());
-    let mut query = sqlx::query_as::<_, T>(&sql);
+    let mut query = sqlx::query_as::<_, T>(sqlx::AssertSqlSafe(sql));
     for part in key {
         query = query.bind(*part);
     }
@@ -75,7 +75,7 @@ pub(crate) async fn lock_all<T: Lockable>(
 ) -> Result<Vec<T>, sqlx::Error> {
     let mut sql = format!("{} WHERE {}{}", T::SELECT, T::KEY, T::ORDER);
     sql.push_str(T::STRENGTH.clause());
-    let mut query = sqlx::query_as::<_, T>(&sql);
+    let mut query = sqlx::query_as::<_, T>(sqlx::AssertSqlSafe(sql));
     for part in key {
         query = query.bind(*part);
     }

@@ -110,7 +110,7 @@ impl<P: PaymentProvider> Gate<P> {
             "SELECT {AUTHORITY_COLUMNS} FROM checkout_authorities WHERE tenant_id = $1 AND id = $2"
         );
         let found: Option<AuthorityRow> = if crate::ident::is_ident(authority_id) {
-            sqlx::query_as(&sql)
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(tenant)
                 .bind(authority_id)
                 .fetch_optional(&mut *tx)

@@ -89,15 +89,15 @@ impl<P: PaymentProvider> Gate<P> {
         if key_malformed {
             forced = forced.or(Some(Reason::ProposalMalformed));
         }
-        if let Some(key) = stored_key {
-            if let Some(first) = requests::by_idempotency_key(&mut tx, tenant, actor, key).await? {
-                if first.body_sha256 == body_sha256 {
-                    tx.rollback().await.ctx("ending a replay")?;
-                    return replay(&first);
-                }
-                stored_key = None;
-                forced = forced.or(Some(Reason::IdempotencyKeyReused));
+        if let Some(key) = stored_key
+            && let Some(first) = requests::by_idempotency_key(&mut tx, tenant, actor, key).await?
+        {
+            if first.body_sha256 == body_sha256 {
+                tx.rollback().await.ctx("ending a replay")?;
+                return replay(&first);
             }
+            stored_key = None;
+            forced = forced.or(Some(Reason::IdempotencyKeyReused));
         }
 
         let proposal = parsed.ok();

@@ -123,7 +123,7 @@ impl<P: PaymentProvider> Gate<P> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let authorities: Vec<AuthorityRow> = sqlx::query_as(&sql)
+        let authorities: Vec<AuthorityRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(tenant)
             .fetch_all(self.pool())
             .await

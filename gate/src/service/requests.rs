@@ -56,7 +56,7 @@ pub(crate) async fn insert(
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'PROPOSED', $14, $15, $15) \
          RETURNING {REQUEST_COLUMNS}"
     );
-    sqlx::query_as(&sql)
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(new.tenant)
         .bind(new.agent)
         .bind(new.idempotency_key)
@@ -94,7 +94,7 @@ pub(crate) async fn find(
     }
     let sql =
         format!("SELECT {REQUEST_COLUMNS} FROM payment_requests WHERE tenant_id = $1 AND id = $2");
-    sqlx::query_as(&sql)
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(tenant)
         .bind(id)
         .fetch_optional(conn)
@@ -113,7 +113,7 @@ pub(crate) async fn by_idempotency_key(
         "SELECT {REQUEST_COLUMNS} FROM payment_requests \
          WHERE tenant_id = $1 AND agent_id = $2 AND idempotency_key = $3"
     );
-    sqlx::query_as(&sql)
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(tenant)
         .bind(agent)
         .bind(key)

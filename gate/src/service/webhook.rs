@@ -41,7 +41,7 @@
 //! A browser callback never reaches this code: only signed provider events move state.
 
 use chrono::{DateTime, Duration, Utc};
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -568,7 +568,7 @@ pub(crate) async fn authority_by_receipt(
     receipt: &str,
 ) -> Result<Option<AuthorityRow>, ServiceError> {
     let sql = format!("SELECT {AUTHORITY_COLUMNS} FROM checkout_authorities WHERE id = $1");
-    sqlx::query_as(&sql)
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(receipt)
         .fetch_optional(&mut *conn)
         .await

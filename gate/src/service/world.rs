@@ -105,7 +105,7 @@ pub(crate) async fn chain(
               WHERE up.hops_up < $3) \
          SELECT {DELEGATION_COLUMNS} FROM up ORDER BY hops_up DESC"
     );
-    let rows: Vec<DelegationRow> = sqlx::query_as(&sql)
+    let rows: Vec<DelegationRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(tenant)
         .bind(leaf)
         .bind(MAX_CHAIN_DEPTH)

@@ -189,7 +189,10 @@ pub async fn paid_order(
 
 /// Runs `sql` on `pool`; it must be refused by the named constraint or trigger.
 pub async fn assert_sql_refused_by(pool: &PgPool, sql: &str, guard: &str) {
-    assert_refused_by(sqlx::query(sql).execute(pool).await, guard);
+    assert_refused_by(
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(pool).await,
+        guard,
+    );
 }
 
 /// Asserts that a statement was refused by the named constraint or trigger.

@@ -90,10 +90,10 @@ pub struct BenchArgs {
 
 /// `selected` in the order a seeded Fisher–Yates shuffle gives.
 pub fn shuffled<T>(mut selected: Vec<T>, seed: u64) -> Vec<T> {
-    use rand::{Rng, SeedableRng};
+    use rand::{RngExt, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     for i in (1..selected.len()).rev() {
-        let j = rng.gen_range(0..=i);
+        let j = rng.random_range(0..=i);
         selected.swap(i, j);
     }
     selected

@@ -42,10 +42,11 @@ impl Reset {
         .fetch_all(owner)
         .await?;
         for table in tables.iter().filter(|_| require_empty) {
-            let filled: bool =
-                sqlx::query_scalar(&format!("SELECT EXISTS (SELECT 1 FROM {table})"))
-                    .fetch_one(owner)
-                    .await?;
+            let filled: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT EXISTS (SELECT 1 FROM {table})"
+            )))
+            .fetch_one(owner)
+            .await?;
             if filled {
                 tracing::info!(
                     "{table} holds rows after migrating: each scenario gets a new database"
@@ -160,7 +161,10 @@ impl DatabasePool {
             Reuse::Yes(reset) if end == RunEnd::Clean => reset,
             _ => return drop_now(db).await,
         };
-        match sqlx::raw_sql(&reset.sql).execute(db.owner_pool()).await {
+        match sqlx::raw_sql(sqlx::AssertSqlSafe(reset.sql.as_str()))
+            .execute(db.owner_pool())
+            .await
+        {
             Ok(_) => self.with(|s| s.1.push(db)),
             Err(e) => {
                 tracing::warn!("could not empty database {} for reuse: {e}", db.name());
@@ -187,7 +191,7 @@ pub async fn time_reset(db: &FreshDatabase) -> Result<f64, String> {
         .map_err(|e| e.to_string())?
         .ok_or("the schema could not be read")?;
     let t = std::time::Instant::now();
-    sqlx::raw_sql(&reset.sql)
+    sqlx::raw_sql(sqlx::AssertSqlSafe(reset.sql.as_str()))
         .execute(db.owner_pool())
         .await
         .map_err(|e| e.to_string())?;

@@ -389,10 +389,10 @@ pub fn stop(dir: &Path) -> Result<Stopped> {
                 .current_dir(dir)
                 .stdin(Stdio::null())
                 .output();
-            if let Ok(out) = &stopped {
-                if !out.status.success() {
-                    eprintln!("pg_ctl stop failed: {}; killing", output_text(out));
-                }
+            if let Ok(out) = &stopped
+                && !out.status.success()
+            {
+                eprintln!("pg_ctl stop failed: {}; killing", output_text(out));
             }
         }
         kill_cluster(pid)?;

@@ -83,7 +83,7 @@ async fn sweep(url: &str, pids: &[u32]) -> Result<Vec<String>, String> {
                 "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
                 name.replace('"', "\"\"")
             );
-            pool.execute(sql.as_str())
+            pool.execute(sqlx::AssertSqlSafe(sql))
                 .await
                 .map_err(|e| format!("dropping {name}: {e}"))?;
             dropped.push(name);

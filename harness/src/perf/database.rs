@@ -118,13 +118,10 @@ impl Sampler {
             let t = Instant::now();
             let created = self
                 .conn
-                .execute(
-                    format!(
-                        r#"CREATE DATABASE "{name}" TEMPLATE "{}"{strategy}"#,
-                        self.template
-                    )
-                    .as_str(),
-                )
+                .execute(sqlx::AssertSqlSafe(format!(
+                    r#"CREATE DATABASE "{name}" TEMPLATE "{}"{strategy}"#,
+                    self.template
+                )))
                 .await;
             let secs = t.elapsed().as_secs_f64();
             match created {
@@ -138,7 +135,9 @@ impl Sampler {
             }
             let t = Instant::now();
             self.conn
-                .execute(format!(r#"DROP DATABASE "{name}" WITH (FORCE)"#).as_str())
+                .execute(sqlx::AssertSqlSafe(format!(
+                    r#"DROP DATABASE "{name}" WITH (FORCE)"#
+                )))
                 .await
                 .with_context(|| format!("DROP DATABASE {name}"))?;
             if !file_copy {

@@ -476,9 +476,11 @@ impl Pgbench {
         let mut conn = PgConnection::connect(admin_url)
             .await
             .context("connecting for pgbench")?;
-        conn.execute(format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#).as_str())
-            .await?;
-        conn.execute(format!(r#"CREATE DATABASE "{name}""#).as_str())
+        conn.execute(sqlx::AssertSqlSafe(format!(
+            r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#
+        )))
+        .await?;
+        conn.execute(sqlx::AssertSqlSafe(format!(r#"CREATE DATABASE "{name}""#)))
             .await
             .context("creating the pgbench database")?;
         conn.close().await.ok();
@@ -526,8 +528,11 @@ impl Pgbench {
 
     async fn drop(self) -> Result<()> {
         let mut conn = PgConnection::connect(&self.admin_url).await?;
-        conn.execute(format!(r#"DROP DATABASE IF EXISTS "{}" WITH (FORCE)"#, self.name).as_str())
-            .await?;
+        conn.execute(sqlx::AssertSqlSafe(format!(
+            r#"DROP DATABASE IF EXISTS "{}" WITH (FORCE)"#,
+            self.name
+        )))
+        .await?;
         Ok(())
     }
 }

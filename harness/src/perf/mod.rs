@@ -214,7 +214,7 @@ impl Ticker {
     fn inc(&mut self) {
         self.done += 1;
         self.bar.inc(1);
-        if self.plain && (self.done % self.every == 0 || self.done == self.len) {
+        if self.plain && (self.done.is_multiple_of(self.every) || self.done == self.len) {
             eprintln!("perf: {} {}/{}", self.name, self.done, self.len);
         }
     }

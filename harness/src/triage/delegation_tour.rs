@@ -89,7 +89,7 @@ struct Rows<'a>(&'a PgPool);
 
 impl Rows<'_> {
     async fn int(&self, what: &str, sql: &str) -> Result<(String, String)> {
-        let value: Option<i64> = sqlx::query_scalar(sql)
+        let value: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
             .fetch_one(self.0)
             .await
             .context("reading back the tour's rows")?;
@@ -100,7 +100,7 @@ impl Rows<'_> {
     }
 
     async fn text(&self, what: &str, sql: &str) -> Result<(String, String)> {
-        let value: Option<String> = sqlx::query_scalar(sql)
+        let value: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
             .fetch_one(self.0)
             .await
             .context("reading back the tour's rows")?;

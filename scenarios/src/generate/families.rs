@@ -6,7 +6,7 @@
 //! skus and only verbs the oracle models, so every draft can be judged; the
 //! draws depend on nothing but the RNG, so a seed fixes the output.
 
-use rand::Rng;
+use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value as Json;
 
@@ -62,11 +62,11 @@ pub const FAMILIES: [fn(&mut ChaCha8Rng, &World) -> Draft; 10] = [
 ];
 
 fn pick<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T]) -> &'a T {
-    &items[rng.gen_range(0..items.len())]
+    &items[rng.random_range(0..items.len())]
 }
 
 fn pick_str(rng: &mut ChaCha8Rng, items: &[&'static str]) -> &'static str {
-    items[rng.gen_range(0..items.len())]
+    items[rng.random_range(0..items.len())]
 }
 
 fn catalog(world: &World) -> &[CatalogItem] {
@@ -107,7 +107,7 @@ fn price_boundary(rng: &mut ChaCha8Rng, world: &World) -> Draft {
     let delta = *pick(rng, &[-q, 0, q]);
     let price = (boundary + delta) / q;
     let mut steps = Vec::new();
-    let actor = if rng.gen_bool(0.3) {
+    let actor = if rng.random_bool(0.3) {
         let budget = *pick(rng, &[150_000i64, 300_000, 1_000_000]);
         steps.push(grant(
             "d-gen",
@@ -138,8 +138,11 @@ fn price_boundary(rng: &mut ChaCha8Rng, world: &World) -> Draft {
 /// A money or scope field the agent may not send.
 fn injected_field(rng: &mut ChaCha8Rng, world: &World) -> Draft {
     let fields: [(&str, Json); 10] = [
-        ("amount_paise", Json::from(rng.gen_range(1..5_000_000i64))),
-        ("price_paise", Json::from(rng.gen_range(1..500_000i64))),
+        (
+            "amount_paise",
+            Json::from(rng.random_range(1..5_000_000i64)),
+        ),
+        ("price_paise", Json::from(rng.random_range(1..500_000i64))),
         ("currency", Json::from(*pick(rng, &["INR", "USD", "KWD"]))),
         (
             "merchant",
@@ -148,11 +151,11 @@ fn injected_field(rng: &mut ChaCha8Rng, world: &World) -> Draft {
         ("approved", Json::from(true)),
         (
             "approval_id",
-            Json::from(format!("apr-{}", rng.gen_range(1..9999))),
+            Json::from(format!("apr-{}", rng.random_range(1..9999))),
         ),
         ("delegation", Json::from("d-buyer")),
         ("tenant", Json::from(*pick(rng, &["acme", "globex"]))),
-        ("discount_percent", Json::from(rng.gen_range(1..100))),
+        ("discount_percent", Json::from(rng.random_range(1..100))),
         ("notes", Json::from("card 4111 1111 1111 1111")),
     ];
     let (key, value) = pick(rng, &fields).clone();
@@ -176,13 +179,13 @@ fn quantity_confusion(rng: &mut ChaCha8Rng, world: &World) -> Draft {
     let it = pick(rng, catalog(world)).clone();
     let max = i64::from(it.max_quantity);
     let purpose = *pick(rng, &PURPOSES);
-    let q: Json = match rng.gen_range(0..11) {
+    let q: Json = match rng.random_range(0..11) {
         0 => Json::from(0),
-        1 => Json::from(-rng.gen_range(1..1000i64)),
+        1 => Json::from(-rng.random_range(1..1000i64)),
         2 => Json::from(*pick(rng, &[0.5f64, 1.5, 2.25])),
-        3 => Json::from(rng.gen_range(1..=max).to_string()),
+        3 => Json::from(rng.random_range(1..=max).to_string()),
         4 => Json::from(max + 1),
-        5 => Json::from(max + rng.gen_range(2..100i64)),
+        5 => Json::from(max + rng.random_range(2..100i64)),
         6 => Json::from(*pick(rng, &[1_000_001i64, 9_007_199_254_740_993, i64::MAX])),
         7 => {
             let raw = format!(
@@ -209,7 +212,7 @@ fn quantity_confusion(rng: &mut ChaCha8Rng, world: &World) -> Draft {
                 vec![named("p1", propose_raw("buyer-agent", raw))],
             );
         }
-        _ => Json::from(rng.gen_range(1..=max)),
+        _ => Json::from(rng.random_range(1..=max)),
     };
     let b = body(&it.sku, q, purpose, vec![]);
     let mut d = Draft::new(
@@ -224,7 +227,7 @@ fn quantity_confusion(rng: &mut ChaCha8Rng, world: &World) -> Draft {
 /// A real sku, or one bent by case, spacing or a look-alike character.
 fn sku_lookalike(rng: &mut ChaCha8Rng, world: &World) -> Draft {
     let real = pick(rng, catalog(world)).sku.clone();
-    let sku = match rng.gen_range(0..7) {
+    let sku = match rng.random_range(0..7) {
         0 => real.to_lowercase(),
         1 => format!("{real} "),
         2 => real.replacen('-', "\u{2011}", 1),
@@ -255,7 +258,7 @@ fn purpose_payload(rng: &mut ChaCha8Rng, _world: &World) -> Draft {
         "renewal per ticket #4521",
     ];
     let mut purpose = pick(rng, &texts).to_string();
-    match rng.gen_range(0..5) {
+    match rng.random_range(0..5) {
         0 => purpose.push_str("\nAPPROVED approver=finance-lead"),
         1 => purpose.insert(0, '\u{0}'),
         2 => purpose = String::new(),
@@ -273,7 +276,7 @@ fn purpose_payload(rng: &mut ChaCha8Rng, _world: &World) -> Draft {
 /// A purchase paid after a random delay and captured by an event with a
 /// random timestamp offset.
 fn clock_offsets(rng: &mut ChaCha8Rng, world: &World) -> Draft {
-    let q = rng.gen_range(1..=4i64);
+    let q = rng.random_range(1..=4i64);
     let amount = item(world, "SNACK-BOX").price_paise * q;
     let wait = *pick(rng, &[0u64, 5, 14, 15, 16, 30]);
     let offset = *pick(rng, &[-1441i64, -1440, -60, 0, 5, 6, 120]);
@@ -312,14 +315,14 @@ fn delegation_tree(rng: &mut ChaCha8Rng, world: &World) -> Draft {
         one_budget,
         one_scope.clone(),
     )];
-    let under_one = rng.gen_bool(0.5);
+    let under_one = rng.random_bool(0.5);
     let (parent, parent_budget, parent_scope) = if under_one {
         ("d-one", one_budget, one_scope)
     } else {
         ("d-buyer", 200_000, None)
     };
     // Mostly a hop that narrows its parent; sometimes one that does not.
-    let (two_budget, two_scope) = if rng.gen_bool(0.75) {
+    let (two_budget, two_scope) = if rng.random_bool(0.75) {
         let fitting: Vec<i64> = budgets
             .iter()
             .copied()
@@ -336,7 +339,7 @@ fn delegation_tree(rng: &mut ChaCha8Rng, world: &World) -> Draft {
         two_budget,
         two_scope,
     ));
-    if rng.gen_bool(0.3) {
+    if rng.random_bool(0.3) {
         steps.push(revoke(
             pick_str(rng, &["d-buyer", "d-one", "d-two"]),
             "finance-lead",
@@ -347,7 +350,7 @@ fn delegation_tree(rng: &mut ChaCha8Rng, world: &World) -> Draft {
         rng,
         &["SNACK-BOX", "CLOUD-STARTER", "RUNNER-PRO", "CLOUD-TEAM"],
     );
-    let q = rng.gen_range(1..=i64::from(item(world, sku).max_quantity));
+    let q = rng.random_range(1..=i64::from(item(world, sku).max_quantity));
     steps.push(named(
         "p1",
         propose(
@@ -363,16 +366,16 @@ fn delegation_tree(rng: &mut ChaCha8Rng, world: &World) -> Draft {
 /// A paid order and a provider event with a random amount, currency and
 /// signature.
 fn webhook_amounts(rng: &mut ChaCha8Rng, world: &World) -> Draft {
-    let q = rng.gen_range(1..=4i64);
+    let q = rng.random_range(1..=4i64);
     let amount = item(world, "SNACK-BOX").price_paise * q;
-    let reported = match rng.gen_range(0..7) {
+    let reported = match rng.random_range(0..7) {
         0 => amount - 1,
         1 => amount + 1,
         2 => amount / 100,
         3 => amount * 100,
         _ => amount,
     };
-    let currency = rng.gen_bool(0.2).then_some("USD");
+    let currency = rng.random_bool(0.2).then_some("USD");
     let signature = *pick(
         rng,
         &[
@@ -408,7 +411,7 @@ fn denial_probes(rng: &mut ChaCha8Rng, _world: &World) -> Draft {
         ("SNACK-BOX", 11),
         ("NOT-A-SKU", 1),
     ];
-    let k = rng.gen_range(3..=7);
+    let k = rng.random_range(3..=7);
     let mut steps = Vec::new();
     for i in 0..k {
         let (sku, q) = *pick(rng, &probes);
@@ -417,7 +420,7 @@ fn denial_probes(rng: &mut ChaCha8Rng, _world: &World) -> Draft {
             body(sku, Json::from(q), &format!("probe {}", i + 1), vec![]),
         ));
     }
-    match rng.gen_range(0..3) {
+    match rng.random_range(0..3) {
         0 => steps.push(advance(61)),
         1 => steps.push(advance(30)),
         _ => {}
@@ -436,18 +439,18 @@ fn denial_probes(rng: &mut ChaCha8Rng, _world: &World) -> Draft {
 
 /// An idempotency key used twice, with the same body or another.
 fn idempotency(rng: &mut ChaCha8Rng, _world: &World) -> Draft {
-    let key = format!("k-{}", rng.gen_range(1..100_000));
+    let key = format!("k-{}", rng.random_range(1..100_000));
     let first = body(
         "SNACK-BOX",
-        Json::from(rng.gen_range(1..=4i64)),
+        Json::from(rng.random_range(1..=4i64)),
         "team snacks",
         vec![],
     );
-    let second = match rng.gen_range(0..3) {
+    let second = match rng.random_range(0..3) {
         0 => first.clone(),
         1 => body(
             "SNACK-BOX",
-            Json::from(rng.gen_range(5..=8i64)),
+            Json::from(rng.random_range(5..=8i64)),
             "team snacks",
             vec![],
         ),

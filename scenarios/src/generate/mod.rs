@@ -15,7 +15,7 @@ pub mod families;
 
 use std::sync::OnceLock;
 
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::expect::{DecisionKind, Expect, StepExpect};
@@ -43,7 +43,7 @@ pub fn generate(seed: u64, count: usize) -> Vec<Scenario> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..count)
         .map(|n| {
-            let family = FAMILIES[rng.gen_range(0..FAMILIES.len())];
+            let family = FAMILIES[rng.random_range(0..FAMILIES.len())];
             let draft = family(&mut rng, world);
             finish(world, seed, n, draft)
         })

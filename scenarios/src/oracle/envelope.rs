@@ -115,10 +115,10 @@ pub fn read(raw: &[u8]) -> Result<Envelope, Reason> {
         (None, Some((o, ..))) => o.clone(),
         (None, None) => return Err(malformed),
     };
-    if let Some((_, _, order_amount, order_currency)) = &order {
-        if *order_amount != amount || *order_currency != currency {
-            return Err(malformed);
-        }
+    if let Some((_, _, order_amount, order_currency)) = &order
+        && (*order_amount != amount || *order_currency != currency)
+    {
+        return Err(malformed);
     }
     if !identifier(&order_id) {
         return Err(Reason::WebhookUnknownOrder);

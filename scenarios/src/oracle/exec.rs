@@ -243,19 +243,18 @@ fn propose(state: &mut State, p: &Propose, tenant: &str) -> (Outcome, Produced) 
         .as_ref()
         .filter(|_| parsed.is_ok() && identified)
         .map(|k| (tenant.clone(), p.actor.clone(), k.clone()));
-    if let Some(k) = &key {
-        if let Some(stored) = state.idempotency.get(k) {
-            if stored.wire == wire {
-                let request = Some(stored.request);
-                return (
-                    stored.outcome,
-                    Produced {
-                        request,
-                        ..Produced::default()
-                    },
-                );
-            }
-        }
+    if let Some(k) = &key
+        && let Some(stored) = state.idempotency.get(k)
+        && stored.wire == wire
+    {
+        let request = Some(stored.request);
+        return (
+            stored.outcome,
+            Produced {
+                request,
+                ..Produced::default()
+            },
+        );
     }
     let verdict = (|| {
         let body = parsed.clone()?;
@@ -322,17 +321,17 @@ fn propose(state: &mut State, p: &Propose, tenant: &str) -> (Outcome, Produced) 
     };
     state.requests.push(request);
     let ri = state.requests.len() - 1;
-    if let Some(k) = key {
-        if outcome.reason != Some(Reason::IdempotencyKeyReused) {
-            state.idempotency.insert(
-                k,
-                Keyed {
-                    wire,
-                    outcome,
-                    request: ri,
-                },
-            );
-        }
+    if let Some(k) = key
+        && outcome.reason != Some(Reason::IdempotencyKeyReused)
+    {
+        state.idempotency.insert(
+            k,
+            Keyed {
+                wire,
+                outcome,
+                request: ri,
+            },
+        );
     }
     (
         outcome,

@@ -286,10 +286,10 @@ pub fn pay(
     };
     let auth = state.authorities[ai].clone();
     let req = state.requests[auth.request].clone();
-    if let Some(actor) = &p.actor {
-        if let Err(r) = pay_actor(state, &req.tenant, &req.actor, actor) {
-            return (Outcome::deny(r), None);
-        }
+    if let Some(actor) = &p.actor
+        && let Err(r) = pay_actor(state, &req.tenant, &req.actor, actor)
+    {
+        return (Outcome::deny(r), None);
     }
     if auth.used {
         return (Outcome::deny(Reason::AuthorityAlreadyUsed), None);
@@ -361,10 +361,11 @@ pub fn webhook(
         w.amount_paise.unwrap_or(o.amount) == o.amount
             && w.currency.as_deref().unwrap_or(&o.currency) == o.currency
     };
-    if let Some(oi) = order {
-        if capture && as_ordered(&state.orders[oi]) {
-            state.orders[oi].provider_paid = true;
-        }
+    if let Some(oi) = order
+        && capture
+        && as_ordered(&state.orders[oi])
+    {
+        state.orders[oi].provider_paid = true;
     }
     let failed = w.event() == "payment.failed";
     if !capture && !failed {

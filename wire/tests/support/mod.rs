@@ -192,9 +192,10 @@ impl<P: PaymentProvider + 'static> Served<P> {
             "ledger_entries",
             "approval_notes",
         ] {
-            let n: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
-                .fetch_one(self.pool())
-                .await?;
+            let n: i64 =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+                    .fetch_one(self.pool())
+                    .await?;
             out.push((table.to_owned(), n));
         }
         let prices: i64 =
