@@ -24,6 +24,7 @@ mod serve;
 mod triage;
 mod workspace;
 mod world;
+mod yaml;
 
 // triage.rs still names the tour by its old path.
 

@@ -256,7 +256,7 @@ impl Classification {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let c: Classification =
-            serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+            crate::yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         if c.version != 1 {
             bail!("{}: version {} is not 1", path.display(), c.version);
         }

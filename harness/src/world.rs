@@ -29,7 +29,7 @@ pub struct StandardWorld {
 
 impl StandardWorld {
     pub fn load() -> Result<Self> {
-        let world: World = serde_yaml::from_str(STANDARD_YAML)
+        let world: World = crate::yaml::from_str(STANDARD_YAML)
             .context("the compiled-in standard world does not parse")?;
         let tenant = world
             .default_tenant()
@@ -215,7 +215,7 @@ mod tests {
 
     #[test]
     fn chains_follow_parents_and_count_allocations() {
-        let mut world: World = serde_yaml::from_str(STANDARD_YAML).unwrap();
+        let mut world: World = crate::yaml::from_str(STANDARD_YAML).unwrap();
         let t = &mut world.tenants[0];
         let mut child = t.delegations[0].clone();
         child.id = "d-proc".into();

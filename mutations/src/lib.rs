@@ -25,7 +25,8 @@
 //! [`drop_guards`]); the run ([`options`], [`plan`], [`scratch`], [`tree`],
 //! [`process`], [`cargo`], [`lane`], [`runner`], [`outcome`], [`event`],
 //! [`cancel`]); the registry checks ([`completeness`], [`sanity`]); and the
-//! committed report ([`report`]).
+//! committed report ([`report`]). YAML is read through the private `yaml`
+//! module alone.
 #![forbid(unsafe_code)]
 
 pub mod cancel;
@@ -56,6 +57,7 @@ pub mod testref;
 pub mod textedit;
 pub mod tree;
 pub mod verdict;
+mod yaml;
 
 pub use cancel::Cancel;
 pub use error::{Error, Result};

@@ -482,7 +482,7 @@ impl Registry {
             path: path.to_path_buf(),
             message,
         };
-        let registry: Registry = serde_yaml::from_str(text).map_err(|e| format(e.to_string()))?;
+        let registry: Registry = crate::yaml::from_str(text).map_err(|e| format(e.to_string()))?;
         if registry.version != 1 {
             return Err(format(format!(
                 "version {} is not supported (only 1)",

@@ -203,10 +203,10 @@ mod tests {
     #[test]
     fn map_form_deserializes() {
         let t: TestRef =
-            serde_yaml::from_str("{package: gate, target: \"test:db_guards\", name: a::b}")
+            crate::yaml::from_str("{package: gate, target: \"test:db_guards\", name: a::b}")
                 .unwrap();
         assert_eq!(t.to_string(), "gate/test:db_guards::a::b");
-        let t: TestRef = serde_yaml::from_str("gate/lib::x").unwrap();
+        let t: TestRef = crate::yaml::from_str("gate/lib::x").unwrap();
         assert_eq!(t.target, TestTarget::Lib);
     }
 }

@@ -112,7 +112,7 @@ mod tests {
     use super::*;
 
     fn steps(text: &str) -> Vec<Step> {
-        let v: Vec<serde_yaml::Value> = serde_yaml::from_str(text).unwrap();
+        let v: Vec<crate::yaml::Value> = crate::yaml::from_str(text).unwrap();
         v.iter()
             .enumerate()
             .map(|(i, s)| Step::parse(s, &format!("steps[{i}]")).unwrap())

@@ -8,9 +8,9 @@
 
 use std::str::FromStr;
 
+use crate::yaml::Value;
 use gate::Reason;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_yaml::Value;
 
 use crate::error::{LoadErrorKind, ParseError};
 use crate::tables::check_table;
@@ -222,7 +222,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Expect, ParseError> {
-        Expect::parse(&serde_yaml::from_str(text).unwrap(), "steps[0].expect")
+        Expect::parse(&crate::yaml::from_str(text).unwrap(), "steps[0].expect")
     }
 
     #[test]
@@ -259,20 +259,20 @@ mod tests {
     #[test]
     fn serde_goes_through_the_same_checks() {
         let e: Expect =
-            serde_yaml::from_str("{decision: step_up, reason: APPROVAL_REQUIRED}").unwrap();
+            crate::yaml::from_str("{decision: step_up, reason: APPROVAL_REQUIRED}").unwrap();
         assert_eq!(
             e,
             Expect::with_reason(DecisionKind::StepUp, Reason::ApprovalRequired)
         );
-        let err = serde_yaml::from_str::<Expect>("{decision: deny, reason: NOPE}").unwrap_err();
+        let err = crate::yaml::from_str::<Expect>("{decision: deny, reason: NOPE}").unwrap_err();
         assert!(err.to_string().contains("NOPE"), "{err}");
     }
 
     #[test]
     fn counts_sum() {
-        let c: Counts = serde_yaml::from_str("{allow: 3, deny: 2}").unwrap();
+        let c: Counts = crate::yaml::from_str("{allow: 3, deny: 2}").unwrap();
         assert_eq!(c.total(), 5);
         assert_eq!(c.get(DecisionKind::StepUp), None);
-        assert!(serde_yaml::from_str::<Counts>("{allowed: 1}").is_err());
+        assert!(crate::yaml::from_str::<Counts>("{allowed: 1}").is_err());
     }
 }

@@ -208,21 +208,21 @@ mod tests {
     #[test]
     fn enum_spellings_match_serde() {
         for s in Signature::ALL {
-            let back: Signature = serde_yaml::from_str(s.as_str()).unwrap();
+            let back: Signature = crate::yaml::from_str(s.as_str()).unwrap();
             assert_eq!(back, s);
         }
         for m in ProviderMode::ALL {
-            let back: ProviderMode = serde_yaml::from_str(m.as_str()).unwrap();
+            let back: ProviderMode = crate::yaml::from_str(m.as_str()).unwrap();
             assert_eq!(back, m);
         }
         for st in RequestStateName::ALL {
-            let back: RequestStateName = serde_yaml::from_str(st.as_str()).unwrap();
+            let back: RequestStateName = crate::yaml::from_str(st.as_str()).unwrap();
             assert_eq!(back, st);
         }
         for d in DecisionKind::ALL {
-            let back: DecisionKind = serde_yaml::from_str(d.as_str()).unwrap();
+            let back: DecisionKind = crate::yaml::from_str(d.as_str()).unwrap();
             assert_eq!(back, d);
         }
-        assert!(serde_yaml::from_str::<ProviderMode>("flaky").is_err());
+        assert!(crate::yaml::from_str::<ProviderMode>("flaky").is_err());
     }
 }

@@ -25,7 +25,7 @@ pub mod taxonomy;
 pub mod verbs;
 pub mod wire;
 pub mod world;
-mod yaml;
+pub mod yaml;
 
 pub use error::{LoadError, LoadErrorKind};
 pub use expect::{Counts, DecisionKind, Expect, StepExpect};

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use serde_yaml::Value;
+use crate::yaml::Value;
 
 use crate::error::{LoadError, LoadErrorKind};
 use crate::ids::is_kebab;
@@ -272,7 +272,7 @@ impl Loader {
                 message: e.to_string(),
             })
             .and_then(|text| {
-                serde_yaml::from_str::<World>(&text)
+                crate::yaml::from_str::<World>(&text)
                     .map_err(|e| crate::yaml::classify(&e.to_string(), ""))
             });
         match loaded {
@@ -306,7 +306,7 @@ impl Loader {
                 );
             }
         };
-        let value: Value = match serde_yaml::from_str(&text) {
+        let value: Value = match crate::yaml::from_str(&text) {
             Ok(v) => v,
             Err(e) => {
                 let line = e.location().map(|l| l.line());

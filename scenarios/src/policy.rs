@@ -103,7 +103,7 @@ mod tests {
     use super::*;
 
     fn base() -> WorldPolicy {
-        serde_yaml::from_str(
+        crate::yaml::from_str(
             "currency: INR\nper_transaction_cap_paise: 300000\ndaily_cap_paise: 500000\n\
              approval_threshold_paise: 100000\nallowed_merchants: [cloudco]\n\
              allowed_categories: [food]\nvalid_from: 2026-01-01T00:00:00Z\n\
@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn apply_replaces_only_named_fields() {
         let patch: PolicyPatch =
-            serde_yaml::from_str("daily_cap_paise: 1\nallowed_merchants: []").unwrap();
+            crate::yaml::from_str("daily_cap_paise: 1\nallowed_merchants: []").unwrap();
         let p = base().apply(&patch);
         assert_eq!(p.daily_cap_paise, 1);
         assert!(p.allowed_merchants.is_empty());
@@ -126,19 +126,19 @@ mod tests {
 
     #[test]
     fn unknown_policy_key_is_refused() {
-        let err = serde_yaml::from_str::<PolicyPatch>("daily_cap: 1").unwrap_err();
+        let err = crate::yaml::from_str::<PolicyPatch>("daily_cap: 1").unwrap_err();
         assert!(
             err.to_string().contains("unknown field `daily_cap`"),
             "{err}"
         );
-        let mut text = serde_yaml::to_string(&base()).unwrap();
+        let mut text = crate::yaml::to_string(&base()).unwrap();
         text.push_str("spend_limit: 5\n");
-        assert!(serde_yaml::from_str::<WorldPolicy>(&text).is_err());
+        assert!(crate::yaml::from_str::<WorldPolicy>(&text).is_err());
     }
 
     #[test]
     fn world_policy_requires_every_key() {
-        let err = serde_yaml::from_str::<WorldPolicy>("currency: INR").unwrap_err();
+        let err = crate::yaml::from_str::<WorldPolicy>("currency: INR").unwrap_err();
         assert!(err.to_string().contains("missing field"), "{err}");
     }
 }

@@ -11,8 +11,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::yaml::Value;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_yaml::Value;
 
 use crate::error::{LoadErrorKind, ParseError};
 use crate::ids::is_kebab;
@@ -196,7 +196,7 @@ impl Scenario {
 
     /// The scenario as YAML text (a one-element list, as in a corpus file).
     pub fn to_yaml(&self) -> String {
-        serde_yaml::to_string(std::slice::from_ref(self)).expect("scenarios always serialize")
+        crate::yaml::to_string(std::slice::from_ref(self)).expect("scenarios always serialize")
     }
 }
 

@@ -21,9 +21,9 @@
 //! `concurrent` (and a concurrent step's inner step) take none.
 //! Serializing a step and parsing it back gives the same step.
 
+use crate::yaml::{Mapping, Value};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_yaml::{Mapping, Value};
 
 use crate::error::{LoadErrorKind, ParseError};
 use crate::expect::{Counts, Expect, StepExpect};
@@ -113,21 +113,21 @@ impl Verb {
 
     fn to_value(&self) -> Value {
         let v = match self {
-            Verb::Propose(x) => serde_yaml::to_value(x),
-            Verb::Approve(x) => serde_yaml::to_value(x),
-            Verb::Checkout(x) => serde_yaml::to_value(x),
-            Verb::Pay(x) => serde_yaml::to_value(x),
-            Verb::Webhook(x) => serde_yaml::to_value(x),
-            Verb::Grant(x) => serde_yaml::to_value(x),
-            Verb::Revoke(x) => serde_yaml::to_value(x),
-            Verb::SetPrice(x) => serde_yaml::to_value(x),
-            Verb::SetPolicy(x) => serde_yaml::to_value(x),
-            Verb::AdvanceClock(x) => serde_yaml::to_value(x),
-            Verb::SetClock(x) => serde_yaml::to_value(x),
-            Verb::Cancel(x) => serde_yaml::to_value(x),
-            Verb::Provider(x) => serde_yaml::to_value(x),
-            Verb::ProviderCapture(x) => serde_yaml::to_value(x),
-            Verb::Replay(x) => serde_yaml::to_value(x),
+            Verb::Propose(x) => crate::yaml::to_value(x),
+            Verb::Approve(x) => crate::yaml::to_value(x),
+            Verb::Checkout(x) => crate::yaml::to_value(x),
+            Verb::Pay(x) => crate::yaml::to_value(x),
+            Verb::Webhook(x) => crate::yaml::to_value(x),
+            Verb::Grant(x) => crate::yaml::to_value(x),
+            Verb::Revoke(x) => crate::yaml::to_value(x),
+            Verb::SetPrice(x) => crate::yaml::to_value(x),
+            Verb::SetPolicy(x) => crate::yaml::to_value(x),
+            Verb::AdvanceClock(x) => crate::yaml::to_value(x),
+            Verb::SetClock(x) => crate::yaml::to_value(x),
+            Verb::Cancel(x) => crate::yaml::to_value(x),
+            Verb::Provider(x) => crate::yaml::to_value(x),
+            Verb::ProviderCapture(x) => crate::yaml::to_value(x),
+            Verb::Replay(x) => crate::yaml::to_value(x),
             Verb::Expire | Verb::Reconcile => Ok(Value::Mapping(Mapping::new())),
             Verb::Concurrent(c) => {
                 let mut m = Mapping::new();
@@ -328,11 +328,11 @@ impl Step {
         }
         m.insert(self.verb.name().into(), self.verb.to_value());
         if let Some(expect) = &self.expect {
-            let v = serde_yaml::to_value(expect).expect("expectations always serialize");
+            let v = crate::yaml::to_value(expect).expect("expectations always serialize");
             m.insert("expect".into(), v);
         }
         if let Some(wire) = &self.wire {
-            let v = serde_yaml::to_value(wire).expect("wire blocks always serialize");
+            let v = crate::yaml::to_value(wire).expect("wire blocks always serialize");
             m.insert("wire".into(), v);
         }
         Value::Mapping(m)
@@ -503,7 +503,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Step, LoadErrorKind> {
-        Step::parse(&serde_yaml::from_str(text).unwrap(), "steps[1]").map_err(|e| e.0)
+        Step::parse(&crate::yaml::from_str(text).unwrap(), "steps[1]").map_err(|e| e.0)
     }
 
     #[test]

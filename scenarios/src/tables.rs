@@ -13,7 +13,7 @@
 //! ([`crate::format_doc`]), so the document cannot say what the loader does
 //! not do.
 
-use serde_yaml::Mapping;
+use crate::yaml::Mapping;
 
 use crate::error::{LoadErrorKind, ParseError};
 use crate::yaml::key_text;
@@ -440,7 +440,7 @@ mod tests {
     /// The field list a `deny_unknown_fields` struct gives in its refusal of
     /// an unknown key.
     fn serde_fields<T: DeserializeOwned + std::fmt::Debug>() -> Vec<String> {
-        let err = serde_yaml::from_str::<T>("zz-not-a-field: 1").unwrap_err();
+        let err = crate::yaml::from_str::<T>("zz-not-a-field: 1").unwrap_err();
         let text = err.to_string();
         let tail = text
             .split_once("expected ")
@@ -531,7 +531,7 @@ mod tests {
         ];
         assert_eq!(samples.map(|(v, _)| v), VERBS);
         for (name, body) in samples {
-            let value: serde_yaml::Value = serde_yaml::from_str(body).unwrap();
+            let value: crate::yaml::Value = crate::yaml::from_str(body).unwrap();
             let mut given: Vec<String> = value
                 .as_mapping()
                 .unwrap()
@@ -549,8 +549,8 @@ mod tests {
                 .collect();
             required.sort();
             assert_eq!(given, required, "{name}");
-            let step: serde_yaml::Value =
-                serde_yaml::from_str(&format!("{{{name}: {body}}}")).unwrap();
+            let step: crate::yaml::Value =
+                crate::yaml::from_str(&format!("{{{name}: {body}}}")).unwrap();
             crate::Step::parse(&step, "s").unwrap_or_else(|e| panic!("{name}: {e:?}"));
         }
     }
@@ -569,7 +569,7 @@ mod tests {
             "{replay: {of: p}}",
         ];
         for text in samples {
-            let value: serde_yaml::Value = serde_yaml::from_str(text).unwrap();
+            let value: crate::yaml::Value = crate::yaml::from_str(text).unwrap();
             let step = crate::Step::parse(&value, "s").unwrap();
             let fields: Vec<&str> = step.verb.references().iter().map(|(f, _)| *f).collect();
             let spec = verb(step.verb.name()).unwrap();
@@ -593,7 +593,7 @@ mod tests {
 
     #[test]
     fn check_table_refuses_unknown_then_missing_keys() {
-        let map: serde_yaml::Value = serde_yaml::from_str("{request: p, by: h}").unwrap();
+        let map: crate::yaml::Value = crate::yaml::from_str("{request: p, by: h}").unwrap();
         let spec = verb("approve").unwrap();
         let err = check_table(map.as_mapping().unwrap(), spec.keys, "steps[0].approve");
         assert_eq!(
@@ -603,7 +603,7 @@ mod tests {
                 key: "by".into()
             }
         );
-        let map: serde_yaml::Value = serde_yaml::from_str("{request: p}").unwrap();
+        let map: crate::yaml::Value = crate::yaml::from_str("{request: p}").unwrap();
         let err = check_table(map.as_mapping().unwrap(), spec.keys, "steps[0].approve");
         assert_eq!(
             err.unwrap_err().0,

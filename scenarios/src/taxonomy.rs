@@ -75,7 +75,7 @@ pub struct Taxonomy {
 impl Taxonomy {
     /// Parses and checks a taxonomy file's text; every problem is returned.
     pub fn from_yaml(text: &str) -> Result<Taxonomy, Vec<String>> {
-        let taxonomy: Taxonomy = serde_yaml::from_str(text).map_err(|e| vec![e.to_string()])?;
+        let taxonomy: Taxonomy = crate::yaml::from_str(text).map_err(|e| vec![e.to_string()])?;
         let problems = taxonomy.check();
         if problems.is_empty() {
             Ok(taxonomy)

@@ -145,8 +145,8 @@ impl WireStep {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<WireStep, serde_yaml::Error> {
-        serde_yaml::from_str(text)
+    fn parse(text: &str) -> Result<WireStep, crate::yaml::Error> {
+        crate::yaml::from_str(text)
     }
 
     #[test]

@@ -414,7 +414,7 @@ fn every_new_field_loads_and_round_trips() {
     let s = corpus.get("new-fields").unwrap();
     assert_eq!(s.steps[0].tenant.as_deref(), Some("acme"));
     assert_eq!(s.steps[1].tenant.as_deref(), Some("acme"));
-    let again: Vec<scenarios::Scenario> = serde_yaml::from_str(&s.to_yaml()).unwrap();
+    let again: Vec<scenarios::Scenario> = scenarios::yaml::from_str(&s.to_yaml()).unwrap();
     assert_eq!(&again[0], s);
     let names: Vec<&str> = s.steps.iter().map(|st| st.verb.name()).collect();
     assert_eq!(

@@ -4,7 +4,7 @@ use scenarios::{World, project_dir};
 
 fn standard() -> World {
     let text = std::fs::read_to_string(project_dir().join("worlds/standard.yaml")).unwrap();
-    let world: World = serde_yaml::from_str(&text).unwrap();
+    let world: World = scenarios::yaml::from_str(&text).unwrap();
     assert!(world.check().is_empty(), "{:?}", world.check());
     world
 }
@@ -184,7 +184,7 @@ fn world_refuses_unknown_keys() {
         "max_quantity: 2\n        allowed: true\n",
     );
     assert!(
-        serde_yaml::from_str::<World>(&bad)
+        scenarios::yaml::from_str::<World>(&bad)
             .unwrap_err()
             .to_string()
             .contains("allowed")

@@ -33,7 +33,7 @@ const STANDARD: &str = include_str!("../../worlds/standard.yaml");
 pub fn standard_world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
-        serde_yaml::from_str(STANDARD).expect("the committed standard world parses")
+        crate::yaml::from_str(STANDARD).expect("the committed standard world parses")
     })
 }
 
@@ -52,7 +52,7 @@ pub fn generate(seed: u64, count: usize) -> Vec<Scenario> {
 
 /// A list of scenarios as corpus YAML (deterministic).
 pub fn to_yaml(scenarios: &[Scenario]) -> String {
-    serde_yaml::to_string(scenarios).expect("scenarios always serialize")
+    crate::yaml::to_string(scenarios).expect("scenarios always serialize")
 }
 
 fn judge(world: &World, s: &Scenario) -> Trace {
