@@ -287,6 +287,27 @@ pub fn with_user(url: &str, user: &str) -> Result<String, DbError> {
     Ok(format!("{}{rest}{}", &url[..start], &url[end..]))
 }
 
+/// Makes the owner a member of `role` unless it already is.
+async fn grant_membership(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    role: &str,
+    what: &'static str,
+) -> Result<(), DbError> {
+    let member: bool = sqlx::query_scalar("SELECT pg_has_role($1, $2, 'MEMBER')")
+        .bind(OWNER_ROLE)
+        .bind(role)
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(query_error(what))?;
+    if !member {
+        (&mut **tx)
+            .execute(sqlx::AssertSqlSafe(format!("GRANT {role} TO {OWNER_ROLE}")))
+            .await
+            .map_err(query_error(what))?;
+    }
+    Ok(())
+}
+
 /// Connected through `admin_url` (a role that may create roles, unless both
 /// exist already): creates [`OWNER_ROLE`] (`LOGIN CREATEDB`) and [`APP_ROLE`]
 /// (`LOGIN`) if missing, makes the owner a member of the application role (so
@@ -366,38 +387,21 @@ async fn create_roles(
             .await
             .map_err(query_error(format!("creating role {role}")))?;
     }
-    let member: bool = sqlx::query_scalar("SELECT pg_has_role($1, $2, 'MEMBER')")
-        .bind(OWNER_ROLE)
-        .bind(APP_ROLE)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(query_error("checking the owner's membership"))?;
-    if !member && may_create {
-        tx.execute(sqlx::AssertSqlSafe(format!(
-            "GRANT {APP_ROLE} TO {OWNER_ROLE}"
-        )))
-        .await
-        .map_err(query_error(
+    if may_create {
+        grant_membership(
+            &mut tx,
+            APP_ROLE,
             "making the owner a member of the application role",
-        ))?;
-    }
-    // DROP DATABASE .. WITH (FORCE) also ends an autovacuum worker busy in the
-    // database, which belongs to no role the owner is a member of.
-    let signals: bool = sqlx::query_scalar("SELECT pg_has_role($1, 'pg_signal_backend', 'MEMBER')")
-        .bind(OWNER_ROLE)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(query_error(
-            "checking the owner's pg_signal_backend membership",
-        ))?;
-    if !signals && may_create {
-        tx.execute(sqlx::AssertSqlSafe(format!(
-            "GRANT pg_signal_backend TO {OWNER_ROLE}"
-        )))
-        .await
-        .map_err(query_error(
+        )
+        .await?;
+        // DROP DATABASE .. WITH (FORCE) also ends an autovacuum worker busy in
+        // the database, which belongs to no role the owner is a member of.
+        grant_membership(
+            &mut tx,
+            "pg_signal_backend",
             "letting the owner end sessions in its databases",
-        ))?;
+        )
+        .await?;
     }
     tx.commit()
         .await
