@@ -13,19 +13,13 @@ use support::*;
 
 /// A request moved to AUTHORIZED by the gate (CLOUD-STARTER x1, 60000).
 async fn authorized(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-        .await?;
+    let p = w.propose("CLOUD-STARTER", 1).await?;
     Ok(request_id(&p))
 }
 
 /// A request moved to PENDING_APPROVAL by the gate (CLOUD-TEAM, 180000).
 async fn pending(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
-        .await?;
+    let p = w.propose("CLOUD-TEAM", 1).await?;
     Ok(request_id(&p))
 }
 
@@ -325,10 +319,7 @@ async fn request_state_transition_refuses_capturing_from_anywhere_else() -> Test
 #[tokio::test]
 async fn request_state_transition_refuses_reviving_a_final_state() -> TestResult {
     on_world(async |w| {
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
-            .await?;
+        let p = w.propose("USB-HUB", 1).await?;
         let request = request_id(&p);
         assert_eq!(
             w.gate.request_state("acme", &request).await?.as_deref(),

@@ -86,10 +86,7 @@ async fn delegation_partition_exact_refuses_an_allocation_no_child_claims() -> T
 #[tokio::test]
 async fn ck_request_authorized_at_refuses_an_authorized_request_without_its_start() -> TestResult {
     on_world(async |w| {
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-            .await?;
+        let p = w.propose("CLOUD-STARTER", 1).await?;
         let request = request_id(&p);
         assert_refused_by(
             exec(

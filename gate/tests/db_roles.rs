@@ -248,11 +248,7 @@ async fn the_application_role_cannot_drop_a_constraint() -> TestResult {
             assert_denied(exec(w.pool(), sql).await, sql);
         }
         // The guard still refuses, by name.
-        let request = request_id(
-            &w.gate
-                .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-                .await?,
-        );
+        let request = request_id(&w.propose("CLOUD-STARTER", 1).await?);
         assert_refused_by(
             exec(
                 w.pool(),

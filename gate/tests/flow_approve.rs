@@ -8,10 +8,7 @@ use gate::{Decision, PolicyPatch, Reason};
 use support::*;
 
 async fn step_up(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
-        .await?;
+    let p = w.propose("CLOUD-TEAM", 1).await?;
     assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
     Ok(request_id(&p))
 }
@@ -76,16 +73,8 @@ async fn a_request_that_is_not_awaiting_approval_cannot_be_approved() -> TestRes
         assert!(w.gate.expire("acme", &expired).await?.is_ok());
         let a = w.gate.approve("acme", &expired, "finance-lead").await?;
         assert_eq!(a.decision, Decision::Deny(Reason::ApprovalNotPending));
-        let allowed = request_id(
-            &w.gate
-                .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-                .await?,
-        );
-        let denied = request_id(
-            &w.gate
-                .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
-                .await?,
-        );
+        let allowed = request_id(&w.propose("SNACK-BOX", 1).await?);
+        let denied = request_id(&w.propose("USB-HUB", 1).await?);
         for request in [allowed.as_str(), denied.as_str(), "req_999999"] {
             let a = w.gate.approve("acme", request, "finance-lead").await?;
             assert_eq!(
@@ -104,13 +93,7 @@ async fn approval_re_evaluates_against_the_budget_at_that_moment() -> TestResult
     on_world(async |w| {
         let request = step_up(w).await?; // 180000 of d-buyer's 200000
         // Meanwhile the agent spends 50000 of the delegation.
-        assert_eq!(
-            w.gate
-                .propose("acme", "buyer-agent", &body("SNACK-BOX", 2), None)
-                .await?
-                .decision,
-            Decision::Allow
-        );
+        assert_eq!(w.propose("SNACK-BOX", 2).await?.decision, Decision::Allow);
         let a = w.gate.approve("acme", &request, "finance-lead").await?;
         assert_eq!(
             a.decision,
@@ -192,10 +175,7 @@ async fn an_approval_of_a_purchase_whose_price_moved_is_refused() -> TestResult 
 #[tokio::test]
 async fn an_approved_request_uses_a_new_delegation_granted_meanwhile() -> TestResult {
     on_world(async |w| {
-        let p = w
-            .gate
-            .propose("acme", "procurement-agent", &body("CLOUD-TEAM", 1), None)
-            .await?;
+        let p = w.propose_as("procurement-agent", "CLOUD-TEAM", 1).await?;
         assert_eq!(p.decision, Decision::Deny(Reason::DelegationMissing));
         let grant = GrantSeed {
             id: "d-proc".into(),
@@ -206,10 +186,7 @@ async fn an_approved_request_uses_a_new_delegation_granted_meanwhile() -> TestRe
             expires_at: None,
         };
         assert!(w.gate.grant("acme", &grant).await?.is_ok());
-        let p = w
-            .gate
-            .propose("acme", "procurement-agent", &body("CLOUD-TEAM", 1), None)
-            .await?;
+        let p = w.propose_as("procurement-agent", "CLOUD-TEAM", 1).await?;
         assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
         assert!(
             w.gate

@@ -10,10 +10,7 @@ use gate::{Decision, PolicyPatch, PurchaseProposal, Reason};
 use support::*;
 
 async fn authorized(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-        .await?;
+    let p = w.propose("CLOUD-STARTER", 1).await?;
     assert_eq!(p.decision, Decision::Allow);
     Ok(request_id(&p))
 }
@@ -49,16 +46,8 @@ async fn only_a_human_of_the_tenant_who_may_approve_issues_a_checkout() -> TestR
 #[tokio::test]
 async fn checkout_needs_an_authorized_request_and_happens_once() -> TestResult {
     on_world(async |w| {
-        let pending = request_id(
-            &w.gate
-                .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
-                .await?,
-        );
-        let denied = request_id(
-            &w.gate
-                .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
-                .await?,
-        );
+        let pending = request_id(&w.propose("CLOUD-TEAM", 1).await?);
+        let denied = request_id(&w.propose("USB-HUB", 1).await?);
         for request in [pending.as_str(), denied.as_str(), "req_999999"] {
             let c = w.gate.checkout("acme", request, "finance-lead").await?;
             assert_eq!(

@@ -61,15 +61,9 @@ async fn row(w: &World, id: &str) -> Result<Row, sqlx::Error> {
 async fn the_leaf_spends_inside_every_bound() -> TestResult {
     on_world(async |w| {
         chain(w).await?;
-        let p = w
-            .gate
-            .propose("acme", "renewals-agent", &body("SNACK-BOX", 2), None)
-            .await?;
+        let p = w.propose_as("renewals-agent", "SNACK-BOX", 2).await?;
         assert_eq!(p.decision, Decision::Allow);
-        let over = w
-            .gate
-            .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let over = w.propose_as("renewals-agent", "SNACK-BOX", 1).await?;
         assert_eq!(
             over.decision,
             Decision::Deny(Reason::DelegationBudgetExhausted),
@@ -205,8 +199,7 @@ async fn revoking_a_middle_hop_refuses_the_leaf_and_leaves_its_row_untouched() -
     on_world(async |w| {
         chain(w).await?;
         assert_eq!(
-            w.gate
-                .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
+            w.propose_as("renewals-agent", "SNACK-BOX", 1)
                 .await?
                 .decision,
             Decision::Allow
@@ -218,10 +211,7 @@ async fn revoking_a_middle_hop_refuses_the_leaf_and_leaves_its_row_untouched() -
                 .await?
                 .is_ok()
         );
-        let next = w
-            .gate
-            .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let next = w.propose_as("renewals-agent", "SNACK-BOX", 1).await?;
         assert_eq!(next.decision, Decision::Deny(Reason::DelegationRevoked));
         assert_eq!(
             row(w, "d-ren").await?,
@@ -239,13 +229,7 @@ async fn revoking_a_middle_hop_refuses_the_leaf_and_leaves_its_row_untouched() -
             Decision::Deny(Reason::DelegationGrantorNotPermitted)
         );
         // The root still spends.
-        assert_eq!(
-            w.gate
-                .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-                .await?
-                .decision,
-            Decision::Allow
-        );
+        assert_eq!(w.propose("SNACK-BOX", 1).await?.decision, Decision::Allow);
         Ok(())
     })
     .await
@@ -287,26 +271,16 @@ async fn expiry_and_sku_scope_bind_at_every_hop() -> TestResult {
         };
         assert!(w.gate.grant("acme", &scoped).await?.is_ok());
         let p = w
-            .gate
-            .propose("acme", "procurement-agent", &body("CLOUD-STARTER", 1), None)
+            .propose_as("procurement-agent", "CLOUD-STARTER", 1)
             .await?;
         assert_eq!(p.decision, Decision::Deny(Reason::DelegationSkuOutOfScope));
         w.clock.advance_minutes(60);
-        let p = w
-            .gate
-            .propose("acme", "procurement-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let p = w.propose_as("procurement-agent", "SNACK-BOX", 1).await?;
         assert_eq!(p.decision, Decision::Allow, "expiry is inclusive");
         w.clock.advance_minutes(1);
-        let p = w
-            .gate
-            .propose("acme", "procurement-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let p = w.propose_as("procurement-agent", "SNACK-BOX", 1).await?;
         assert_eq!(p.decision, Decision::Deny(Reason::DelegationExpired));
-        let p = w
-            .gate
-            .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let p = w.propose_as("renewals-agent", "SNACK-BOX", 1).await?;
         assert_eq!(p.decision, Decision::Deny(Reason::DelegationMissing));
         Ok(())
     })
@@ -317,10 +291,7 @@ async fn expiry_and_sku_scope_bind_at_every_hop() -> TestResult {
 async fn budgets_come_back_together_on_cancel() -> TestResult {
     on_world(async |w| {
         chain(w).await?;
-        let p = w
-            .gate
-            .propose("acme", "renewals-agent", &body("SNACK-BOX", 2), None)
-            .await?;
+        let p = w.propose_as("renewals-agent", "SNACK-BOX", 2).await?;
         let request = request_id(&p);
         assert_eq!(
             w.gate.cancel("acme", &request, "intern").await?.decision,
@@ -346,11 +317,7 @@ async fn budgets_come_back_together_on_cancel() -> TestResult {
             again.decision,
             Decision::Deny(Reason::StateTransitionInvalid)
         );
-        let other = request_id(
-            &w.gate
-                .propose("acme", "renewals-agent", &body("SNACK-BOX", 1), None)
-                .await?,
-        );
+        let other = request_id(&w.propose_as("renewals-agent", "SNACK-BOX", 1).await?);
         assert_eq!(
             w.gate.cancel("acme", &other, "buyer-agent").await?.decision,
             Decision::Deny(Reason::ActorNotPermitted)

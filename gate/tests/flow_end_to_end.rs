@@ -37,10 +37,7 @@ async fn a_purchase_goes_from_proposal_to_capture() -> TestResult {
 #[tokio::test]
 async fn a_step_up_purchase_is_approved_then_paid_and_captured() -> TestResult {
     on_world(async |w| {
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
-            .await?;
+        let p = w.propose("CLOUD-TEAM", 1).await?;
         assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
         assert_eq!(
             w.gate.spent_today_paise("acme").await?,

@@ -90,9 +90,7 @@ async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
              CREATE TRIGGER die BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION die();",
         )
         .await?;
-    let err = w
-        .gate
-        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+    let err = w.propose("SNACK-BOX", 1)
         .await;
     assert!(
         matches!(err, Err(ServiceError::DatabaseUnavailable { .. })),
@@ -103,9 +101,7 @@ async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
         .await?;
     nothing_written(w, before).await?;
     // And the gate carries on once the database is back.
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+    let p = w.propose("SNACK-BOX", 1)
         .await?;
     assert_eq!(p.decision, Decision::Allow);
         Ok(())
@@ -125,10 +121,7 @@ async fn a_ledger_that_cannot_be_appended_to_writes_nothing() -> TestResult {
              DELETE FROM ledger_head",
             )
             .await?;
-        let err = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await;
+        let err = w.propose("SNACK-BOX", 1).await;
         assert!(
             matches!(err, Err(ServiceError::LedgerHeadMissing)),
             "{err:?}"

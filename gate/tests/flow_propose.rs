@@ -11,10 +11,7 @@ use support::*;
 #[tokio::test]
 async fn an_allowed_proposal_reserves_the_daily_and_delegation_budgets() -> TestResult {
     on_world(async |w| {
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 4), None)
-            .await?;
+        let p = w.propose("SNACK-BOX", 4).await?;
         assert_eq!(p.decision, Decision::Allow);
         assert_eq!(
             w.gate
@@ -120,10 +117,7 @@ async fn an_idempotent_replay_returns_the_first_decision_and_writes_nothing() ->
         };
         let before = count().await?;
         // Spend most of the delegation so a fresh decision would differ.
-        let more = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 4), None)
-            .await?;
+        let more = w.propose("SNACK-BOX", 4).await?;
         assert_eq!(more.decision, Decision::Allow);
         let before_replay = count().await?;
         assert_ne!(before, before_replay);
@@ -194,10 +188,7 @@ async fn the_twenty_first_proposal_in_an_hour_is_refused_velocity() -> TestResul
         w.gate.set_policy("acme", &patch).await?;
         // 20 proposals, each recorded whatever its decision (d-buyer runs out after 8).
         for i in 0..20 {
-            let p = w
-                .gate
-                .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-                .await?;
+            let p = w.propose("SNACK-BOX", 1).await?;
             let expected = if i < 8 {
                 Decision::Allow
             } else {
@@ -205,16 +196,10 @@ async fn the_twenty_first_proposal_in_an_hour_is_refused_velocity() -> TestResul
             };
             assert_eq!(p.decision, expected, "proposal {i}");
         }
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let p = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(p.decision, Decision::Deny(Reason::VelocityLimit));
         w.clock.advance_minutes(60);
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let p = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(
             p.decision,
             Decision::Deny(Reason::DelegationBudgetExhausted),
@@ -229,22 +214,13 @@ async fn the_twenty_first_proposal_in_an_hour_is_refused_velocity() -> TestResul
 async fn five_refusals_refuse_the_sixth_proposal_until_the_window_passes() -> TestResult {
     on_world(async |w| {
         for _ in 0..5 {
-            let p = w
-                .gate
-                .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
-                .await?;
+            let p = w.propose("USB-HUB", 1).await?;
             assert_eq!(p.decision, Decision::Deny(Reason::MerchantNotAllowed));
         }
-        let sixth = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let sixth = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(sixth.decision, Decision::Deny(Reason::DenialRateLimit));
         w.clock.advance_minutes(60);
-        let later = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let later = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(later.decision, Decision::Allow);
         Ok(())
     })
@@ -267,23 +243,11 @@ async fn velocity_counts_recorded_proposals_of_this_agent_only() -> TestResult {
             )
             .await?;
         for _ in 0..3 {
-            assert_eq!(
-                w.gate
-                    .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-                    .await?
-                    .decision,
-                Decision::Allow
-            );
+            assert_eq!(w.propose("SNACK-BOX", 1).await?.decision, Decision::Allow);
         }
-        let fourth = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let fourth = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(fourth.decision, Decision::Deny(Reason::VelocityLimit));
-        let other = w
-            .gate
-            .propose("acme", "procurement-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let other = w.propose_as("procurement-agent", "SNACK-BOX", 1).await?;
         assert_eq!(
             other.decision,
             Decision::Deny(Reason::DelegationMissing),
@@ -312,33 +276,18 @@ async fn the_daily_cap_is_inclusive_across_agents() -> TestResult {
             .await?;
         // d-buyer: 200000 in 8 snack boxes; procurement: 300000 more = 500000 exactly.
         for _ in 0..8 {
-            assert_eq!(
-                w.gate
-                    .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-                    .await?
-                    .decision,
-                Decision::Allow
-            );
+            assert_eq!(w.propose("SNACK-BOX", 1).await?.decision, Decision::Allow);
         }
         for qty in [4, 4, 4] {
-            let p = w
-                .gate
-                .propose("acme", "procurement-agent", &body("SNACK-BOX", qty), None)
-                .await?;
+            let p = w.propose_as("procurement-agent", "SNACK-BOX", qty).await?;
             assert_eq!(p.decision, Decision::Allow);
         }
         assert_eq!(w.gate.spent_today_paise("acme").await?, 500000);
-        let over = w
-            .gate
-            .propose("acme", "procurement-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let over = w.propose_as("procurement-agent", "SNACK-BOX", 1).await?;
         assert_eq!(over.decision, Decision::Deny(Reason::DailyBudgetExhausted));
         // The next UTC day is a new budget.
         w.clock.advance_minutes(14 * 60);
-        let tomorrow = w
-            .gate
-            .propose("acme", "procurement-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let tomorrow = w.propose_as("procurement-agent", "SNACK-BOX", 1).await?;
         assert_eq!(tomorrow.decision, Decision::Allow);
         assert_eq!(w.gate.spent_today_paise("acme").await?, 25000);
         Ok(())
@@ -349,10 +298,7 @@ async fn the_daily_cap_is_inclusive_across_agents() -> TestResult {
 #[tokio::test]
 async fn the_agent_view_never_quotes_a_number_and_the_ledger_has_the_cap() -> TestResult {
     on_world(async |w| {
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("GPU-HOUR", 1), None)
-            .await?;
+        let p = w.propose("GPU-HOUR", 1).await?;
         assert_eq!(
             p.decision,
             Decision::Deny(Reason::AmountExceedsTransactionCap)
@@ -374,15 +320,9 @@ async fn the_agent_view_never_quotes_a_number_and_the_ledger_has_the_cap() -> Te
 #[tokio::test]
 async fn the_injected_catalog_text_changes_nothing() -> TestResult {
     on_world(async |w| {
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("RUNNER-PRO", 50), None)
-            .await?;
+        let p = w.propose("RUNNER-PRO", 50).await?;
         assert_eq!(p.decision, Decision::Deny(Reason::QuantityExceedsMax));
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("RUNNER-PRO", 1), None)
-            .await?;
+        let p = w.propose("RUNNER-PRO", 1).await?;
         assert_eq!(p.decision, Decision::Allow);
         let (merchant, amount): (String, i64) =
             sqlx::query_as("SELECT merchant_id, amount_paise FROM payment_requests WHERE id = $1")
@@ -401,9 +341,7 @@ async fn a_policy_that_does_not_parse_refuses() -> TestResult {
     sqlx::query("INSERT INTO policy_versions (tenant_id, version, policy, published_at) VALUES ('acme', 2, '{\"spending_limit\": 1}', now())")
         .execute(w.pool())
         .await?;
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+    let p = w.propose("SNACK-BOX", 1)
         .await?;
     assert_eq!(p.decision, Decision::Deny(Reason::PolicyInvalid));
         Ok(())

@@ -47,10 +47,7 @@ async fn unlimited(w: &World) -> TestResult {
 }
 
 async fn authorized(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-        .await?;
+    let p = w.propose("CLOUD-STARTER", 1).await?;
     assert_eq!(p.decision, Decision::Allow, "{p:?}");
     Ok(request_id(&p))
 }
@@ -307,10 +304,7 @@ async fn twenty_malformed_proposals_count_towards_velocity() -> TestResult {
             assert!(matches!(p.decision, Decision::Deny(_)), "{p:?}");
             assert!(p.request_id.is_some(), "malformed proposal {i} is recorded");
         }
-        let next = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let next = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(next.decision, Decision::Deny(Reason::VelocityLimit));
         Ok(())
     })
@@ -413,10 +407,7 @@ async fn operators_changes_are_validated_before_they_are_stored() -> TestResult 
             "nothing published"
         );
         // The next proposal is decided as before, not POLICY_INVALID.
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let p = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(p.decision, Decision::Allow);
         // A grant id is never reused, not even after a revocation.
         let grant = |id: &str, from: &str| GrantSeed {

@@ -66,10 +66,7 @@ async fn ledger_rows(w: &World) -> Fallible<i64> {
 /// A step-up purchase approved, checked out, paid and captured in acme,
 /// plus a forged provider event (which names no tenant, so writes nothing).
 async fn history(w: &World) -> Fallible<String> {
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
-        .await?;
+    let p = w.propose("CLOUD-TEAM", 1).await?;
     let request = request_id(&p);
     assert!(
         w.gate
@@ -361,9 +358,7 @@ async fn a_cut_tail_refilled_by_the_gate_is_named_by_the_anchor() -> TestResult 
         )
         .await?;
         for _ in 0..3 {
-            w.gate
-                .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
-                .await?;
+            w.propose("USB-HUB", 1).await?;
         }
         assert!(w.gate.verify_ledger().await?.intact());
         let anchored = w.gate.verify_ledger_with(None, Some(&anchor)).await?;
@@ -523,10 +518,7 @@ async fn verify_names_a_missing_head_row_and_the_gate_will_not_append() -> TestR
         let report = w.gate.verify_ledger().await?;
         assert_break(&report, "acme", 10, "the chain's head row is missing");
         let before = ledger_rows(w).await?;
-        let err = w
-            .gate
-            .propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
-            .await;
+        let err = w.propose("USB-HUB", 1).await;
         assert!(
             matches!(err, Err(gate::service::ServiceError::LedgerHeadMissing)),
             "{err:?}"
@@ -727,10 +719,7 @@ async fn revoke_writes_its_kind_under_the_revoking_tenant() -> TestResult {
 #[tokio::test]
 async fn cancel_and_expire_write_their_kinds_under_the_requests_tenant() -> TestResult {
     on_world(async |w| {
-        let acme = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let acme = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(acme.decision, Decision::Allow);
         let globex = w
             .gate

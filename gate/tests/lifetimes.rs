@@ -14,10 +14,7 @@ use gate::{Decision, Reason};
 use support::*;
 
 async fn allowed(w: &World, sku: &str) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body(sku, 1), None)
-        .await?;
+    let p = w.propose(sku, 1).await?;
     assert_eq!(p.decision, Decision::Allow, "{p:?}");
     Ok(request_id(&p))
 }
@@ -70,10 +67,7 @@ async fn an_authorized_request_lives_exactly_twenty_four_hours() -> TestResult {
 async fn the_expiry_sweep_ends_what_outlived_its_time_and_releases_it() -> TestResult {
     on_world(async |w| {
         let authorized = allowed(w, "SNACK-BOX").await?;
-        let pending = w
-            .gate
-            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 2), None)
-            .await?;
+        let pending = w.propose("CLOUD-STARTER", 2).await?;
         assert!(
             matches!(pending.decision, Decision::StepUp(_)),
             "{pending:?}"
@@ -179,10 +173,7 @@ async fn revoking_an_unspent_child_returns_its_allocation_to_the_parent() -> Tes
                 .await?
                 .is_ok()
         );
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-            .await?;
+        let p = w.propose("CLOUD-STARTER", 1).await?;
         assert_eq!(
             p.decision,
             Decision::Deny(Reason::DelegationBudgetExhausted)
@@ -221,10 +212,7 @@ async fn a_reservation_under_a_revoked_branch_comes_back_when_its_request_ends()
                 .await?
                 .is_ok()
         );
-        let p = w
-            .gate
-            .propose("acme", "renewals-agent", &body("CLOUD-STARTER", 1), None)
-            .await?;
+        let p = w.propose_as("renewals-agent", "CLOUD-STARTER", 1).await?;
         assert_eq!(p.decision, Decision::Allow, "{p:?}");
         let held = request_id(&p);
         assert!(

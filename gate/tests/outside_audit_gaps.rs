@@ -31,10 +31,7 @@ fn grant(id: &str, from: &str, to: &str, budget: i64) -> GrantSeed {
 
 /// buyer-agent proposes CLOUD-TEAM x1 (180000 paise, over the approval threshold).
 async fn step_up(w: &World) -> Res<String> {
-    let p = w
-        .gate
-        .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
-        .await?;
+    let p = w.propose("CLOUD-TEAM", 1).await?;
     assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
     Ok(request_id(&p))
 }
@@ -198,10 +195,7 @@ async fn a_leaf_that_spent_its_last_paisa_still_checks_out_and_pays() -> TestRes
             "d-buyer has exactly 0 left"
         );
         checkout_and_pay(w, &last).await?;
-        let more = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let more = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(
             more.decision,
             Decision::Deny(Reason::DelegationBudgetExhausted),
@@ -250,10 +244,7 @@ async fn a_zero_approval_threshold_is_published_and_sends_every_purchase_to_a_hu
             )
             .await?;
         assert!(o.is_ok(), "a human approves every purchase: {o:?}");
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-            .await?;
+        let p = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
         let a = w
             .gate

@@ -181,10 +181,7 @@ async fn sixty_four_replays_of_one_idempotency_key_record_one_request() -> TestR
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_approvals_of_one_request_authorize_it_once() -> TestResult {
     on_world_with_pool(POOL, async |w| {
-        let p = w
-            .gate
-            .propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
-            .await?;
+        let p = w.propose("CLOUD-TEAM", 1).await?;
         let request = request_id(&p);
         let gate = w.gate.clone();
         let decisions = race(move |_| {
@@ -219,11 +216,7 @@ async fn sixty_four_approvals_of_one_request_authorize_it_once() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_checkouts_of_one_request_issue_one_authority() -> TestResult {
     on_world_with_pool(POOL, async |w| {
-        let request = request_id(
-            &w.gate
-                .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-                .await?,
-        );
+        let request = request_id(&w.propose("CLOUD-STARTER", 1).await?);
         let gate = w.gate.clone();
         let outcomes = race(move |_| {
             let (gate, request) = (gate.clone(), request.clone());
@@ -250,11 +243,7 @@ async fn sixty_four_checkouts_of_one_request_issue_one_authority() -> TestResult
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_payments_with_one_authority_make_one_provider_order() -> TestResult {
     on_world_with_pool(POOL, async |w| {
-        let request = request_id(
-            &w.gate
-                .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-                .await?,
-        );
+        let request = request_id(&w.propose("CLOUD-STARTER", 1).await?);
         let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
         let gate = w.gate.clone();
         let outcomes = race(move |_| {

@@ -63,10 +63,7 @@ async fn checkout_and_pay_refuse_before_the_policy_window_starts() -> TestResult
         let start: chrono::DateTime<chrono::Utc> = "2026-01-01T00:00:00Z".parse()?;
         w.clock.set(start);
         let propose = || async {
-            let p = w
-                .gate
-                .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-                .await?;
+            let p = w.propose("SNACK-BOX", 1).await?;
             assert_eq!(p.decision, Decision::Allow, "{p:?}");
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(request_id(&p))
         };

@@ -10,7 +10,9 @@ use std::time::Duration;
 use gate::db::FreshDatabase;
 use gate::provider::InProcessProvider;
 use gate::service::standard::{standard_now, standard_seed};
-use gate::service::{Gate, ManualClock, Outcome, ProposeOutcome, ProviderEvent, sign_webhook};
+use gate::service::{
+    Gate, ManualClock, Outcome, ProposeOutcome, ProviderEvent, ServiceError, sign_webhook,
+};
 use gate::{Decision, Reason};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -37,6 +39,24 @@ impl World {
     /// before the guard is reached).
     pub fn owner(&self) -> &PgPool {
         self.db.owner_pool()
+    }
+
+    /// acme's buyer-agent proposes `quantity` × `sku` (purpose "team
+    /// credits", no idempotency key): the proposal most tests start from.
+    pub async fn propose(&self, sku: &str, quantity: u32) -> Result<ProposeOutcome, ServiceError> {
+        self.propose_as("buyer-agent", sku, quantity).await
+    }
+
+    /// As [`World::propose`], by another agent of acme.
+    pub async fn propose_as(
+        &self,
+        agent: &str,
+        sku: &str,
+        quantity: u32,
+    ) -> Result<ProposeOutcome, ServiceError> {
+        self.gate
+            .propose("acme", agent, &body(sku, quantity), None)
+            .await
     }
 
     pub async fn drop(self) -> TestResult {
@@ -170,10 +190,7 @@ pub fn event(
 pub async fn paid_order(
     world: &World,
 ) -> Result<(String, String, String), Box<dyn std::error::Error + Send + Sync>> {
-    let p = world
-        .gate
-        .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
-        .await?;
+    let p = world.propose("CLOUD-STARTER", 1).await?;
     assert_eq!(p.decision, Decision::Allow, "{p:?}");
     let request = request_id(&p);
     let c = world
