@@ -303,7 +303,7 @@ fn run_exports_the_application_and_owner_urls() {
         );
     } else {
         eprintln!(
-            "psql is not on PATH: the roles' attributes are checked by gate/tests/db_roles.rs"
+            "psql is not on PATH: the roles' attributes are checked by gate/tests/integration/db_roles.rs"
         );
     }
 }

@@ -11,12 +11,10 @@
 //! fails `the_application_roles_privileges_are_exactly_the_manifest` until it
 //! is written into the manifest, a conscious decision.
 
-mod support;
-
+use crate::support::*;
 use gate::db::{APP_ROLE, OWNER_ROLE};
 use gate::service::webhook::EVENT_CAPTURED;
 use sqlx::{Executor, PgPool};
-use support::*;
 
 /// Postgres SQLSTATE `insufficient_privilege`.
 const INSUFFICIENT_PRIVILEGE: &str = "42501";

@@ -1,11 +1,9 @@
 //! `approve` against Postgres: who may approve, once, and re-evaluation at
 //! the moment of approval (budgets are reserved then, not at proposal).
 
-mod support;
-
+use crate::support::*;
 use gate::service::GrantSeed;
 use gate::{Decision, PolicyPatch, Reason};
-use support::*;
 
 async fn step_up(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
     let p = w.propose("CLOUD-TEAM", 1).await?;

@@ -9,11 +9,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-mod support;
-
+use crate::support::{TestResult, assert_sql_refused_by, fresh, on_fresh};
 use gate::db::{self, DbError, FreshDatabase};
 use sqlx::PgPool;
-use support::{TestResult, assert_sql_refused_by, fresh, on_fresh};
 
 /// Two tenants; `cloudco` exists only for `acme`.
 async fn seed(pool: &PgPool) {

@@ -3,7 +3,7 @@
 //! RAZORPAY_WEBHOOK_SECRET, and network access to api.razorpay.com:
 //!
 //! ```sh
-//! cargo test -p gate --test razorpay_live -- --ignored
+//! cargo test -p gate --test integration razorpay_live -- --ignored
 //! ```
 //!
 //! It is `#[ignore]`d, so an ordinary run lists it as ignored, never as

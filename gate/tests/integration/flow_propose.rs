@@ -2,11 +2,9 @@
 //! velocity and the denial rate as recorded rows, reservations, redaction
 //! and the ledger.
 
-mod support;
-
+use crate::support::*;
 use gate::service::standard::standard_seed;
 use gate::{Decision, Reason};
-use support::*;
 
 #[tokio::test]
 async fn an_allowed_proposal_reserves_the_daily_and_delegation_budgets() -> TestResult {

@@ -2,12 +2,10 @@
 //! siblings refused by the database, and revocation ending a branch without
 //! touching the rows below it.
 
-mod support;
-
+use crate::support::*;
 use chrono::{DateTime, Utc};
 use gate::service::GrantSeed;
 use gate::{Decision, Reason};
-use support::*;
 
 fn hop(id: &str, from: &str, to: &str, budget: i64) -> GrantSeed {
     GrantSeed {

@@ -6,16 +6,14 @@
 //! exactly one provider order exists. Two races bypass the gate and race raw
 //! SQL against the database's own constraints.
 
-mod support;
-
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::support::*;
 use gate::policy::{DenialRate, Velocity};
 use gate::service::GrantSeed;
 use gate::service::webhook::EVENT_CAPTURED;
 use gate::{Decision, PolicyPatch, Reason};
-use support::*;
 use tokio::sync::Barrier;
 
 const RACERS: usize = 64;

@@ -3,12 +3,10 @@
 //! spec's code (never a database error), and the refusal is on the tenant's
 //! ledger; a call naming an unknown tenant writes nothing at all.
 
-mod support;
-
+use crate::support::*;
 use gate::PolicyPatch;
 use gate::service::GrantSeed;
 use gate::{Decision, Reason};
-use support::*;
 
 /// The strings no identifier may be: a NUL, overlong, invisible-only, blank.
 fn hostile() -> Vec<String> {

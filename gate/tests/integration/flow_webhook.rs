@@ -5,10 +5,9 @@
 //! request PROVIDER_PENDING, and a capture is on the books whatever the
 //! request's state.
 
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::*;
 use chrono::Duration;
 use gate::provider::{InProcessProvider, Payment, PaymentStatus};
 use gate::service::standard::standard_now;
@@ -18,7 +17,6 @@ use gate::service::{
 };
 use gate::{Decision, Reason};
 use serde_json::{Value, json};
-use support::*;
 
 fn signed(ev: &ProviderEvent) -> (Vec<u8>, String) {
     let body = ev.to_body();

@@ -2,11 +2,10 @@
 //! away mid-operation, a migration that fails, and a ledger that cannot be
 //! appended to. (A provider that times out or refuses: flow_provider.rs.)
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use gate::Decision;
 use gate::db::DbError;
 use gate::provider::InProcessProvider;
@@ -14,7 +13,6 @@ use gate::service::standard::standard_now;
 use gate::service::{Gate, ManualClock, ServiceError};
 use sqlx::Executor;
 use sqlx::postgres::PgPoolOptions;
-use support::*;
 
 /// Nothing was written by a failed propose.
 async fn nothing_written(w: &World, ledger_before: i64) -> TestResult {

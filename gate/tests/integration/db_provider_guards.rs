@@ -3,14 +3,12 @@
 //! with SQL on a fresh database: the statement must be refused and the
 //! guard's name must be in the error.
 
-mod support;
-
+use crate::support::*;
 use gate::provider::{Payment, PaymentStatus};
 use gate::service::razorpay_envelope;
 use gate::service::sign_webhook;
 use gate::service::webhook::EVENT_CAPTURED;
 use sqlx::{Executor, PgPool};
-use support::*;
 
 async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
     pool.execute(sqlx::AssertSqlSafe(sql))

@@ -8,13 +8,11 @@
 //! body of exactly 4096 bytes); and a release that finds only one of its two
 //! rows is an error that gives nothing back.
 
-mod support;
-
+use crate::support::*;
 use gate::proposal::MAX_BODY_BYTES;
 use gate::service::{GrantSeed, ServiceError};
 use gate::{Decision, PolicyPatch, Reason};
 use serde_json::{Value, json};
-use support::*;
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 

@@ -2,13 +2,11 @@
 //! (tests/fake_razorpay): no credentials, no network beyond loopback. The
 //! fake asserts what the adapter sent; each test ends with no violation.
 
-mod fake_razorpay;
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use fake_razorpay::{FakeMode, KEY_ID, KEY_SECRET};
+use crate::fake_razorpay::{FakeMode, KEY_ID, KEY_SECRET};
+use crate::support::*;
 use gate::provider::{
     OrderRequest, OrderStatus, PaymentProvider, PaymentStatus, ProviderError, RazorpayConfig,
     RazorpayKeys, RazorpayProvider,
@@ -16,13 +14,12 @@ use gate::provider::{
 use gate::service::standard::{standard_now, standard_seed};
 use gate::service::{Gate, ManualClock};
 use gate::{Decision, Reason};
-use support::*;
 
-fn adapter(fake: &fake_razorpay::Fake) -> RazorpayProvider {
+fn adapter(fake: &crate::fake_razorpay::Fake) -> RazorpayProvider {
     adapter_with(fake, KEY_ID, KEY_SECRET)
 }
 
-fn adapter_with(fake: &fake_razorpay::Fake, id: &str, secret: &str) -> RazorpayProvider {
+fn adapter_with(fake: &crate::fake_razorpay::Fake, id: &str, secret: &str) -> RazorpayProvider {
     RazorpayProvider::with_config(
         RazorpayKeys::new(id, secret).expect("test keys"),
         RazorpayConfig {
@@ -43,14 +40,14 @@ fn request(receipt: &str) -> OrderRequest {
     }
 }
 
-fn no_violations(fake: &fake_razorpay::Fake) {
+fn no_violations(fake: &crate::fake_razorpay::Fake) {
     let v = fake.violations();
     assert!(v.is_empty(), "the adapter broke the contract: {v:#?}");
 }
 
 #[tokio::test]
 async fn create_order_sends_the_documented_request_and_parses_the_order() {
-    let fake = fake_razorpay::start().await;
+    let fake = crate::fake_razorpay::start().await;
     let rzp = adapter(&fake);
     let receipt = format!("auth_{}", "a".repeat(32));
     let order = rzp.create_order(&request(&receipt)).await.unwrap();
@@ -89,7 +86,7 @@ async fn create_order_sends_the_documented_request_and_parses_the_order() {
 
 #[tokio::test]
 async fn an_order_is_found_again_by_receipt_and_by_id_with_its_payments() {
-    let fake = fake_razorpay::start().await;
+    let fake = crate::fake_razorpay::start().await;
     let rzp = adapter(&fake);
     let order = rzp
         .create_order(&request("auth_found_again"))
@@ -145,7 +142,7 @@ async fn an_order_is_found_again_by_receipt_and_by_id_with_its_payments() {
 
 #[tokio::test]
 async fn a_4xx_is_rejected_and_razorpays_description_stays_out_of_the_error() {
-    let fake = fake_razorpay::start().await;
+    let fake = crate::fake_razorpay::start().await;
     fake.set_mode(FakeMode::ClientError);
     let err = adapter(&fake)
         .create_order(&request("auth_4xx"))
@@ -160,7 +157,7 @@ async fn a_4xx_is_rejected_and_razorpays_description_stays_out_of_the_error() {
 
 #[tokio::test]
 async fn wrong_credentials_are_a_rejection() {
-    let fake = fake_razorpay::start().await;
+    let fake = crate::fake_razorpay::start().await;
     let err = adapter_with(&fake, "rzp_test_SOMEONEELSE", "wrong")
         .create_order(&request("auth_creds"))
         .await
@@ -171,7 +168,7 @@ async fn wrong_credentials_are_a_rejection() {
 
 #[tokio::test]
 async fn a_5xx_is_unavailable_and_not_a_definite_refusal() {
-    let fake = fake_razorpay::start().await;
+    let fake = crate::fake_razorpay::start().await;
     fake.set_mode(FakeMode::ServerError);
     let err = adapter(&fake)
         .create_order(&request("auth_5xx"))
@@ -184,7 +181,7 @@ async fn a_5xx_is_unavailable_and_not_a_definite_refusal() {
 
 #[tokio::test]
 async fn a_slow_answer_is_a_timeout_and_create_then_timeout_leaves_a_findable_order() {
-    let fake = fake_razorpay::start().await;
+    let fake = crate::fake_razorpay::start().await;
     let rzp = adapter(&fake);
     fake.set_mode(FakeMode::Slow);
     assert_eq!(
@@ -226,7 +223,7 @@ async fn nothing_listening_is_a_transport_error() {
 
 #[tokio::test]
 async fn a_live_key_is_refused_before_any_request() {
-    let fake = fake_razorpay::start().await;
+    let fake = crate::fake_razorpay::start().await;
     let built = RazorpayKeys::new("rzp_live_PLACEHOLDER0001", KEY_SECRET).and_then(|keys| {
         RazorpayProvider::with_config(
             keys,
@@ -242,7 +239,7 @@ async fn a_live_key_is_refused_before_any_request() {
 
 #[tokio::test]
 async fn a_receipt_longer_than_40_characters_is_never_sent() {
-    let fake = fake_razorpay::start().await;
+    let fake = crate::fake_razorpay::start().await;
     let err = adapter(&fake)
         .create_order(&request(&"r".repeat(41)))
         .await
@@ -256,7 +253,7 @@ async fn the_gate_over_the_adapter_pays_reconciles_and_balances_its_books() -> T
     let Some(db) = fresh().await? else {
         return Ok(());
     };
-    let fake = fake_razorpay::start().await;
+    let fake = crate::fake_razorpay::start().await;
     let gate = Gate::new(
         db.pool().clone(),
         adapter(&fake),

@@ -1,11 +1,9 @@
 //! The whole flow against Postgres: propose → (approve) → checkout → pay →
 //! signed capture → CAPTURED, and the invariants read back from the rows.
 
-mod support;
-
+use crate::support::*;
 use gate::service::webhook::{EVENT_CAPTURED, EVENT_FAILED};
 use gate::{Decision, Reason};
-use support::*;
 
 #[tokio::test]
 async fn a_purchase_goes_from_proposal_to_capture() -> TestResult {

@@ -8,14 +8,12 @@
 //!
 //! `SPENDGATE_RACE_ROUNDS` (default 3) sets how many fresh worlds are raced.
 
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::*;
 use gate::policy::{DenialRate, Velocity};
 use gate::service::GrantSeed;
 use gate::{Decision, PolicyPatch};
-use support::*;
 use tokio::sync::Barrier;
 
 const RACERS: usize = 64;

@@ -3,12 +3,11 @@
 //! gate's timeout. A refusal is an outcome, never an engine error; money
 //! that may exist at the provider keeps its request PROVIDER_PENDING.
 
-mod support;
-
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use gate::provider::{
     InProcessProvider, Mode, OrderRequest, OrderSnapshot, PaymentProvider, ProviderError,
     ProviderHealth, ProviderOrder,
@@ -16,7 +15,6 @@ use gate::provider::{
 use gate::service::standard::{standard_now, standard_seed};
 use gate::service::{Gate, ManualClock};
 use gate::{Decision, Reason};
-use support::*;
 
 /// Wraps the in-process provider and changes one field of every order it answers.
 #[derive(Debug)]

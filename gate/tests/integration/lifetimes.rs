@@ -5,13 +5,11 @@
 //! its caller's tenant. Each boundary is tested at the exact instant, one
 //! second before and one second after.
 
-mod support;
-
+use crate::support::*;
 use chrono::Duration;
 use gate::PolicyPatch;
 use gate::service::GrantSeed;
 use gate::{Decision, Reason};
-use support::*;
 
 async fn allowed(w: &World, sku: &str) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
     let p = w.propose(sku, 1).await?;

@@ -1,14 +1,12 @@
 //! Tests written for guards of mutations/registry.yaml whose deletion no other
 //! test noticed. Each test names the registry entry it catches.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use gate::PolicyPatch;
 use gate::service::GrantSeed;
 use gate::{Decision, Reason};
-use support::*;
 
 /// The tenant ids no identifier may be (each holds a NUL, which Postgres
 /// cannot store: one that reached SQL would be a database error).

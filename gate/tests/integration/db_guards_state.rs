@@ -3,10 +3,8 @@
 //! directly with SQL and refused by name. The mutation runner drops each one
 //! from a fresh database and requires the test named after it to fail.
 
-mod support;
-
+use crate::support::*;
 use sqlx::{Executor, PgPool};
-use support::*;
 
 async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
     pool.execute(sqlx::AssertSqlSafe(sql))

@@ -2,12 +2,10 @@
 //! the purchase's hash and the policy version, the chain re-checked when the
 //! authority is issued and when it is consumed, exactly one provider order.
 
-mod support;
-
+use crate::support::*;
 use gate::catalog::{Catalog, derive};
 use gate::service::standard::standard_catalog;
 use gate::{Decision, PolicyPatch, PurchaseProposal, Reason};
-use support::*;
 
 async fn authorized(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
     let p = w.propose("CLOUD-STARTER", 1).await?;

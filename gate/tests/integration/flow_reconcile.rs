@@ -4,12 +4,11 @@
 //! every paisa the provider captured is a captured paisa on the gate's
 //! books, and every reservation belongs to a request that holds it.
 
-mod support;
-
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::support::*;
 use chrono::Duration as Minutes;
 use gate::provider::{
     InProcessProvider, Mode, OrderRequest, OrderSnapshot, PaymentProvider, ProviderError,
@@ -19,7 +18,6 @@ use gate::service::standard::{standard_now, standard_seed};
 use gate::service::webhook::{EVENT_CAPTURED, EVENT_ORDER_PAID};
 use gate::service::{Gate, ManualClock, Outcome, ProviderEvent, razorpay_envelope, sign_webhook};
 use gate::{Decision, Reason};
-use support::*;
 
 type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 

@@ -10,8 +10,7 @@
 //! more: they run on the owner's pool (`w.owner()`), never on the gate's,
 //! which connects as the application role.
 
-mod support;
-
+use crate::support::*;
 use gate::Decision;
 use gate::Reason;
 use gate::provider::InProcessProvider;
@@ -21,7 +20,6 @@ use gate::service::webhook::EVENT_CAPTURED;
 use gate::service::{Anchor, Gate, LedgerKey, LedgerReport, sign_webhook, verify_ledger};
 use sha2::{Digest, Sha256};
 use sqlx::Executor;
-use support::*;
 
 type Fallible<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 

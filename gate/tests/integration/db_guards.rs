@@ -5,11 +5,9 @@
 //! The world is seeded (and requests moved into the state a test needs)
 //! through the gate; the violation itself is always a raw statement.
 
-mod support;
-
+use crate::support::*;
 use gate::service::webhook::EVENT_CAPTURED;
 use sqlx::{Executor, PgPool};
-use support::*;
 
 /// A request moved to AUTHORIZED by the gate (CLOUD-STARTER x1, 60000).
 async fn authorized(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
@@ -284,7 +282,7 @@ async fn request_state_transition_refuses_capturing_from_anywhere_else() -> Test
         // another request's order), so request_captured_by_event, which fires
         // first and refuses any capture without one, lets the statement through
         // to the transition guard. A capture without a payment is refused by
-        // request_captured_by_event (gate/tests/db_roles.rs).
+        // request_captured_by_event (gate/tests/integration/db_roles.rs).
         let (_, _, order) = paid_order(w).await?;
         // As the owner: the payment's own foreign key would refuse the borrowing.
         exec(
@@ -1022,7 +1020,7 @@ async fn ledger_append_only_refuses_update() -> TestResult {
     on_world(async |w| {
         authorized(w).await?;
         // As the owner: the application role may not UPDATE, DELETE or TRUNCATE
-        // the ledger at all (gate/tests/db_roles.rs), so the guard is for everyone else.
+        // the ledger at all (gate/tests/integration/db_roles.rs), so the guard is for everyone else.
         assert_refused_by(
             exec(
                 w.owner(),

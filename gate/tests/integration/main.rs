@@ -1,0 +1,39 @@
+//! The gate's integration tests, in one test binary (`cargo test -p gate
+//! --test integration`): one link instead of one per file, which is most of
+//! what a mutant's build costs (cargo-mutants rebuilds every test target of
+//! the crate for each mutant). Each module is one concern, named for what it
+//! proves; `support` holds the shared ceremony (a fresh database seeded with
+//! the standard world, dropped after) and `fake_razorpay` the provider's API
+//! on a loopback port.
+
+mod fake_razorpay;
+mod support;
+
+mod core_refusals;
+mod db_guards;
+mod db_guards_state;
+mod db_provider_guards;
+mod db_roles;
+mod db_tenancy;
+mod distribution;
+mod flow_approve;
+mod flow_checkout;
+mod flow_delegation;
+mod flow_end_to_end;
+mod flow_errors;
+mod flow_propose;
+mod flow_provider;
+mod flow_reconcile;
+mod flow_webhook;
+mod hostile_input;
+mod ledger;
+mod lifetimes;
+mod outside_audit_gaps;
+mod policy_properties;
+mod purity;
+mod race_mixed;
+mod races;
+mod razorpay_contract;
+mod razorpay_live;
+mod registry_gaps;
+mod row_locks;
