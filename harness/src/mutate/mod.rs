@@ -340,8 +340,7 @@ impl Observer for Progress {
         match event {
             Event::Planned(n) => {
                 if self.tty {
-                    let bar = progress::bar(*n, "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}");
-                    bar.set_style(bar.style().progress_chars("=> "));
+                    let bar = progress::bar(*n, "");
                     bar.enable_steady_tick(Duration::from_millis(200));
                     self.bar = Some(bar);
                 } else {

@@ -38,6 +38,7 @@ use tokio::net::TcpListener;
 
 use super::Progress;
 use super::load::{self, ClientRun, Histograms, LoadGate, record, tenant_id};
+use crate::progress::pct_change;
 
 /// The goal: the wire adds at most this much to p50 at [`GOAL_CLIENTS`].
 pub const P50_OVERHEAD_GOAL: f64 = 0.25;
@@ -496,10 +497,6 @@ fn ms(x: Option<f64>) -> String {
     x.map_or("n/a".into(), |v| format!("{v:.2}"))
 }
 
-fn pct_over(r: Option<f64>) -> String {
-    r.map_or("n/a".into(), |r| format!("{:+.0}%", (r - 1.0) * 100.0))
-}
-
 /// The section of `performance.md`.
 pub fn section(h: Option<&HttpLoad>, skipped: Option<&str>) -> String {
     use std::fmt::Write as _;
@@ -557,7 +554,7 @@ pub fn section(h: Option<&HttpLoad>, skipped: Option<&str>) -> String {
             "| {} | {} | {} | {} | {} | {} |",
             c.clients,
             c.work,
-            pct_over(c.p50_ratio),
+            pct_change(c.p50_ratio),
             c.throughput_ratio
                 .map_or("n/a".into(), |r| format!("{r:.2}×")),
             if at_goal {
@@ -585,7 +582,7 @@ pub fn goal_rows(h: &HttpLoad) -> String {
             "| p50 added by the wire, {}, {} clients | {} | ≤ +{:.0}% | {} |\n",
             c.work,
             c.clients,
-            pct_over(c.p50_ratio),
+            pct_change(c.p50_ratio),
             h.p50_overhead_goal * 100.0,
             match c.p50_ratio {
                 Some(r) if r <= 1.0 + h.p50_overhead_goal => "yes",
@@ -615,7 +612,7 @@ pub fn headline(h: &HttpLoad) -> Vec<String> {
                 c.work,
                 ms(a.and_then(|x| x.p50_ms)),
                 ms(b.and_then(|x| x.p50_ms)),
-                pct_over(c.p50_ratio),
+                pct_change(c.p50_ratio),
                 super::stats::format_rate(a.and_then(|x| x.per_sec)),
                 super::stats::format_rate(b.and_then(|x| x.per_sec)),
             )

@@ -28,7 +28,6 @@ mod stats;
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -37,10 +36,10 @@ use anyhow::{Context, Result};
 use chrono::{SecondsFormat, Utc};
 use clap::Args;
 use gate::{Decision, Inputs, PurchaseProposal, SpendState, evaluate, parse_proposal};
-use indicatif::{ProgressBar, ProgressStyle};
 use scenarios::{Corpus, Scenario, World};
 
 use crate::bench::{judge, pure};
+use crate::progress;
 use crate::world::StandardWorld;
 use machine::{Machine, load_average, memory_kib};
 use report::{
@@ -168,9 +167,7 @@ impl Plan {
 }
 
 /// Progress on stderr: a bar on a terminal, plain lines otherwise.
-struct Progress {
-    tty: bool,
-}
+struct Progress;
 
 impl Progress {
     fn say(&self, line: &str) {
@@ -178,49 +175,8 @@ impl Progress {
     }
 
     /// A bar of `len` steps; in plain mode a line at about every tenth.
-    fn bar(&self, len: usize, name: &str) -> Ticker {
-        let bar = if self.tty {
-            let bar = ProgressBar::new(len as u64);
-            bar.set_style(
-                ProgressStyle::with_template("{prefix:>28} {bar:40} {pos}/{len} {elapsed_precise}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            bar.set_prefix(name.to_string());
-            bar
-        } else {
-            ProgressBar::hidden()
-        };
-        Ticker {
-            bar,
-            plain: !self.tty,
-            name: name.to_string(),
-            len,
-            done: 0,
-            every: (len / 10).max(1),
-        }
-    }
-}
-
-struct Ticker {
-    bar: ProgressBar,
-    plain: bool,
-    name: String,
-    len: usize,
-    done: usize,
-    every: usize,
-}
-
-impl Ticker {
-    fn inc(&mut self) {
-        self.done += 1;
-        self.bar.inc(1);
-        if self.plain && (self.done.is_multiple_of(self.every) || self.done == self.len) {
-            eprintln!("perf: {} {}/{}", self.name, self.done, self.len);
-        }
-    }
-
-    fn finish(self) {
-        self.bar.finish_and_clear();
+    fn bar(&self, len: usize, name: &str) -> progress::Steps {
+        progress::Steps::new("perf", len, name)
     }
 }
 
@@ -326,9 +282,7 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let taken_at = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
     let plan = Plan::of(&args);
-    let progress = Progress {
-        tty: std::io::stderr().is_terminal(),
-    };
+    let progress = Progress;
     if args.load_only {
         return run_load_only(&args, &progress);
     }

@@ -324,8 +324,7 @@ fn opt(s: &Option<String>) -> &str {
 }
 
 fn pct(x: Option<f64>) -> String {
-    x.map(|v| format!("{:.0}%", v * 100.0))
-        .unwrap_or_else(|| "n/a".into())
+    crate::progress::pct_digits(x, 0)
 }
 
 /// The report as Markdown.
