@@ -173,10 +173,7 @@ mod tests {
     #[test]
     fn the_tour_names_registered_guards_of_three_kinds() {
         use std::path::Path;
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
+        let root = crate::workspace::root_above(Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap();
         let registry = Registry::load(&root.join("mutations/registry.yaml")).unwrap();
         let kinds: Vec<_> = TOUR
             .iter()
