@@ -163,8 +163,16 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
     if args.list {
         return list(&opts);
     }
+    // The gate's tests need Postgres: the caller's, or a throwaway one for this run.
+    let server = crate::db::Server::open_unless_given_blocking("harness mutate")?;
+    if let Some(server) = &server {
+        opts.test_env.push(server.child_env());
+    }
     if args.tour {
-        tour::mutation_tour()?;
+        print!(
+            "{}",
+            tour::mutation_tour_with(server.as_ref().map(|s| s.url.as_str()))?
+        );
         return Ok(ExitCode::SUCCESS);
     }
 

@@ -34,13 +34,6 @@ pub const TOUR: [(&str, &str); 3] = [
     ),
 ];
 
-/// Runs the tour against `DATABASE_URL` and prints it.
-pub fn mutation_tour() -> Result<()> {
-    let text = mutation_tour_with(None)?;
-    print!("{text}");
-    Ok(())
-}
-
 /// Runs the tour and returns its text. `database_url` is passed to the test
 /// processes (for a cluster the caller started); `None` uses `DATABASE_URL`.
 pub fn mutation_tour_with(database_url: Option<&str>) -> Result<String> {

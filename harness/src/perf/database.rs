@@ -294,6 +294,7 @@ async fn server_version(admin_url: &str) -> Option<String> {
 
 /// The whole database phase. Returns the figures and notes for the report.
 pub(super) async fn measure(
+    admin_url: &str,
     corpus: &Corpus,
     generated_sample: &[Scenario],
     seed: u64,
@@ -301,16 +302,15 @@ pub(super) async fn measure(
     progress: &Progress,
     machine: &mut Machine,
 ) -> Result<(Database, Vec<String>)> {
-    let admin_url = std::env::var(gate::db::DATABASE_URL_ENV).context("DATABASE_URL")?;
-    machine.postgres = server_version(&admin_url).await;
+    machine.postgres = server_version(admin_url).await;
     // Starting the engine builds the migrated template if needed, outside the timing.
-    let engine = DatabaseEngine::start(&admin_url).await?;
+    let engine = DatabaseEngine::start(admin_url).await?;
     let items: Vec<(&Scenario, &World)> = corpus
         .scenarios
         .iter()
         .filter_map(|s| corpus.worlds.get(&s.world).map(|w| (s, w)))
         .collect();
-    let mut sampler = Sampler::new(&admin_url).await?;
+    let mut sampler = Sampler::new(admin_url).await?;
     let (corpus_run, latencies) = sequential(
         &engine,
         &items,

@@ -10,9 +10,11 @@
 //!   `bench::database::DatabaseEngine::run` and `bench::judge::judge`.
 //!   Nothing is asserted about time; the exit code says only whether the run
 //!   completed (a goal that was missed is printed and written, not an error).
-//! - The pure-engine phases run on one thread. The database phase needs
-//!   `DATABASE_URL` (`make bench` runs this under `harness db run`); without
-//!   it the phase is skipped and the report says so.
+//! - The pure-engine phases run on one thread. The phases that need Postgres
+//!   (database, load, wire) share one server: `DATABASE_URL`'s, or a
+//!   throwaway one started for the run (`db::Server`, announced in one line
+//!   on stderr and removed on exit). `--no-db` skips the database phase and
+//!   the report says so.
 //! - `--http` adds the wire phase ([`http`]): the service on a loopback
 //!   port beside the in-process gate, so the wire's cost is a ratio.
 //! - A progress bar on a terminal, plain lines otherwise (stderr); the
@@ -181,7 +183,7 @@ impl Progress {
 }
 
 /// The load phase: (figures, notes).
-fn run_load(args: &PerfArgs, progress: &Progress) -> Result<(load::Load, Vec<String>)> {
+fn run_load(args: &PerfArgs, url: &str, progress: &Progress) -> Result<(load::Load, Vec<String>)> {
     progress.say("load: the gate through Postgres beside pgbench");
     let runtime = crate::bench::runtime()?;
     let plan = load::LoadPlan {
@@ -189,12 +191,7 @@ fn run_load(args: &PerfArgs, progress: &Progress) -> Result<(load::Load, Vec<Str
         cell: Duration::from_secs(args.cell_seconds.unwrap_or(if args.quick { 1 } else { 3 })),
         latency_clients: vec![1, 8],
     };
-    let (load, mut notes) = runtime.block_on(async {
-        let server = crate::db::Server::open("the load phase").await?;
-        let measured = load::measure(&server.url, &plan, progress).await;
-        server.close();
-        measured
-    })?;
+    let (load, mut notes) = runtime.block_on(load::measure(url, &plan, progress))?;
     notes.push(
         "Each tenant has a ledger head of its own (`ledger_head`, one row per tenant), so \
          tenants queue only on their own rows. Within one tenant, a proposal holds the \
@@ -217,7 +214,11 @@ fn write_chart(load: &load::Load, out: &Path) -> Result<()> {
 }
 
 /// The wire phase: (figures, notes).
-fn run_http(args: &PerfArgs, progress: &Progress) -> Result<(http::HttpLoad, Vec<String>)> {
+fn run_http(
+    args: &PerfArgs,
+    url: &str,
+    progress: &Progress,
+) -> Result<(http::HttpLoad, Vec<String>)> {
     progress.say("http: the service on loopback beside the in-process gate");
     let runtime = crate::bench::runtime()?;
     let plan = http::HttpPlan {
@@ -229,17 +230,19 @@ fn run_http(args: &PerfArgs, progress: &Progress) -> Result<(http::HttpLoad, Vec
             .collect(),
         cell: Duration::from_secs(args.http_seconds.unwrap_or(if args.quick { 1 } else { 3 })),
     };
-    runtime.block_on(async {
-        let server = crate::db::Server::open("the wire phase").await?;
-        let measured = http::measure(&server.url, &plan, progress).await;
-        server.close();
-        measured
-    })
+    runtime.block_on(http::measure(url, &plan, progress))
+}
+
+/// The Postgres of the run: `DATABASE_URL`'s, or a throwaway one.
+fn open_server() -> Result<crate::db::Server> {
+    crate::bench::runtime()?.block_on(crate::db::Server::open("harness perf"))
 }
 
 /// `--http-only`: the wire phase alone, in files of its own.
 fn run_http_only(args: &PerfArgs, progress: &Progress) -> Result<ExitCode> {
-    let (h, notes) = run_http(args, progress)?;
+    let server = open_server()?;
+    let (h, notes) = run_http(args, &server.url, progress)?;
+    server.close();
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("could not create {}", args.out.display()))?;
     let mut md = http::section(Some(&h), None);
@@ -260,7 +263,9 @@ fn run_http_only(args: &PerfArgs, progress: &Progress) -> Result<ExitCode> {
 
 /// `--load-only`: the load phase alone, in files of its own.
 fn run_load_only(args: &PerfArgs, progress: &Progress) -> Result<ExitCode> {
-    let (load, notes) = run_load(args, progress)?;
+    let server = open_server()?;
+    let (load, notes) = run_load(args, &server.url, progress)?;
+    server.close();
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("could not create {}", args.out.display()))?;
     let mut md = load_report::section(Some(&load), None);
@@ -293,6 +298,12 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
     if machine.profile == "debug" {
         progress.say("this is a debug build: the figures will be far below a release build's");
     }
+    let server = if !args.no_db || args.db || args.http {
+        Some(open_server()?)
+    } else {
+        None
+    };
+    let url = server.as_ref().map(|s| s.url.as_str());
     let mut memory = Vec::new();
     let mut notes = Vec::new();
 
@@ -326,35 +337,29 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
     mark(&mut memory, "3. growth");
 
     progress.say("4/5 database-backed gate");
-    let (database, database_skipped) = if args.no_db {
-        (None, Some("--no-db was given".to_string()))
-    } else if std::env::var(gate::db::DATABASE_URL_ENV).is_err() {
-        (
-            None,
-            Some(
-                "DATABASE_URL is not set (run under `harness db run -- …`, as `make bench` does)"
-                    .to_string(),
-            ),
-        )
-    } else {
-        let runtime = crate::bench::runtime()?;
-        let sample: Vec<Scenario> = generated.iter().take(plan.db_generated).cloned().collect();
-        let (db, db_notes) = runtime.block_on(database::measure(
-            &corpus,
-            &sample,
-            args.seed,
-            &plan,
-            &progress,
-            &mut machine,
-        ))?;
-        notes.extend(db_notes);
-        (Some(db), None)
+    let (database, database_skipped) = match url.filter(|_| !args.no_db) {
+        None => (None, Some("--no-db was given".to_string())),
+        Some(url) => {
+            let runtime = crate::bench::runtime()?;
+            let sample: Vec<Scenario> = generated.iter().take(plan.db_generated).cloned().collect();
+            let (db, db_notes) = runtime.block_on(database::measure(
+                url,
+                &corpus,
+                &sample,
+                args.seed,
+                &plan,
+                &progress,
+                &mut machine,
+            ))?;
+            notes.extend(db_notes);
+            (Some(db), None)
+        }
     };
     drop(generated);
     mark(&mut memory, "4. database");
 
-    let (load, load_skipped) = if args.db {
-        let (load, load_notes) = run_load(&args, &progress)?;
+    let (load, load_skipped) = if let Some(url) = url.filter(|_| args.db) {
+        let (load, load_notes) = run_load(&args, url, &progress)?;
         notes.extend(load_notes);
         (Some(load), None)
     } else {
@@ -362,14 +367,17 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
     };
     mark(&mut memory, "5. load");
 
-    let (http, http_skipped) = if args.http {
-        let (h, http_notes) = run_http(&args, &progress)?;
+    let (http, http_skipped) = if let Some(url) = url.filter(|_| args.http) {
+        let (h, http_notes) = run_http(&args, url, &progress)?;
         notes.extend(http_notes);
         (Some(h), None)
     } else {
         (None, Some("--http was not given".to_string()))
     };
     mark(&mut memory, "5b. wire");
+    if let Some(server) = server {
+        server.close();
+    }
     progress.say("5/5 memory: recorded after each phase");
 
     machine.load_after = load_average();
