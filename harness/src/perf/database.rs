@@ -19,10 +19,11 @@ use gate::service::{Gate, ManualClock, Seed};
 use scenarios::{Corpus, Scenario, World};
 use sqlx::{Connection, Executor, PgConnection};
 
+use super::Progress;
 use super::machine::Machine;
-use super::report::{DB_CORPUS_GOAL_SECS, Database, DbOverhead, DbRun, Subset, Timing};
+use super::model::{DB_CORPUS_GOAL_SECS, Database, DbOverhead, DbRun, Subset, Timing};
+use super::plan::{GENERATED, Plan};
 use super::stats::{self, percentile, rate, ratio, thousands};
-use super::{GENERATED, Plan, Progress};
 use crate::bench::{database::DatabaseEngine, judge, pure};
 
 /// Times the parts of a scenario that are not its steps, one sample at a time.
