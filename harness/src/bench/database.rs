@@ -53,7 +53,7 @@ use super::pool::{DatabasePool, RunEnd};
 use crate::world::{grant, policy_patch, seed};
 
 // The HTTP engine is this engine's child: it shares the driver and changes the transport.
-#[path = "http.rs"]
+#[path = "http/mod.rs"]
 pub mod http;
 
 /// The longest one scenario may run on the database engine.
