@@ -34,7 +34,7 @@ use tokio::signal::unix::{SignalKind, signal};
 pub mod cluster;
 pub mod server;
 
-pub use server::Server;
+pub use server::{Server, lasting_url};
 
 /// `harness db ...`
 #[derive(Debug, Args)]

@@ -49,7 +49,7 @@ pub fn run(args: KeysArgs) -> Result<ExitCode> {
 }
 
 async fn keys(args: KeysArgs) -> Result<ExitCode> {
-    let pool = crate::serve::connect(args.database.as_deref()).await?;
+    let pool = crate::serve::connect("keys", args.database.as_deref()).await?;
     let now = Utc::now();
     let code = match args.command {
         KeysCommand::Issue { tenant, actor } => {

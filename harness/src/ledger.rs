@@ -108,13 +108,7 @@ fn read_anchor(path: &Path) -> Result<Anchor> {
 }
 
 async fn connect(target: &Target) -> Result<(PgPool, String)> {
-    let url = std::env::var(gate::db::DATABASE_URL_ENV)
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .context(
-            "DATABASE_URL is not set: point it at the gate's Postgres server \
-         (`export \"$(harness db up)\"` starts a throwaway one)",
-        )?;
+    let url = crate::db::lasting_url("ledger")?;
     let shown = gate::db::redact_url(&url);
     let mut options: PgConnectOptions = url
         .parse()

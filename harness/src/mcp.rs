@@ -38,7 +38,7 @@ async fn mcp(args: McpArgs) -> Result<ExitCode> {
             format!("{AGENT_KEY_ENV} is not set: issue one with `harness keys issue --tenant T --actor AGENT`")
         })?;
     let secret = crate::serve::webhook_secret()?;
-    let pool = crate::serve::connect(args.database.as_deref()).await?;
+    let pool = crate::serve::connect("mcp", args.database.as_deref()).await?;
     let gate = Arc::new(crate::serve::build_gate(pool, secret)?);
     let tools = wire::mcp::AgentTools::new(gate.clone(), token.trim())
         .await

@@ -4,8 +4,8 @@
 //! registered; it cannot see a check nobody registered. cargo-mutants can: it
 //! mutates every function it finds. This subcommand installs a pinned
 //! cargo-mutants when it is missing, runs it over `gate` with the gate's
-//! whole test suite (run it under `harness db run` so the database tests
-//! run: `make mutants-audit` does), and writes `reports/outside-mutants.md`
+//! whole test suite (on `DATABASE_URL`'s Postgres, or a throwaway one it
+//! starts, announces in one line and removes on exit), and writes `reports/outside-mutants.md`
 //! and `.json` from cargo-mutants' `outcomes.json`: caught, missed, unviable
 //! and timeout per file, the time per mutant, and beside it the project's
 //! own runner's time per mutant in both modes (from `reports/mutations.json`).
@@ -161,13 +161,9 @@ fn ensure_cargo_mutants() -> Result<()> {
 
 /// Runs cargo-mutants over `gate`; returns the path of its outcomes.json.
 fn run_cargo_mutants(args: &MutantsAuditArgs) -> Result<PathBuf> {
-    if std::env::var_os("DATABASE_URL").is_none() {
-        bail!(
-            "DATABASE_URL is not set: the gate's tests need Postgres. \
-             Run `make mutants-audit` (it wraps this in `harness db run`)"
-        );
-    }
     ensure_cargo_mutants()?;
+    // The gate's tests need Postgres: the caller's, or a throwaway one for this run.
+    let server = crate::db::Server::open_unless_given_blocking("harness mutants-audit")?;
     let out = PathBuf::from("target/mutants-audit");
     let mut cmd = Command::new("cargo");
     cmd.args(["mutants", "--package", "gate", "--output"])
@@ -183,8 +179,13 @@ fn run_cargo_mutants(args: &MutantsAuditArgs) -> Result<PathBuf> {
         cmd.arg("--in-place");
     }
     cmd.args(&args.extra);
+    if let Some(server) = &server {
+        let (key, value) = server.child_env();
+        cmd.env(key, value);
+    }
     eprintln!("running {cmd:?}");
     let status = cmd.status().context("running cargo mutants")?;
+    drop(server);
     // 0: all caught; 2: some missed; 3: some timed out. Anything else: no result.
     match status.code() {
         Some(0 | 2 | 3) => {}

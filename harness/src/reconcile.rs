@@ -55,10 +55,7 @@ pub fn run(args: ReconcileArgs) -> Result<ExitCode> {
 }
 
 async fn reconcile(args: ReconcileArgs) -> Result<ExitCode> {
-    let url = std::env::var(gate::db::DATABASE_URL_ENV)
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .context("DATABASE_URL is not set: point it at the gate's Postgres server")?;
+    let url = crate::db::lasting_url("reconcile")?;
     let shown = gate::db::redact_url(&url);
     let mut options: PgConnectOptions = url
         .parse()

@@ -42,14 +42,8 @@ pub struct ServeArgs {
 /// server) as the application role, after applying the migrations as the
 /// owner (`MIGRATION_DATABASE_URL`, or both derived from an administrator's
 /// URL: `gate::db::server_urls`).
-pub async fn connect(database: Option<&str>) -> Result<PgPool> {
-    let url = std::env::var(gate::db::DATABASE_URL_ENV)
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .context(
-            "DATABASE_URL is not set: point it at the gate's Postgres server \
-             (`export \"$(harness db up)\"` starts a throwaway one)",
-        )?;
+pub async fn connect(command: &str, database: Option<&str>) -> Result<PgPool> {
+    let url = crate::db::lasting_url(command)?;
     let shown = gate::db::redact_url(&url);
     let urls = gate::db::server_urls(&url).await?;
     let options = |url: &str| -> Result<PgConnectOptions> {
@@ -113,7 +107,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
 
 async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let secret = webhook_secret()?;
-    let pool = connect(args.database.as_deref()).await?;
+    let pool = connect("serve", args.database.as_deref()).await?;
     let gate = Arc::new(build_gate(pool, secret)?);
     let listener = tokio::net::TcpListener::bind(&args.bind)
         .await

@@ -17,30 +17,30 @@ use std::process::Command;
 use serde_json::Value;
 
 mod support;
-use support::{skip, workdir};
+use support::{skip, workdir, workspace_root};
 
 /// Files whose scenarios touch every kind of row: grants, policies, prices,
 /// requests in every state, orders, payments, kept captures, the ledger.
 const FILES: [&str; 2] = ["provider-answers.yaml", "lifetimes-and-changes.yaml"];
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// A corpus folder holding FILES and the committed worlds.
 fn corpus(dir: &Path) -> PathBuf {
     let root = dir.join("corpus");
     fs::create_dir_all(root.join("worlds")).unwrap();
     for file in FILES {
-        fs::copy(repo().join("scenarios/corpus").join(file), root.join(file)).unwrap();
+        fs::copy(
+            workspace_root().join("scenarios/corpus").join(file),
+            root.join(file),
+        )
+        .unwrap();
     }
     fs::copy(
-        repo().join("scenarios/worlds/standard.yaml"),
+        workspace_root().join("scenarios/worlds/standard.yaml"),
         root.join("worlds/standard.yaml"),
     )
     .unwrap();
     fs::copy(
-        repo().join("scenarios/taxonomy.yaml"),
+        workspace_root().join("scenarios/taxonomy.yaml"),
         root.join("taxonomy.yaml"),
     )
     .unwrap();

@@ -3,16 +3,15 @@
 //! mutations/outside-audit.yaml leaves unclassified, and the check that says
 //! so can fail. Needs no database: it reads the committed files only.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod support;
+use support::workspace_root;
 
 fn check(report: &Path, classification: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_harness"))
-        .current_dir(root())
+        .current_dir(workspace_root())
         .args(["mutants-audit", "--check", "--report"])
         .arg(report)
         .arg("--classification")
@@ -22,7 +21,7 @@ fn check(report: &Path, classification: &Path) -> Output {
 }
 
 fn committed_report() -> serde_json::Value {
-    let text = std::fs::read_to_string(root().join("reports/outside-mutants.json"))
+    let text = std::fs::read_to_string(workspace_root().join("reports/outside-mutants.json"))
         .expect("reports/outside-mutants.json is committed (make mutants-audit writes it)");
     serde_json::from_str(&text).unwrap()
 }
@@ -30,8 +29,8 @@ fn committed_report() -> serde_json::Value {
 #[test]
 fn every_survivor_of_the_committed_outside_audit_is_classified() {
     let out = check(
-        &root().join("reports/outside-mutants.json"),
-        &root().join("mutations/outside-audit.yaml"),
+        &workspace_root().join("reports/outside-mutants.json"),
+        &workspace_root().join("mutations/outside-audit.yaml"),
     );
     assert!(
         out.status.success(),
@@ -74,7 +73,10 @@ fn the_check_fails_on_an_unlisted_survivor_and_on_a_test_that_does_not_exist() {
     let report_path = tmp.path().join("report.json");
     std::fs::write(&report_path, report.to_string()).unwrap();
 
-    let out = check(&report_path, &root().join("mutations/outside-audit.yaml"));
+    let out = check(
+        &report_path,
+        &workspace_root().join("mutations/outside-audit.yaml"),
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(name),

@@ -2,12 +2,14 @@
 //! what the code no longer does. Runs the whole corpus through the
 //! database-backed gate, so it needs DATABASE_URL (as `make verify` provides).
 
-use std::path::Path;
 use std::process::Command;
+
+mod support;
+use support::workspace_root;
 
 fn harness() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
-    cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+    cmd.current_dir(workspace_root());
     cmd
 }
 
@@ -46,7 +48,7 @@ fn committed_reports_equal_a_fresh_regeneration_and_the_check_sees_a_change() {
     // The same check on a copy with one line changed must fail and name the file.
     let copy = tmp.path().join("reports");
     std::fs::create_dir(&copy).unwrap();
-    let reports = Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports");
+    let reports = workspace_root().join("reports");
     for name in [
         "benchmark.md",
         "benchmark.json",

@@ -2,12 +2,14 @@
 //! from the loader's tables, and the check sees a one-line change. Needs no
 //! database.
 
-use std::path::Path;
 use std::process::Command;
+
+mod support;
+use support::workspace_root;
 
 fn harness() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_harness"));
-    cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+    cmd.current_dir(workspace_root());
     cmd
 }
 
@@ -32,10 +34,8 @@ fn the_committed_scenario_format_equals_a_fresh_rendering_and_the_check_sees_a_c
         .output()
         .unwrap();
     assert!(out.status.success());
-    let committed = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/scenario-format.md"),
-    )
-    .unwrap();
+    let committed =
+        std::fs::read_to_string(workspace_root().join("docs/scenario-format.md")).unwrap();
     let written = std::fs::read_to_string(&copy).unwrap();
     assert_eq!(written, committed);
 

@@ -25,19 +25,19 @@ pub mod pure;
 pub mod results;
 
 use std::collections::BTreeSet;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use scenarios::{Corpus, Scenario};
 use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::progress::pct;
 use judge::Run;
 use results::{ResultsFile, ScenarioResult, Summary};
 
@@ -217,19 +217,6 @@ pub fn heldout_ids(root: &Path) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-fn progress(total: usize) -> ProgressBar {
-    if std::io::stderr().is_terminal() {
-        let bar = ProgressBar::new(total as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    }
-}
-
 /// Runs the selected scenarios, `jobs` at a time, and returns their results
 /// in the order given.
 pub async fn run_all(
@@ -277,7 +264,7 @@ pub async fn run_with_engines(
     show_progress: bool,
 ) -> Result<Vec<ScenarioResult>> {
     let bar = if show_progress {
-        progress(selected.len())
+        crate::progress::bar(selected.len(), "")
     } else {
         ProgressBar::hidden()
     };
@@ -444,11 +431,6 @@ async fn run_one(
         }
     }
     result
-}
-
-fn pct(x: Option<f64>) -> String {
-    x.map(|v| format!("{:.1}%", v * 100.0))
-        .unwrap_or_else(|| "n/a".into())
 }
 
 fn print_summary(s: &Summary, path: &Path, refused: usize) {

@@ -4,11 +4,16 @@
 //! Guarantees: [`Server::open`] uses `DATABASE_URL` when it is set (and
 //! `MIGRATION_DATABASE_URL` with it, as `gate::db` reads them); otherwise it
 //! starts a throwaway cluster from the machine's Postgres binaries in a
-//! temporary folder, says so in one line on stderr, and hands out the
-//! cluster's administrator URL (from which `gate::db` creates and derives the
-//! two roles). [`Server::close`] — or dropping the server — stops that
-//! cluster and removes its folder; a server from `DATABASE_URL` is left alone.
+//! temporary folder, says so in one line on stderr (`no DATABASE_URL: started
+//! a throwaway Postgres ...`), and hands out the cluster's administrator URL
+//! (from which `gate::db` creates and derives the two roles).
+//! [`Server::close`] — or dropping the server — stops that cluster and
+//! removes its folder; a server from `DATABASE_URL` is left alone.
+//! [`lasting_url`] is for the commands whose effect must outlast them
+//! (serve, mcp, keys, ledger, reconcile): `DATABASE_URL`, or an error naming
+//! it; never a throwaway server.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -27,9 +32,7 @@ impl Server {
     /// `DATABASE_URL`, or a throwaway cluster started for `purpose` (a few
     /// words for the one line that announces it).
     pub async fn open(purpose: &str) -> Result<Self> {
-        if let Ok(url) = std::env::var(gate::db::DATABASE_URL_ENV)
-            && !url.trim().is_empty()
-        {
+        if let Some(url) = given_url() {
             return Ok(Server {
                 url,
                 throwaway: None,
@@ -51,8 +54,8 @@ impl Server {
             }
         };
         eprintln!(
-            "DATABASE_URL is not set: started a throwaway Postgres {} in {} for {purpose} \
-             (removed afterwards)",
+            "no DATABASE_URL: started a throwaway Postgres {} in {} for {purpose}; \
+             it is removed on exit",
             running.version,
             dir.display()
         );
@@ -60,6 +63,35 @@ impl Server {
             url: running.url,
             throwaway: Some(dir),
         })
+    }
+
+    /// Opens a server (as [`Server::open`]) only when `DATABASE_URL` is
+    /// unset: `None` when the caller's own is to be used.
+    pub async fn open_unless_given(purpose: &str) -> Result<Option<Self>> {
+        match given_url() {
+            Some(_) => Ok(None),
+            None => Self::open(purpose).await.map(Some),
+        }
+    }
+
+    /// As [`Server::open_unless_given`], for a caller outside any async
+    /// runtime (the cluster's processes outlive the runtime used to start it).
+    pub fn open_unless_given_blocking(purpose: &str) -> Result<Option<Self>> {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?
+            .block_on(Self::open_unless_given(purpose))
+    }
+
+    /// The variable a child process needs to use this server:
+    /// `DATABASE_URL`, this server's URL (an administrator's, for a throwaway
+    /// one, from which the child's `gate::db` derives both roles).
+    pub fn child_env(&self) -> (OsString, OsString) {
+        (
+            OsString::from(gate::db::DATABASE_URL_ENV),
+            OsString::from(&self.url),
+        )
     }
 
     /// Stops the throwaway cluster, if this command started one.
@@ -77,6 +109,25 @@ impl Server {
             );
         }
     }
+}
+
+/// `DATABASE_URL` when it is set and not blank.
+fn given_url() -> Option<String> {
+    std::env::var(gate::db::DATABASE_URL_ENV)
+        .ok()
+        .filter(|url| !url.trim().is_empty())
+}
+
+/// `DATABASE_URL` for `harness <command>`, whose effect must outlast it (so
+/// it never starts a throwaway server), or an error naming `DATABASE_URL`.
+pub fn lasting_url(command: &str) -> Result<String> {
+    given_url().with_context(|| {
+        format!(
+            "DATABASE_URL is not set: `harness {command}` keeps what it writes, so it needs a \
+             lasting Postgres, not a throwaway one; point DATABASE_URL at the gate's server \
+             (`export \"$(harness db up)\"` starts one that lasts until `harness db down`)"
+        )
+    })
 }
 
 impl Drop for Server {

@@ -163,8 +163,16 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
     if args.list {
         return list(&opts);
     }
+    // The gate's tests need Postgres: the caller's, or a throwaway one for this run.
+    let server = crate::db::Server::open_unless_given_blocking("harness mutate")?;
+    if let Some(server) = &server {
+        opts.test_env.push(server.child_env());
+    }
     if args.tour {
-        tour::mutation_tour()?;
+        print!(
+            "{}",
+            tour::mutation_tour_with(server.as_ref().map(|s| s.url.as_str()))?
+        );
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -340,8 +348,7 @@ impl Observer for Progress {
         match event {
             Event::Planned(n) => {
                 if self.tty {
-                    let bar = progress::bar(*n, "{elapsed_precise} [{bar:30}] {pos}/{len} {msg}");
-                    bar.set_style(bar.style().progress_chars("=> "));
+                    let bar = progress::bar(*n, "");
                     bar.enable_steady_tick(Duration::from_millis(200));
                     self.bar = Some(bar);
                 } else {

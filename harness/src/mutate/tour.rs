@@ -34,13 +34,6 @@ pub const TOUR: [(&str, &str); 3] = [
     ),
 ];
 
-/// Runs the tour against `DATABASE_URL` and prints it.
-pub fn mutation_tour() -> Result<()> {
-    let text = mutation_tour_with(None)?;
-    print!("{text}");
-    Ok(())
-}
-
 /// Runs the tour and returns its text. `database_url` is passed to the test
 /// processes (for a cluster the caller started); `None` uses `DATABASE_URL`.
 pub fn mutation_tour_with(database_url: Option<&str>) -> Result<String> {
@@ -173,10 +166,7 @@ mod tests {
     #[test]
     fn the_tour_names_registered_guards_of_three_kinds() {
         use std::path::Path;
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
+        let root = crate::workspace::root_above(Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap();
         let registry = Registry::load(&root.join("mutations/registry.yaml")).unwrap();
         let kinds: Vec<_> = TOUR
             .iter()

@@ -19,10 +19,11 @@ use gate::service::{Gate, ManualClock, Seed};
 use scenarios::{Corpus, Scenario, World};
 use sqlx::{Connection, Executor, PgConnection};
 
+use super::Progress;
 use super::machine::Machine;
-use super::report::{DB_CORPUS_GOAL_SECS, Database, DbOverhead, DbRun, Subset, Timing};
+use super::model::{DB_CORPUS_GOAL_SECS, Database, DbOverhead, DbRun, Subset, Timing};
+use super::plan::{GENERATED, Plan};
 use super::stats::{self, percentile, rate, ratio, thousands};
-use super::{GENERATED, Plan, Progress};
 use crate::bench::{database::DatabaseEngine, judge, pure};
 
 /// Times the parts of a scenario that are not its steps, one sample at a time.
@@ -294,6 +295,7 @@ async fn server_version(admin_url: &str) -> Option<String> {
 
 /// The whole database phase. Returns the figures and notes for the report.
 pub(super) async fn measure(
+    admin_url: &str,
     corpus: &Corpus,
     generated_sample: &[Scenario],
     seed: u64,
@@ -301,16 +303,15 @@ pub(super) async fn measure(
     progress: &Progress,
     machine: &mut Machine,
 ) -> Result<(Database, Vec<String>)> {
-    let admin_url = std::env::var(gate::db::DATABASE_URL_ENV).context("DATABASE_URL")?;
-    machine.postgres = server_version(&admin_url).await;
+    machine.postgres = server_version(admin_url).await;
     // Starting the engine builds the migrated template if needed, outside the timing.
-    let engine = DatabaseEngine::start(&admin_url).await?;
+    let engine = DatabaseEngine::start(admin_url).await?;
     let items: Vec<(&Scenario, &World)> = corpus
         .scenarios
         .iter()
         .filter_map(|s| corpus.worlds.get(&s.world).map(|w| (s, w)))
         .collect();
-    let mut sampler = Sampler::new(&admin_url).await?;
+    let mut sampler = Sampler::new(admin_url).await?;
     let (corpus_run, latencies) = sequential(
         &engine,
         &items,

@@ -1,12 +1,22 @@
-//! What the harness's integration tests that start Postgres share: whether
-//! to skip (no Postgres binaries here, and the caller said so), and a working
-//! folder a cluster running as `postgres` can traverse.
+//! What the harness's integration tests share: the workspace's root (the one
+//! lookup they all use), whether to skip (no Postgres binaries here, and the
+//! caller said so), and a working folder a cluster running as `postgres` can
+//! traverse.
 //!
 //! Each test file includes this module and uses what it needs.
 #![allow(dead_code)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The workspace's root: the folder above the harness crate.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| panic!("the harness crate has no parent folder"))
+}
 
 /// True when the test should be skipped: no Postgres binaries and
 /// `SPENDGATE_SKIP_DB=1`. Without the binaries and without that, it panics

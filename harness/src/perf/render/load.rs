@@ -1,19 +1,14 @@
-//! The load phase in the report: its Markdown section (throughput against
-//! pgbench, the goals, latency percentiles, the history of changes) and the
-//! chart `performance.svg`.
+//! The load phase's section of `performance.md`: throughput against
+//! pgbench, the goals, latency percentiles and the history of changes.
 //!
-//! Guarantees: both renderers are pure functions of the [`Load`] struct (and
-//! the fixed [`HISTORY`]); a figure that was not measured prints `n/a`. The
-//! chart is drawn by `plotters` with its SVG backend only: text is written
-//! as SVG `<text>` and sized by plotters' built-in estimate, so no system
-//! font (and no fontconfig) is needed.
+//! Guarantees: a pure function of the [`Load`] struct (and the fixed
+//! `model::HISTORY`); a figure that was not measured prints `n/a`.
 
 use std::fmt::Write as _;
 
-use plotters::prelude::*;
-
-use super::load::{Cell, LatencyRow, Load, LoadRow, Shape};
-use super::stats::{format_rate, ratio};
+use crate::perf::load::{Cell, LatencyRow, Load, LoadRow, Shape};
+use crate::perf::model::HISTORY;
+use crate::perf::stats::{format_rate, ratio};
 
 /// Goals of issue 13, as ratios to pgbench at 8 clients.
 pub const PROPOSE_ONE_TENANT_GOAL: f64 = 0.1;
@@ -24,46 +19,7 @@ pub const PROPOSE_P95_GOAL_MS: f64 = 5.0;
 /// The client count the goals are stated at.
 pub const GOAL_CLIENTS: usize = 8;
 
-/// One change made for speed, measured side by side (before and after in one run).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct HistoryEntry {
-    pub change: &'static str,
-    pub measure: &'static str,
-    pub before: &'static str,
-    pub after: &'static str,
-    pub how: &'static str,
-}
-
-/// The changes made for speed, oldest first. Figures are copied from the
-/// side-by-side runs named in `how`; they are not re-measured by each run.
-pub const HISTORY: &[HistoryEntry] = &[
-    HistoryEntry {
-        change: "propose reads the catalog before the tenant's day lock (one round trip fewer \
-             inside the tenant's critical section; `decide::decide_with_catalog`)",
-        measure: "propose, one tenant / tenant per client, 8 clients, ratio to pgbench",
-        before: "0.073× / 0.103× (120/s, 170/s; pgbench 1,643/s)",
-        after: "0.049× / 0.126× (74/s, 192/s; pgbench 1,522/s)",
-        how: "`harness perf --load-only --cell-seconds 2`, debug build, before then after \
-          back to back on 2026-12-01 (1-minute load 11-17 on 2 cores). The two runs \
-          disagree in both directions by more than the change could move them: \
-          no effect measurable on this machine.",
-    },
-    HistoryEntry {
-        change: "two round trips fewer inside the tenant's critical section: the day row is \
-             locked in one statement where it exists (`budget::lock_day`), and a tenant's \
-             ledger entries go in with one INSERT (`ledger::append`)",
-        measure: "propose, one tenant / tenant per client, 8 clients, per second",
-        before: "359/s, 315/s / 776/s, 876/s",
-        after: "443/s, 350/s / 879/s, 822/s",
-        how: "`harness perf --load-only --cell-seconds 2`, release builds of the commit \
-          before and after, run before, after, before, after on one server on \
-          2026-12-01 (1-minute load 5-7 on 2 cores, another build running). One tenant \
-          rose in both pairs (+23%, +11%); tenant per client moved both ways: within \
-          this machine's noise.",
-    },
-];
-
-fn per_sec(c: &Option<Cell>) -> Option<f64> {
+pub fn per_sec(c: &Option<Cell>) -> Option<f64> {
     c.as_ref().and_then(|c| c.per_sec)
 }
 
@@ -257,111 +213,8 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
     s
 }
 
-/// A line of the chart: its name, its figure in a row, its colour.
-type Series = (&'static str, fn(&LoadRow) -> Option<f64>, RGBColor);
-
-/// `performance.svg`: throughput against clients (both axes logarithmic)
-/// for pgbench and the gate's four cells.
-pub fn svg(load: &Load) -> Result<String, String> {
-    let series: [Series; 5] = [
-        ("pgbench TPS", |r| r.pgbench_tps, BLACK),
-        (
-            "propose, one tenant",
-            |r| per_sec(&r.propose_one_tenant),
-            RGBColor(214, 39, 40),
-        ),
-        (
-            "propose, tenant per client",
-            |r| per_sec(&r.propose_tenant_per_client),
-            RGBColor(31, 119, 180),
-        ),
-        (
-            "flow, one tenant",
-            |r| per_sec(&r.flow_one_tenant),
-            RGBColor(255, 127, 14),
-        ),
-        (
-            "flow, tenant per client",
-            |r| per_sec(&r.flow_tenant_per_client),
-            RGBColor(44, 160, 44),
-        ),
-    ];
-    let values: Vec<f64> = load
-        .rows
-        .iter()
-        .flat_map(|r| series.iter().filter_map(move |(_, f, _)| f(r)))
-        .filter(|v| *v > 0.0)
-        .collect();
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(0.0, f64::max);
-    let (lo, hi) = if values.is_empty() {
-        (1.0, 10.0)
-    } else {
-        (lo / 2.0, hi * 2.0)
-    };
-    let max_clients = load
-        .rows
-        .iter()
-        .map(|r| r.clients)
-        .max()
-        .unwrap_or(1)
-        .max(2) as f64;
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (800, 500)).into_drawing_area();
-        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
-        root.fill(&WHITE).map_err(e)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "spendgate through Postgres vs pgbench (per second, log scales)",
-                ("sans-serif", 20),
-            )
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d((1f64..max_clients).log_scale(), (lo..hi).log_scale())
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc("clients")
-            .y_desc("operations per second")
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.0}"))
-            .draw()
-            .map_err(|e| e.to_string())?;
-        for (name, f, color) in series {
-            let points: Vec<(f64, f64)> = load
-                .rows
-                .iter()
-                .filter_map(|r| f(r).filter(|v| *v > 0.0).map(|v| (r.clients as f64, v)))
-                .collect();
-            chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
-            chart
-                .draw_series(
-                    points
-                        .into_iter()
-                        .map(|p| Circle::new(p, 3, color.filled())),
-                )
-                .map_err(|e| e.to_string())?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| e.to_string())?;
-        root.present().map_err(|e| e.to_string())?;
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
-mod tests {
+pub(in crate::perf::render) mod tests {
     use super::*;
 
     fn cell(per_sec: f64) -> Option<Cell> {
@@ -374,7 +227,8 @@ mod tests {
         })
     }
 
-    fn fixed() -> Load {
+    /// A load phase with fixed figures (the chart's tests draw it too).
+    pub(in crate::perf::render) fn fixed() -> Load {
         let row = |clients, tps: f64, k: f64| LoadRow {
             clients,
             pgbench_tps: Some(tps),
@@ -426,19 +280,5 @@ mod tests {
     fn a_skipped_load_phase_says_why() {
         let md = section(None, Some("--db was not given"));
         assert!(md.contains("Not measured: --db was not given"));
-    }
-
-    #[test]
-    fn the_chart_is_svg_with_every_series_named() -> Result<(), String> {
-        let svg = svg(&fixed())?;
-        assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
-        for name in [
-            "pgbench TPS",
-            "propose, one tenant",
-            "flow, tenant per client",
-        ] {
-            assert!(svg.contains(name), "{name} missing");
-        }
-        Ok(())
     }
 }

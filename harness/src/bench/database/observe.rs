@@ -1,0 +1,63 @@
+//! What a run left behind, read back for the scenario's invariants.
+//!
+//! Guarantees: `spent_today_paise` is the default tenant's; orders, captures
+//! and delegation spend are summed over every tenant of the world; only
+//! reads (nothing is written).
+
+use super::*;
+
+/// The spec's invariants: `spent_today_paise` is the default tenant's; orders,
+/// captures and delegation spend are summed over every tenant of the world.
+pub(super) async fn observe(cx: &Driver<'_>, world: &World) -> Result<ObservedState> {
+    let gate = &cx.gate;
+    let mut state = ObservedState {
+        ledger_intact: Some(true),
+        ..ObservedState::default()
+    };
+    for (i, tenant) in world.tenants.iter().enumerate() {
+        let inv = gate.invariants(&tenant.id).await?;
+        if i == 0 {
+            state.spent_today_paise = inv.spent_today_paise;
+        }
+        state.provider_orders += u64::try_from(inv.provider_orders).unwrap_or(0);
+        state.captured_paise += inv.captured_paise;
+        state
+            .delegation_spent_paise
+            .extend(inv.delegation_spent_paise);
+        state.ledger_intact = Some(state.ledger_intact == Some(true) && inv.ledger_intact);
+    }
+    state.provider_captured_paise = gate.provider().captured_paise();
+    let books = gate.books(None).await?;
+    let mut problems = Vec::new();
+    if books.captured_paise != state.provider_captured_paise {
+        problems.push(format!(
+            "the provider captured {} paise, the gate's books hold {} captured",
+            state.provider_captured_paise, books.captured_paise
+        ));
+    }
+    for (day, (booked, held)) in &books.unbalanced_days {
+        problems.push(format!(
+            "{day}: {booked} paise reserved, its requests hold {held}"
+        ));
+    }
+    for (hop, (spent, held)) in &books.unbalanced_hops {
+        problems.push(format!(
+            "hop {hop}: {spent} paise spent, its requests hold {held}"
+        ));
+    }
+    state.books_balanced = Some(problems.is_empty());
+    state.books_problems = problems;
+    if let Some(wanted) = &cx.scenario.invariants.request_states {
+        for name in wanted.keys() {
+            let found = match cx.named.get(name) {
+                Some(Named {
+                    id: Some(id),
+                    tenant,
+                }) => gate.request_state(tenant, id).await?,
+                _ => None,
+            };
+            state.request_states.insert(name.clone(), found);
+        }
+    }
+    Ok(state)
+}

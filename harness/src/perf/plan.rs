@@ -1,0 +1,128 @@
+//! What `harness perf` is asked to do (its arguments) and how much of
+//! everything that makes (the plan: iterations, rounds, sizes).
+//!
+//! Guarantees: [`Plan::of`] depends only on the arguments; `--quick` gives
+//! the smaller plan, every explicit argument overrides its default.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+/// The generated corpus of phases 2 and 4.
+pub const GENERATED: usize = 10_000;
+
+/// Measure the gate's speed and write DIR/performance.md and DIR/performance.json.
+#[derive(Debug, Args)]
+pub struct PerfArgs {
+    /// The committed corpus: a file or folder, as `harness bench --corpus` takes.
+    #[arg(long, default_value = "scenarios")]
+    pub corpus: PathBuf,
+    /// Where to write performance.md and performance.json.
+    #[arg(long, default_value = "reports")]
+    pub out: PathBuf,
+    /// A smaller run: fewer iterations and rounds, growth up to 10,000, a
+    /// small generated sample on the database, no in-flight what-if.
+    #[arg(long)]
+    pub quick: bool,
+    /// The generator's seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// How many of the 10,000 generated scenarios to run through the
+    /// database-backed gate (the first N) [default: 1000; 100 with --quick];
+    /// 0 runs none, 10000 runs them all.
+    #[arg(long, value_name = "N")]
+    pub db_generated: Option<usize>,
+    /// More runs of the committed corpus on the database with N scenarios at
+    /// a time, beside the one-at-a-time run and the run at `harness bench`'s
+    /// default `--jobs` [default: 2,4; with --quick, none].
+    #[arg(long, value_name = "N,..", value_delimiter = ',')]
+    pub db_jobs: Option<Vec<usize>>,
+    /// Skip the database phase.
+    #[arg(long)]
+    pub no_db: bool,
+    /// Also run the load phase: pgbench and the gate through Postgres at
+    /// 1, 2, 4, 8 and 16 clients, side by side, with latency percentiles and
+    /// DIR/performance.svg (DATABASE_URL, or a throwaway Postgres).
+    #[arg(long)]
+    pub db: bool,
+    /// Only the load phase (implies --db): writes DIR/performance-load.md,
+    /// DIR/performance-load.json and DIR/performance.svg, and leaves
+    /// performance.md alone (a quick look while tuning).
+    #[arg(long)]
+    pub load_only: bool,
+    /// Seconds per load cell [default: 3; 1 with --quick].
+    #[arg(long, value_name = "S")]
+    pub cell_seconds: Option<u64>,
+    /// Also run the wire phase: the HTTP service on a loopback port under N
+    /// concurrent clients beside the in-process gate, propose and the full
+    /// purchase, p50/p95/p99 and requests/s (DATABASE_URL, or a throwaway Postgres).
+    #[arg(long)]
+    pub http: bool,
+    /// Only the wire phase (implies --http): writes DIR/performance-http.md
+    /// and DIR/performance-http.json and leaves performance.md alone.
+    #[arg(long)]
+    pub http_only: bool,
+    /// Client counts of the wire phase.
+    #[arg(
+        long,
+        value_name = "N,..",
+        value_delimiter = ',',
+        default_value = "1,8"
+    )]
+    pub http_clients: Vec<usize>,
+    /// Seconds per wire cell, at most [default: 3; 1 with --quick].
+    #[arg(long, value_name = "T")]
+    pub http_seconds: Option<u64>,
+}
+
+/// How much of everything to do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub warmup: u64,
+    pub iterations: u64,
+    pub decision_rounds: usize,
+    pub corpus_rounds: usize,
+    /// A committed-corpus round lasts at least this long.
+    pub corpus_round_target: Duration,
+    pub generated_rounds: usize,
+    pub sizes: Vec<usize>,
+    pub scaling_rounds: usize,
+    pub db_generated: usize,
+    pub db_jobs: Vec<usize>,
+    pub overhead_samples: usize,
+}
+
+impl Plan {
+    pub fn of(args: &PerfArgs) -> Plan {
+        if args.quick {
+            Plan {
+                warmup: 50_000,
+                iterations: 200_000,
+                decision_rounds: 3,
+                corpus_rounds: 3,
+                corpus_round_target: Duration::from_millis(100),
+                generated_rounds: 3,
+                sizes: vec![1_000, 10_000],
+                scaling_rounds: 3,
+                db_generated: args.db_generated.unwrap_or(100),
+                db_jobs: args.db_jobs.clone().unwrap_or_default(),
+                overhead_samples: 10,
+            }
+        } else {
+            Plan {
+                warmup: 200_000,
+                iterations: 1_000_000,
+                decision_rounds: 7,
+                corpus_rounds: 7,
+                corpus_round_target: Duration::from_millis(250),
+                generated_rounds: 5,
+                sizes: vec![1_000, 10_000, 100_000],
+                scaling_rounds: 3,
+                db_generated: args.db_generated.unwrap_or(1_000),
+                db_jobs: args.db_jobs.clone().unwrap_or_else(|| vec![2, 4]),
+                overhead_samples: 40,
+            }
+        }
+    }
+}
