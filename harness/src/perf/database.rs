@@ -40,9 +40,9 @@ struct Sampler {
     bare_create: Vec<f64>,
     bare_create_file_copy: Vec<f64>,
     bare_drop: Vec<f64>,
-    truncated: Vec<f64>,
-    /// Why the TRUNCATE reset was not measured, if it was not.
-    truncate_refused: Option<String>,
+    resets: Vec<f64>,
+    /// Why the pool's reset was not measured, if it was not.
+    reset_refused: Option<String>,
     /// Why `STRATEGY FILE_COPY` was not measured, if it was not.
     file_copy_refused: Option<String>,
     /// Why sampling stopped early, if it did.
@@ -68,8 +68,8 @@ impl Sampler {
             bare_create: Vec::new(),
             bare_create_file_copy: Vec::new(),
             bare_drop: Vec::new(),
-            truncated: Vec::new(),
-            truncate_refused: None,
+            resets: Vec::new(),
+            reset_refused: None,
             file_copy_refused: None,
             stopped: None,
             counter: 0,
@@ -99,10 +99,10 @@ impl Sampler {
         gate.seed(&self.seed).await?;
         self.seeded.push(t.elapsed().as_secs_f64());
         drop(gate);
-        if self.truncate_refused.is_none() {
+        if self.reset_refused.is_none() {
             match crate::bench::pool::time_reset(&db).await {
-                Ok(secs) => self.truncated.push(secs),
-                Err(why) => self.truncate_refused = Some(why),
+                Ok(secs) => self.resets.push(secs),
+                Err(why) => self.reset_refused = Some(why),
             }
         }
         let t = Instant::now();
@@ -165,7 +165,7 @@ impl Sampler {
                 self.fresh.len()
             ));
         }
-        if let Some(why) = &self.truncate_refused {
+        if let Some(why) = &self.reset_refused {
             notes.push(format!(
                 "Emptying a seeded database as the bench's pool does was not measured: {why}"
             ));
@@ -183,7 +183,7 @@ impl Sampler {
             bare_create: Timing::of(&self.bare_create),
             bare_create_file_copy: Timing::of(&self.bare_create_file_copy),
             bare_drop: Timing::of(&self.bare_drop),
-            truncate_reset: Timing::of(&self.truncated),
+            pool_reset: Timing::of(&self.resets),
             share_of_corpus: per_scenario_mean
                 .and_then(|m| ratio(m * scenarios as f64, corpus_seconds)),
             per_scenario_mean,

@@ -238,9 +238,9 @@ pub struct DbOverhead {
     /// `CREATE DATABASE .. TEMPLATE .. STRATEGY FILE_COPY` (Postgres 15 or later).
     pub bare_create_file_copy: Timing,
     pub bare_drop: Timing,
-    /// One `TRUNCATE .. RESTART IDENTITY CASCADE` of every table of a seeded
+    /// The pool's reset (`bench::pool`: DELETEs in foreign-key order, one transaction) of a seeded
     /// database: what resetting a reused database would cost instead.
-    pub truncate_reset: Timing,
+    pub pool_reset: Timing,
     /// fresh_database + seed + drop, mean per scenario.
     pub per_scenario_mean: Option<f64>,
     /// That times the corpus size, over the sequential corpus run's time.

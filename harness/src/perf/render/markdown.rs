@@ -367,7 +367,7 @@ fn database_section(r: &Report) -> String {
         s,
         "Every scenario runs in an empty migrated database of its own while it runs \
          (`bench::database::DatabaseEngine::run`: a database from the bench's pool, made once \
-         per scenario in flight and emptied by one TRUNCATE transaction between scenarios \
+         per scenario in flight and emptied between scenarios by one transaction of DELETEs in foreign-key order \
          (`bench::pool`), the world seeded, every step through `gate::service::Gate`, the \
          invariants read, the database handed back) and is judged. The \
          one-at-a-time run calls that directly, one scenario after another, and times each; the \
@@ -455,8 +455,8 @@ fn database_section(r: &Report) -> String {
             ),
             ("bare `DROP DATABASE .. WITH (FORCE)`", &o.bare_drop),
             (
-                "what the bench does instead: empty it (`bench::pool`, one TRUNCATE transaction)",
-                &o.truncate_reset,
+                "what the bench does instead: empty it (`bench::pool`, one transaction of DELETEs)",
+                &o.pool_reset,
             ),
         ] {
             let _ = writeln!(
@@ -475,12 +475,12 @@ fn database_section(r: &Report) -> String {
             pct(o.share_of_corpus)
         );
         if let (Some(t), Some(seed), Some(all)) =
-            (o.truncate_reset.mean, o.seed.mean, o.per_scenario_mean)
+            (o.pool_reset.mean, o.seed.mean, o.per_scenario_mean)
         {
             let _ = writeln!(
                 s,
                 "The bench reuses its databases instead (`bench::pool`): emptying one (one \
-                 TRUNCATE transaction) and seeding it again costs about {} per scenario instead of \
+                 transaction of DELETEs) and seeding it again costs about {} per scenario instead of \
                  {} ({} cheaper), measured side by side.\n",
                 format_seconds(t + seed),
                 format_seconds(all),
@@ -639,7 +639,7 @@ mod tests {
                     bare_create: Timing::of(&[0.05]),
                     bare_create_file_copy: Timing::of(&[]),
                     bare_drop: Timing::of(&[0.02]),
-                    truncate_reset: Timing::of(&[0.004]),
+                    pool_reset: Timing::of(&[0.004]),
                     per_scenario_mean: Some(0.15),
                     share_of_corpus: Some(0.75),
                 }),
