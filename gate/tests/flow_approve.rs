@@ -3,7 +3,7 @@
 
 mod support;
 
-use gate::service::GrantSeed;
+use gate::service::Grant;
 use gate::{Decision, PolicyPatch, Reason};
 use support::*;
 
@@ -197,7 +197,7 @@ async fn an_approved_request_uses_a_new_delegation_granted_meanwhile() -> TestRe
             .propose("acme", "procurement-agent", &body("CLOUD-TEAM", 1), None)
             .await?;
         assert_eq!(p.decision, Decision::Deny(Reason::DelegationMissing));
-        let grant = GrantSeed {
+        let grant = Grant {
             id: "d-proc".into(),
             from: "d-buyer".into(),
             to: "procurement-agent".into(),

@@ -300,7 +300,7 @@ async fn the_daily_cap_is_inclusive_across_agents() -> TestResult {
         w.gate
             .grant(
                 "acme",
-                &gate::service::GrantSeed {
+                &gate::service::Grant {
                     id: "d-proc".into(),
                     from: "finance-lead".into(),
                     to: "procurement-agent".into(),

@@ -13,7 +13,7 @@ mod support;
 use std::sync::Arc;
 
 use gate::policy::{DenialRate, Velocity};
-use gate::service::GrantSeed;
+use gate::service::Grant;
 use gate::{Decision, PolicyPatch};
 use support::*;
 use tokio::sync::Barrier;
@@ -29,8 +29,8 @@ async fn propose(w: &World, agent: &str, sku: &str, qty: u32) -> Result<Option<S
         .filter(|_| p.decision != Decision::Deny(gate::Reason::ActorUnknown)))
 }
 
-fn grant(id: &str, from: &str, to: &str, budget: i64) -> GrantSeed {
-    GrantSeed {
+fn grant(id: &str, from: &str, to: &str, budget: i64) -> Grant {
+    Grant {
         id: id.into(),
         from: from.into(),
         to: to.into(),

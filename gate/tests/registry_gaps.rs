@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use gate::PolicyPatch;
-use gate::service::GrantSeed;
+use gate::service::Grant;
 use gate::{Decision, Reason};
 use support::*;
 
@@ -31,8 +31,8 @@ async fn allocated(w: &World, hop: &str) -> Result<i64, sqlx::Error> {
     .await
 }
 
-fn grant(id: &str, from: &str, budget_paise: i64) -> GrantSeed {
-    GrantSeed {
+fn grant(id: &str, from: &str, budget_paise: i64) -> Grant {
+    Grant {
         id: id.into(),
         from: from.into(),
         to: "procurement-agent".into(),

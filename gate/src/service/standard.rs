@@ -1,8 +1,7 @@
 //! The spec's `standard` world as a [`Seed`], value for value.
 //!
 //! Guarantees: the values are exactly those of `shared/spec/scenarios.md`
-//! (and `scenarios/worlds/standard.yaml`, which the harness converts for the
-//! corpus): tenant `acme` with finance-lead (may approve), intern, three
+//! (and `scenarios/worlds/standard.yaml`, which the corpus runs in): tenant `acme` with finance-lead (may approve), intern, three
 //! agents, three merchants, the eight catalog rows, the policy and `d-buyer`;
 //! and `globex` with globex-finance, globex-agent, the same catalog and
 //! policy, and `d-globex`. Tests and the triage tour use it; a test in
@@ -10,7 +9,8 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use super::seed::{GrantSeed, PersonSeed, Seed, TenantSeed};
+use super::grants::Grant;
+use super::seed::{PersonSeed, Seed, TenantSeed};
 use crate::catalog::CatalogItem;
 use crate::policy::{DenialRate, Policy, Velocity};
 
@@ -71,8 +71,14 @@ pub fn standard_policy() -> Policy {
         approval_threshold_paise: 100000,
         allowed_merchants: vec!["cloudco".into(), "snackshop".into()],
         allowed_categories: vec!["cloud-credits".into(), "food".into()],
-        valid_from: "2026-01-01T00:00:00Z".into(),
-        valid_until: "2026-12-31T23:59:59Z".into(),
+        valid_from: Utc
+            .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+            .single()
+            .unwrap_or(DateTime::<Utc>::UNIX_EPOCH),
+        valid_until: Utc
+            .with_ymd_and_hms(2026, 12, 31, 23, 59, 59)
+            .single()
+            .unwrap_or(DateTime::<Utc>::UNIX_EPOCH),
         velocity: Velocity {
             max_proposals: 20,
             window_minutes: 60,
@@ -92,8 +98,8 @@ fn person(id: &str, may_approve: bool) -> PersonSeed {
     }
 }
 
-fn grant(id: &str, from: &str, to: &str, budget: i64) -> GrantSeed {
-    GrantSeed {
+fn grant(id: &str, from: &str, to: &str, budget: i64) -> Grant {
+    Grant {
         id: id.into(),
         from: from.into(),
         to: to.into(),

@@ -50,7 +50,6 @@ use tokio::task::JoinSet;
 use super::judge::Run;
 use super::observed::{ObservedState, StepOutcome};
 use super::pool::{DatabasePool, RunEnd};
-use crate::world::{grant, policy_patch, seed};
 
 // The HTTP engine is this engine's child: it shares the driver and changes the transport.
 #[path = "http.rs"]
@@ -231,7 +230,7 @@ async fn run_in(pool: PgPool, scenario: Scenario, world: World) -> Run {
             return run;
         }
     };
-    if let Err(e) = gate.seed(&seed(&world)).await {
+    if let Err(e) = gate.seed(&world.seed()).await {
         run.error = Some(format!("seeding world `{}`: {e}", scenario.world));
         run.engine_error = true;
         return run;
@@ -606,7 +605,7 @@ impl<'a> Driver<'a> {
             }
             Verb::Grant(g) => Call::Grant {
                 tenant,
-                grant: grant(g),
+                grant: g.clone(),
             },
             Verb::Revoke(r) => Call::Revoke {
                 tenant,
@@ -620,7 +619,7 @@ impl<'a> Driver<'a> {
             },
             Verb::SetPolicy(p) => Call::SetPolicy {
                 tenant,
-                patch: policy_patch(p),
+                patch: p.clone(),
             },
             Verb::AdvanceClock(a) => {
                 self.move_clock(a.duration())?;
@@ -711,7 +710,7 @@ enum Call {
     },
     Grant {
         tenant: String,
-        grant: gate::service::GrantSeed,
+        grant: gate::service::Grant,
     },
     Revoke {
         tenant: String,

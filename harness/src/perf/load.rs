@@ -169,7 +169,9 @@ fn load_seed(tenants: usize) -> Seed {
     acme.policy.denial_rate.max_denials = 1_000_000;
     acme.policy.denial_rate.window_minutes = 1;
     acme.policy.daily_cap_paise = 1_000_000_000_000_000;
-    acme.policy.valid_until = "2099-12-31T23:59:59Z".into();
+    acme.policy.valid_until = "2099-12-31T23:59:59Z"
+        .parse()
+        .expect("a literal RFC 3339 instant");
     for d in &mut acme.delegations {
         d.budget_paise = 1_000_000_000_000_000;
     }

@@ -23,7 +23,7 @@ use gate::Decision;
 use gate::provider::InProcessProvider;
 use gate::service::standard::{standard_now, standard_seed};
 use gate::service::webhook::{EVENT_CAPTURED, ProviderEvent, sign_webhook};
-use gate::service::{Gate, GrantSeed, ManualClock, Outcome};
+use gate::service::{Gate, Grant, ManualClock, Outcome};
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -137,8 +137,8 @@ fn step(
     }
 }
 
-fn grant(id: &str, from: &str, to: &str, budget_paise: i64) -> GrantSeed {
-    GrantSeed {
+fn grant(id: &str, from: &str, to: &str, budget_paise: i64) -> Grant {
+    Grant {
         id: id.to_owned(),
         from: from.to_owned(),
         to: to.to_owned(),
