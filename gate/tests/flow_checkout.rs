@@ -5,7 +5,6 @@
 mod support;
 
 use gate::catalog::{Catalog, derive};
-use gate::service::standard::standard_catalog;
 use gate::{Decision, PolicyPatch, PurchaseProposal, Reason};
 use support::*;
 
@@ -111,7 +110,7 @@ async fn the_authority_binds_the_sha256_of_the_canonical_purchase_for_fifteen_mi
                 quantity: 1,
                 purpose: "team credits".into(),
             },
-            &Catalog::new(standard_catalog()),
+            &Catalog::new(support::standard::catalog()),
         )
         .map_err(|r| r.to_string())?;
         assert_eq!(digest, expected.digest());

@@ -13,7 +13,6 @@ use gate::provider::{
     InProcessProvider, Mode, OrderRequest, OrderSnapshot, PaymentProvider, ProviderError,
     ProviderHealth, ProviderOrder,
 };
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::{Gate, ManualClock};
 use gate::{Decision, Reason};
 use support::*;
@@ -87,10 +86,10 @@ async fn gate_with<P: PaymentProvider>(
         db.pool().clone(),
         provider,
         SECRET,
-        Arc::new(ManualClock::new(standard_now())),
+        Arc::new(ManualClock::new(support::standard::now())),
     )?
     .with_provider_timeout(Duration::from_millis(300));
-    gate.seed(&standard_seed()).await?;
+    gate.seed(&support::standard::seed()).await?;
     Ok(Some((db, gate)))
 }
 
@@ -275,7 +274,7 @@ async fn health_names_the_provider_and_never_a_key() -> TestResult {
         pool,
         InProcessProvider::new(),
         SECRET,
-        Arc::new(ManualClock::new(standard_now())),
+        Arc::new(ManualClock::new(support::standard::now())),
     )?;
     let health = gate.provider_health();
     assert_eq!(

@@ -40,7 +40,8 @@ mod request_state;
 mod requests;
 mod rows;
 mod seed;
-pub mod standard;
+#[cfg(test)]
+pub(crate) mod standard;
 pub mod webhook;
 mod world;
 
