@@ -143,7 +143,26 @@ pub fn derive(proposal: &PurchaseProposal, catalog: &Catalog) -> Result<Purchase
 pub(crate) mod tests {
     use super::*;
 
-    use crate::service::standard::item;
+    /// A catalog row with the given terms, available, with no description.
+    fn item(
+        sku: &str,
+        merchant: &str,
+        price: i64,
+        currency: &str,
+        category: &str,
+        max: u32,
+    ) -> CatalogItem {
+        CatalogItem {
+            sku: sku.into(),
+            merchant: merchant.into(),
+            price_paise: price,
+            currency: currency.into(),
+            category: category.into(),
+            max_quantity: max,
+            available: true,
+            description: String::new(),
+        }
+    }
 
     /// The spec's `standard` catalog.
     pub(crate) fn standard() -> Catalog {

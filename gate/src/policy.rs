@@ -4,8 +4,10 @@
 //! Guarantees: no I/O, no clock, no randomness, no model (a test parses this
 //! file and fails the build if it reaches for any). Every input gets a
 //! decision, and missing or malformed data refuses: a policy whose validity
-//! window does not parse, whose caps are negative or whose currency is not a
-//! currency code is `POLICY_INVALID`, never "no limit". Checks run in the
+//! window is reversed, whose caps are negative or whose currency is not a
+//! currency code is `POLICY_INVALID`, never "no limit" (a stored policy
+//! whose window does not parse as RFC 3339 does not deserialize, and the
+//! service refuses it `POLICY_INVALID` too). Checks run in the
 //! spec's order and the first refusal is the reason. Limits are inclusive:
 //! an amount equal to a cap, a budget or the approval threshold is within it.
 
@@ -35,7 +37,9 @@ pub struct DenialRate {
     pub window_minutes: u32,
 }
 
-/// A tenant's spending policy, with the spec's key names.
+/// A tenant's spending policy, with the spec's key names: the one type the
+/// gate decides on, the database stores and a world file spells (every key
+/// required, none other accepted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
@@ -45,32 +49,45 @@ pub struct Policy {
     pub approval_threshold_paise: i64,
     pub allowed_merchants: Vec<String>,
     pub allowed_categories: Vec<String>,
-    /// RFC 3339; kept as text so that a value that does not parse refuses.
-    pub valid_from: String,
     /// RFC 3339, inclusive.
-    pub valid_until: String,
+    pub valid_from: DateTime<Utc>,
+    /// RFC 3339, inclusive.
+    pub valid_until: DateTime<Utc>,
     pub velocity: Velocity,
     pub denial_rate: DenialRate,
 }
 
-/// A change to some policy fields; each `set_policy` publishes a new version.
+/// A change to some policy fields (the body of `set_policy`, in the API and
+/// in a scenario): any subset of the policy's keys, none other accepted.
+/// Each `set_policy` publishes a new version. Serializes only the keys it
+/// names.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyPatch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_transaction_cap_paise: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub daily_cap_paise: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_threshold_paise: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_merchants: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_categories: Option<Vec<String>>,
-    pub valid_from: Option<String>,
-    pub valid_until: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_from: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub velocity: Option<Velocity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denial_rate: Option<DenialRate>,
 }
 
 impl Policy {
-    /// This policy with `patch` applied.
+    /// This policy with every field `patch` names replaced.
     pub fn patched(&self, patch: &PolicyPatch) -> Policy {
         let p = patch.clone();
         Policy {
@@ -88,8 +105,8 @@ impl Policy {
             allowed_categories: p
                 .allowed_categories
                 .unwrap_or_else(|| self.allowed_categories.clone()),
-            valid_from: p.valid_from.unwrap_or_else(|| self.valid_from.clone()),
-            valid_until: p.valid_until.unwrap_or_else(|| self.valid_until.clone()),
+            valid_from: p.valid_from.unwrap_or(self.valid_from),
+            valid_until: p.valid_until.unwrap_or(self.valid_until),
             velocity: p.velocity.unwrap_or(self.velocity),
             denial_rate: p.denial_rate.unwrap_or(self.denial_rate),
         }
@@ -98,8 +115,7 @@ impl Policy {
     /// The validity window, or `POLICY_INVALID` when the policy cannot be
     /// enforced as written.
     pub fn validated(&self) -> Result<(DateTime<Utc>, DateTime<Utc>), Reason> {
-        let from = parse_instant(&self.valid_from)?;
-        let until = parse_instant(&self.valid_until)?;
+        let (from, until) = (self.valid_from, self.valid_until);
         let caps = [
             self.per_transaction_cap_paise,
             self.daily_cap_paise,
@@ -144,12 +160,6 @@ fn rate_window_ok(minutes: u32) -> bool {
 /// refused `POLICY_INVALID` (a window of billions of minutes would reach
 /// before any instant the database can store).
 pub const MAX_RATE_WINDOW_MINUTES: u32 = 31 * 24 * 60;
-
-fn parse_instant(text: &str) -> Result<DateTime<Utc>, Reason> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| Reason::PolicyInvalid)
-}
 
 /// Everything one decision depends on.
 #[derive(Debug, Clone, Copy)]
@@ -416,10 +426,7 @@ pub(crate) mod tests {
     #[test]
     fn a_policy_that_does_not_parse_refuses_rather_than_meaning_no_limit() {
         for broken in [
-            |p: &mut Policy| p.valid_until = "".into(),
-            |p: &mut Policy| p.valid_from = "yesterday".into(),
-            |p: &mut Policy| p.valid_until = "2026-13-01T00:00:00Z".into(),
-            |p: &mut Policy| p.valid_from = "2027-01-01T00:00:00Z".into(),
+            |p: &mut Policy| p.valid_from = "2027-01-01T00:00:00Z".parse().unwrap(),
             |p: &mut Policy| p.daily_cap_paise = -1,
             |p: &mut Policy| p.per_transaction_cap_paise = -100,
             |p: &mut Policy| p.approval_threshold_paise = -1,
@@ -434,6 +441,20 @@ pub(crate) mod tests {
                 Deny(Reason::PolicyInvalid),
                 "{:?}",
                 w.policy
+            );
+        }
+        // A window that is not RFC 3339 never becomes a policy at all (the
+        // service refuses such a stored policy POLICY_INVALID).
+        for (key, text) in [
+            ("valid_until", ""),
+            ("valid_from", "yesterday"),
+            ("valid_until", "2026-13-01T00:00:00Z"),
+        ] {
+            let mut json = serde_json::to_value(standard_policy()).unwrap();
+            json[key] = serde_json::json!(text);
+            assert!(
+                serde_json::from_value::<Policy>(json).is_err(),
+                "{key}: {text}"
             );
         }
     }
@@ -575,6 +596,25 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_patch_serializes_only_the_keys_it_names() {
+        let patch = PolicyPatch {
+            daily_cap_paise: Some(1),
+            valid_until: Some("2026-12-31T23:59:59Z".parse().unwrap()),
+            ..PolicyPatch::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            serde_json::json!({"daily_cap_paise": 1, "valid_until": "2026-12-31T23:59:59Z"})
+        );
+        let back: PolicyPatch =
+            serde_json::from_value(serde_json::json!({"daily_cap_paise": 1})).unwrap();
+        assert_eq!(back.daily_cap_paise, Some(1));
+        assert!(
+            serde_json::from_value::<PolicyPatch>(serde_json::json!({"daily_cap": 1})).is_err()
+        );
+    }
+
+    #[test]
     fn policy_yaml_refuses_unknown_keys() {
         let json = serde_json::to_value(standard_policy()).unwrap();
         let mut obj = json.as_object().unwrap().clone();
@@ -619,10 +659,10 @@ pub(crate) mod tests {
     #[test]
     fn a_policy_window_of_a_single_instant_allows_at_that_instant_only() {
         let mut w = World::standard();
-        let instant = "2026-09-03T10:00:00Z";
-        w.policy.valid_from = instant.into();
-        w.policy.valid_until = instant.into();
-        w.now = instant.parse().unwrap();
+        let instant: DateTime<Utc> = "2026-09-03T10:00:00Z".parse().unwrap();
+        w.policy.valid_from = instant;
+        w.policy.valid_until = instant;
+        w.now = instant;
         assert!(w.policy.validated().is_ok(), "from == until is enforceable");
         assert_eq!(w.decide("SNACK-BOX", 1), Allow);
         w.now += Duration::seconds(1);

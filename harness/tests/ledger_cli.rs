@@ -10,8 +10,8 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use gate::provider::InProcessProvider;
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::{Anchor, Gate, ManualClock};
+use scenarios::generate::standard_world;
 use sqlx::Executor;
 
 const SECRET: &str = "whsec_ledger_cli_test_0123456789abcdef";
@@ -53,10 +53,10 @@ async fn an_anchor_names_a_cut_tail_that_a_plain_verify_cannot_see() {
         return;
     };
     let name = db.name().to_owned();
-    let clock = Arc::new(ManualClock::new(standard_now()));
+    let clock = Arc::new(ManualClock::new(standard_world().now));
     let g = Gate::new(db.pool().clone(), InProcessProvider::new(), SECRET, clock)
         .unwrap_or_else(|e| panic!("{e}"));
-    g.seed(&standard_seed())
+    g.seed(&standard_world().seed())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let body = br#"{"sku": "SNACK-BOX", "quantity": 1, "purpose": "team snacks"}"#;

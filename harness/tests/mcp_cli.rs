@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use gate::provider::InProcessProvider;
-use gate::service::standard::standard_seed;
 use gate::service::{Gate, SystemClock};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
+use scenarios::generate::standard_world;
 use serde_json::json;
 
 type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
@@ -35,7 +35,7 @@ async fn an_mcp_client_lists_and_calls_the_tools_of_harness_mcp() -> TestResult 
         SECRET,
         Arc::new(SystemClock),
     )?;
-    gate.seed(&standard_seed()).await?;
+    gate.seed(&standard_world().seed()).await?;
     let key = wire::keys::issue(db.pool(), "acme", "buyer-agent", gate.now())
         .await?
         .token;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gate::provider::InProcessProvider;
-use gate::service::standard::standard_seed;
 use gate::service::{Gate, SystemClock};
+use scenarios::generate::standard_world;
 
 type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
@@ -46,7 +46,7 @@ async fn keys_from_the_cli_work_over_serve_and_sigterm_stops_it_cleanly() -> Tes
         SECRET,
         Arc::new(SystemClock),
     )?;
-    gate.seed(&standard_seed()).await?;
+    gate.seed(&standard_world().seed()).await?;
 
     let (ok, key, err) = cli(
         db.name(),

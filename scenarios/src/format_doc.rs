@@ -11,11 +11,11 @@
 
 use std::fmt::Write as _;
 
+use gate::service::RequestState;
 use gate::{Layer, Reason};
 
 use crate::clock::BOUND_YEARS;
 use crate::expect::DecisionKind;
-use crate::scenario::RequestStateName;
 use crate::tables::{self, Key};
 use crate::taxonomy::{Taxonomy, ThreatLayer};
 use crate::verbs::{ProviderMode, Signature};
@@ -125,7 +125,7 @@ pub fn render(taxonomy: &Taxonomy) -> String {
     let _ = writeln!(
         out,
         "\nRequest states: {}.",
-        spelled(&RequestStateName::ALL, RequestStateName::as_str)
+        spelled(&RequestState::ALL, RequestState::as_str)
     );
 
     let _ = writeln!(out, "\n{REASONS_HEADING}\n");
@@ -215,8 +215,8 @@ mod tests {
             let back: ProviderMode = crate::yaml::from_str(m.as_str()).unwrap();
             assert_eq!(back, m);
         }
-        for st in RequestStateName::ALL {
-            let back: RequestStateName = crate::yaml::from_str(st.as_str()).unwrap();
+        for st in RequestState::ALL {
+            let back: RequestState = crate::yaml::from_str(st.as_str()).unwrap();
             assert_eq!(back, st);
         }
         for d in DecisionKind::ALL {

@@ -3,8 +3,9 @@
 //! Guarantees: every type here mirrors `shared/spec/scenarios.md` key for
 //! key and refuses unknown keys; [`load_corpus`] / [`Corpus::load`] refuse
 //! every malformed scenario with its file, id and offending key or value,
-//! and lose nothing else. Data flows one way: this crate knows the gate only
-//! through `gate::Reason`.
+//! and lose nothing else. Data flows one way: this crate uses the gate's
+//! own vocabulary (reasons, policies, seed types, grants, request states)
+//! and the gate knows nothing of it.
 #![forbid(unsafe_code)]
 
 pub mod clock;
@@ -16,7 +17,6 @@ pub mod heldout;
 pub mod ids;
 pub mod loader;
 pub mod oracle;
-pub mod policy;
 pub mod references;
 pub mod scenario;
 pub mod step;
@@ -29,9 +29,12 @@ pub mod yaml;
 
 pub use error::{LoadError, LoadErrorKind};
 pub use expect::{Counts, DecisionKind, Expect, StepExpect};
+/// The policy types are the gate's own: a world file and a `set_policy` step
+/// deserialize straight into them.
+pub use gate::policy::{DenialRate, Policy, PolicyPatch, Velocity};
+pub use gate::service::RequestState;
 pub use loader::{Corpus, LoadOptions, Origin, load_corpus, project_dir};
-pub use policy::{DenialRate, PolicyPatch, Velocity, WorldPolicy};
-pub use scenario::{Invariants, Label, RequestStateName, Scenario};
+pub use scenario::{Invariants, Label, Scenario};
 pub use step::{Concurrent, Step, VERBS, Verb};
 pub use taxonomy::{Taxonomy, ThreatClass, ThreatLayer};
 pub use verbs::{
@@ -39,4 +42,4 @@ pub use verbs::{
     ProviderMode, Replay, Revoke, SetClock, SetPrice, Signature, Webhook,
 };
 pub use wire::{HeaderValues, KeyTrick, WireStep};
-pub use world::{CatalogItem, Delegation, Person, Tenant, World};
+pub use world::World;

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use crate::yaml::Value;
+use gate::service::RequestState;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{LoadErrorKind, ParseError};
@@ -52,58 +53,7 @@ pub struct Invariants {
     pub books_balanced: Option<bool>,
     /// The state of the request each named `propose` step created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_states: Option<BTreeMap<String, RequestStateName>>,
-}
-
-/// A payment request's state, as the spec and the gate spell it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum RequestStateName {
-    Proposed,
-    PendingApproval,
-    Authorized,
-    CheckoutIssued,
-    ProviderPending,
-    Captured,
-    Failed,
-    Denied,
-    Expired,
-    Cancelled,
-    NeedsReview,
-}
-
-impl RequestStateName {
-    /// Every state, in the order a request meets them.
-    pub const ALL: [RequestStateName; 11] = [
-        RequestStateName::Proposed,
-        RequestStateName::PendingApproval,
-        RequestStateName::Authorized,
-        RequestStateName::CheckoutIssued,
-        RequestStateName::ProviderPending,
-        RequestStateName::Captured,
-        RequestStateName::Failed,
-        RequestStateName::Denied,
-        RequestStateName::Expired,
-        RequestStateName::Cancelled,
-        RequestStateName::NeedsReview,
-    ];
-
-    /// The spelling used by the corpus and the gate's database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RequestStateName::Proposed => "PROPOSED",
-            RequestStateName::PendingApproval => "PENDING_APPROVAL",
-            RequestStateName::Authorized => "AUTHORIZED",
-            RequestStateName::CheckoutIssued => "CHECKOUT_ISSUED",
-            RequestStateName::ProviderPending => "PROVIDER_PENDING",
-            RequestStateName::Captured => "CAPTURED",
-            RequestStateName::Failed => "FAILED",
-            RequestStateName::Denied => "DENIED",
-            RequestStateName::Expired => "EXPIRED",
-            RequestStateName::Cancelled => "CANCELLED",
-            RequestStateName::NeedsReview => "NEEDS_REVIEW",
-        }
-    }
+    pub request_states: Option<BTreeMap<String, RequestState>>,
 }
 
 impl Invariants {

@@ -27,7 +27,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{LoadErrorKind, ParseError};
 use crate::expect::{Counts, Expect, StepExpect};
-use crate::policy::PolicyPatch;
 use crate::tables::{self, check_table};
 use crate::verbs::{
     AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
@@ -35,6 +34,7 @@ use crate::verbs::{
 };
 use crate::wire::WireStep;
 use crate::yaml::{as_mapping, decode, join, key_text, required};
+use gate::PolicyPatch;
 
 /// Every verb of the spec, in the spec's order (from [`crate::tables`]).
 pub use crate::tables::VERBS;

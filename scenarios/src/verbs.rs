@@ -178,7 +178,7 @@ impl Webhook {
 }
 
 /// `grant`: a delegation hop made by the tenant's operator.
-pub type Grant = crate::world::Delegation;
+pub use gate::service::Grant;
 
 /// `revoke`: revoke one hop.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

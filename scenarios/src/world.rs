@@ -1,18 +1,20 @@
 //! A world: the tenants, people, agents, catalog, policy and delegations a
-//! scenario starts from.
+//! scenario starts from, and the clock it starts at.
 //!
-//! Guarantees: every type refuses unknown keys; [`World::check`] reports
-//! every internal inconsistency (duplicate ids, a catalog item from an
-//! unknown merchant, a delegation whose grantor or grantee is not in its
-//! tenant) so a world that passes it can be handed to the harness as is.
-//! The first tenant is the default tenant.
+//! Guarantees: a world file deserializes straight into the gate's own seed
+//! types ([`TenantSeed`], [`gate::service::PersonSeed`],
+//! [`gate::service::Grant`], [`gate::CatalogItem`], [`gate::Policy`]), every
+//! one of which refuses unknown keys; [`World::check`] reports every internal
+//! inconsistency (duplicate ids, a catalog item from an unknown merchant, a
+//! delegation whose grantor or grantee is not in its tenant) so a world that
+//! passes it can be seeded as is ([`World::seed`]). The first tenant is the
+//! default tenant.
 
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
+use gate::service::{Grant, Seed, TenantSeed};
 use serde::{Deserialize, Serialize};
-
-use crate::policy::WorldPolicy;
 
 /// A world file, e.g. `scenarios/worlds/standard.yaml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,82 +23,32 @@ pub struct World {
     /// The gate's clock when a scenario starts.
     pub now: DateTime<Utc>,
     /// The first tenant is the default tenant.
-    pub tenants: Vec<Tenant>,
-}
-
-/// One tenant and everything it owns.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Tenant {
-    pub id: String,
-    pub people: Vec<Person>,
-    pub agents: Vec<String>,
-    /// Every merchant the tenant knows; which may be paid is the policy's
-    /// `allowed_merchants`.
-    pub merchants: Vec<String>,
-    pub catalog: Vec<CatalogItem>,
-    pub policy: WorldPolicy,
-    #[serde(default)]
-    pub delegations: Vec<Delegation>,
-}
-
-/// A human of a tenant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Person {
-    pub id: String,
-    pub may_approve: bool,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub is_operator: bool,
-}
-
-/// One catalog row. Money in the currency's minor unit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CatalogItem {
-    pub sku: String,
-    pub merchant: String,
-    pub price_paise: i64,
-    pub currency: String,
-    pub category: String,
-    pub max_quantity: u32,
-    pub available: bool,
-    pub description: String,
-}
-
-/// A delegation hop; the same fields as the `grant` verb.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Delegation {
-    pub id: String,
-    /// A human who may approve (root hop) or the id of a live delegation.
-    pub from: String,
-    /// The agent that may spend under it.
-    pub to: String,
-    pub budget_paise: i64,
-    /// `None` means every sku the parent allows.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub skus: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<DateTime<Utc>>,
+    pub tenants: Vec<TenantSeed>,
 }
 
 impl World {
     /// The default tenant (the first one).
-    pub fn default_tenant(&self) -> Option<&Tenant> {
+    pub fn default_tenant(&self) -> Option<&TenantSeed> {
         self.tenants.first()
     }
 
     /// The tenant with this id.
-    pub fn tenant(&self, id: &str) -> Option<&Tenant> {
+    pub fn tenant(&self, id: &str) -> Option<&TenantSeed> {
         self.tenants.iter().find(|t| t.id == id)
     }
 
     /// The tenant an agent or a person belongs to.
-    pub fn tenant_of(&self, principal: &str) -> Option<&Tenant> {
+    pub fn tenant_of(&self, principal: &str) -> Option<&TenantSeed> {
         self.tenants.iter().find(|t| {
             t.agents.iter().any(|a| a == principal) || t.people.iter().any(|p| p.id == principal)
         })
+    }
+
+    /// The world as the gate seeds it (everything but the clock).
+    pub fn seed(&self) -> Seed {
+        Seed {
+            tenants: self.tenants.clone(),
+        }
     }
 
     /// Every inconsistency in the world, as sentences; empty when sound.
@@ -142,7 +94,7 @@ impl World {
                     ));
                 }
             }
-            let mut seen_here: Vec<&Delegation> = Vec::new();
+            let mut seen_here: Vec<&Grant> = Vec::new();
             for d in &t.delegations {
                 if !delegation_ids.insert(d.id.as_str()) {
                     problems.push(format!("duplicate delegation `{}`", d.id));
@@ -168,14 +120,80 @@ impl World {
     }
 }
 
-impl Tenant {
-    /// The catalog row for a sku.
-    pub fn item(&self, sku: &str) -> Option<&CatalogItem> {
-        self.catalog.iter().find(|i| i.sku == sku)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STANDARD: &str = include_str!("../worlds/standard.yaml");
+
+    fn parse(text: &str) -> Result<World, String> {
+        crate::yaml::from_str::<World>(text).map_err(|e| e.to_string())
     }
 
-    /// The person with this id.
-    pub fn person(&self, id: &str) -> Option<&Person> {
-        self.people.iter().find(|p| p.id == id)
+    #[test]
+    fn the_standard_world_is_sound_and_seeds_as_written() {
+        let world = parse(STANDARD).unwrap();
+        assert!(world.check().is_empty(), "{:?}", world.check());
+        assert_eq!(world.seed().tenants, world.tenants);
+        let acme = world.default_tenant().unwrap();
+        assert_eq!(
+            acme.policy.valid_from.to_rfc3339(),
+            "2026-01-01T00:00:00+00:00"
+        );
+        assert_eq!(acme.delegations[0].id, "d-buyer");
+    }
+
+    #[test]
+    fn every_level_of_a_world_refuses_an_unknown_key_by_name() {
+        for (from, to, key) in [
+            ("\nnow:", "\nweather: 1\nnow:", "weather"),
+            ("  - id: acme", "  - id: acme\n    region: eu", "region"),
+            (
+                "{id: intern, may_approve: false}",
+                "{id: intern, may_approve: false, admin: true}",
+                "admin",
+            ),
+            (
+                "      valid_from:",
+                "      spend_limit: 5\n      valid_from:",
+                "spend_limit",
+            ),
+            (
+                "budget_paise: 200000}",
+                "budget_paise: 200000, ceiling: 1}",
+                "ceiling",
+            ),
+        ] {
+            let text = STANDARD.replacen(from, to, 1);
+            assert_ne!(text, STANDARD, "{from}");
+            let err = parse(&text).unwrap_err();
+            assert!(err.contains(&format!("unknown field `{key}`")), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_policy_needs_every_key_and_an_rfc3339_window() {
+        let text = STANDARD.replacen("      valid_from: \"2026-01-01T00:00:00Z\"\n", "", 1);
+        assert!(
+            parse(&text)
+                .unwrap_err()
+                .contains("missing field `valid_from`")
+        );
+        let text = STANDARD.replacen("2026-01-01T00:00:00Z", "new year", 1);
+        assert!(parse(&text).is_err());
+    }
+
+    #[test]
+    fn delegations_and_is_operator_may_be_left_out() {
+        let text = STANDARD.replacen(
+            "      - {id: d-buyer, from: finance-lead, to: buyer-agent, budget_paise: 200000}\n",
+            "",
+            1,
+        );
+        let text = text.replacen("    delegations:\n", "", 1);
+        let world = parse(&text).unwrap();
+        let acme = world.default_tenant().unwrap();
+        assert!(acme.delegations.is_empty());
+        assert!(acme.people.iter().all(|p| !p.is_operator));
     }
 }

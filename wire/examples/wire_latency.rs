@@ -17,8 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gate::provider::InProcessProvider;
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::{Gate, ManualClock, Seed};
+use scenarios::generate::standard_world;
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -26,7 +26,7 @@ const SECRET: &[u8] = b"whsec_wire_latency_0123456789abcdef0123456";
 const BODY: &str = r#"{"sku":"SNACK-BOX","quantity":1,"purpose":"team snacks"}"#;
 
 fn wide_seed() -> Seed {
-    let mut seed = standard_seed();
+    let mut seed = standard_world().seed();
     for t in &mut seed.tenants {
         t.policy.daily_cap_paise = 1_000_000_000_000;
         t.policy.velocity.max_proposals = 100_000_000;
@@ -64,7 +64,7 @@ async fn world(admin: &str) -> Res<(gate::db::FreshDatabase, Arc<Gate<InProcessP
         pool,
         InProcessProvider::new(),
         SECRET,
-        Arc::new(ManualClock::new(standard_now())),
+        Arc::new(ManualClock::new(standard_world().now)),
     )?;
     gate.seed(&wide_seed()).await?;
     Ok((db, Arc::new(gate)))

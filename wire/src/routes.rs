@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 use gate::policy::PolicyPatch;
 use gate::provider::PaymentProvider;
 use gate::reason::{Decision, Reason};
-use gate::service::{Gate, GrantSeed, Outcome, ProposeOutcome, ServiceError};
+use gate::service::{Gate, Grant, Outcome, ProposeOutcome, ServiceError};
 use http_body::Body as _;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -408,14 +408,14 @@ struct GrantBody {
 const MAX_GRANT_SKUS: usize = 64;
 
 impl GrantBody {
-    fn seed(self, caller: &Caller) -> Option<GrantSeed> {
+    fn seed(self, caller: &Caller) -> Option<Grant> {
         let skus_ok = self.skus.as_ref().is_none_or(|skus| {
             skus.len() <= MAX_GRANT_SKUS && skus.iter().all(|s| is_plausible_id(s))
         });
         let ids_ok = is_plausible_id(&self.id)
             && is_plausible_id(&self.to)
             && self.parent.as_deref().is_none_or(is_plausible_id);
-        (skus_ok && ids_ok).then(|| GrantSeed {
+        (skus_ok && ids_ok).then(|| Grant {
             id: self.id,
             from: self.parent.unwrap_or_else(|| caller.actor.clone()),
             to: self.to,

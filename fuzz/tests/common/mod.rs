@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use gate::provider::InProcessProvider;
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::{Gate, ManualClock, sign_webhook};
+use scenarios::generate::standard_world;
 
 pub type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
@@ -19,14 +19,14 @@ pub async fn standard_gate() -> Result<
     let Some(db) = gate::db::fresh_test_database().await? else {
         return Ok(None);
     };
-    let clock = Arc::new(ManualClock::new(standard_now()));
+    let clock = Arc::new(ManualClock::new(standard_world().now));
     let gate = Gate::new(
         db.pool().clone(),
         InProcessProvider::new(),
         fuzz::WEBHOOK_SECRET,
         clock,
     )?;
-    gate.seed(&standard_seed()).await?;
+    gate.seed(&standard_world().seed()).await?;
     Ok(Some((db, gate)))
 }
 

@@ -15,6 +15,7 @@
 //! spend, not because descendants were edited.
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sqlx::{Connection, PgConnection};
 
@@ -23,7 +24,6 @@ use super::identity::{self, Who};
 use super::ledger::{self, Entry};
 use super::lock::lock_all;
 use super::rows::{BranchRow, DELEGATION_COLUMNS, DelegationRow};
-use super::seed::GrantSeed;
 use super::world;
 use super::{Gate, Outcome};
 use crate::delegation::{GrantTerms, Grantor, MAX_CHAIN_HOPS, check_grant};
@@ -31,12 +31,32 @@ use crate::ident::is_ident;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
 
+/// A delegation hop to grant: `from` is a human who may approve (a root
+/// hop) or the id of a live delegation of the same tenant (a hop below it).
+/// The same keys as a world file's `delegations` and a scenario's `grant`
+/// step, none other accepted; absent options are not serialized.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    pub id: String,
+    /// A human who may approve (root hop) or the id of a live delegation.
+    pub from: String,
+    /// The agent that may spend under it.
+    pub to: String,
+    pub budget_paise: i64,
+    /// `None` means every sku the parent allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skus: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
 /// Inserts a hop; a refusal by the database comes back as a reason and the
 /// name of the constraint or trigger that refused.
 pub(crate) async fn insert_delegation(
     conn: &mut PgConnection,
     tenant: &str,
-    grant: &GrantSeed,
+    grant: &Grant,
     root: bool,
     now: DateTime<Utc>,
 ) -> Result<Result<(), (Reason, String)>, ServiceError> {
@@ -104,7 +124,7 @@ pub(crate) async fn insert_delegation(
 impl<P: PaymentProvider> Gate<P> {
     /// The tenant's operator grants a hop. The outcome's id is the delegation
     /// id; a refusal by the database names its constraint in `constraint`.
-    pub async fn grant(&self, tenant: &str, grant: &GrantSeed) -> Result<Outcome, ServiceError> {
+    pub async fn grant(&self, tenant: &str, grant: &Grant) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("granting a delegation").await?;
         let refusal = self.grant_refusal(&mut tx, tenant, grant, now).await?;
@@ -154,7 +174,7 @@ impl<P: PaymentProvider> Gate<P> {
         &self,
         tx: &mut PgConnection,
         tenant: &str,
-        grant: &GrantSeed,
+        grant: &Grant,
         now: DateTime<Utc>,
     ) -> Result<Option<Reason>, ServiceError> {
         if !identity::tenant_exists(tx, tenant).await? {

@@ -40,7 +40,8 @@ mod request_state;
 mod requests;
 mod rows;
 mod seed;
-pub mod standard;
+#[cfg(test)]
+pub(crate) mod standard;
 pub mod webhook;
 mod world;
 
@@ -54,6 +55,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 pub use checkout::AUTHORITY_TTL_MINUTES;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::ServiceError;
+pub use grants::Grant;
 pub use invariants::Invariants;
 pub use ledger::{
     Anchor, AnchorError, ChainHead, ChainReport, LedgerBreak, LedgerKey, LedgerKeyError,
@@ -61,7 +63,7 @@ pub use ledger::{
 };
 pub use reconcile::{Books, Reconciled};
 pub use request_state::{RequestState, UnknownState};
-pub use seed::{GrantSeed, PersonSeed, Seed, TenantSeed};
+pub use seed::{PersonSeed, Seed, TenantSeed};
 pub use webhook::{
     MIN_WEBHOOK_SECRET_BYTES, NEEDS_REVIEW, ProviderEvent, WebhookSecretError, razorpay_envelope,
     sign_webhook,

@@ -3,22 +3,23 @@
 //! Guarantees: [`RequestState`] has exactly the states the
 //! `request_state_transition` trigger and the `payment_requests.state`
 //! check know, spelled as they spell them (SCREAMING_SNAKE_CASE) in the
-//! database, the ledger and the corpus; a stored spelling that is not one of
-//! them is a decode error, never a default. Which states hold a reservation
+//! database, the ledger and the corpus (which deserializes a scenario's
+//! `request_states` into this type); a stored or written spelling that is
+//! not one of them is a decode error, never a default. Which states hold a reservation
 //! is [`RequestState::reserves`], the one list the transition and the
 //! `ck_request_reservation_matches_state` check agree on.
 
 use std::fmt;
 use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::Postgres;
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
 
 /// The state of a payment request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum RequestState {
     Proposed,
@@ -139,7 +140,11 @@ mod tests {
                 format!("\"{}\"", state.as_str())
             );
             assert_eq!(state.to_string(), state.as_str());
+            let back: RequestState =
+                serde_json::from_str(&format!("\"{}\"", state.as_str())).unwrap();
+            assert_eq!(back, state);
         }
+        assert!(serde_json::from_str::<RequestState>("\"Captured\"").is_err());
     }
 
     #[test]

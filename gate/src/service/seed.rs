@@ -5,60 +5,61 @@
 //! delegations go through the same insert as `grant`, so the database's
 //! `delegation_attenuates` and `ck_delegation_budget_partitioned` hold for a
 //! seed as for anything else, and a refused hop fails the whole seed with
-//! [`ServiceError::SeedRefused`]. The seed structs are plain data so that a
-//! world file can be converted into them without knowing the schema.
+//! [`ServiceError::SeedRefused`]. The seed structs are plain data with a
+//! world file's keys, so a world file deserializes straight into them
+//! without knowing the schema.
 
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::Gate;
 use super::error::{Ctx, ServiceError};
-use super::grants::insert_delegation;
+use super::grants::{Grant, insert_delegation};
 use super::ledger::{self, Entry};
 use crate::catalog::CatalogItem;
 use crate::policy::Policy;
 use crate::provider::PaymentProvider;
 
-/// A world: its tenants, the first being the default one.
+/// A world's tenants, the first being the default one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Seed {
     pub tenants: Vec<TenantSeed>,
 }
 
-/// One tenant and everything in it.
+/// One tenant and everything it owns, with a world file's keys (none other
+/// accepted; `delegations` may be left out).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TenantSeed {
     pub id: String,
     pub people: Vec<PersonSeed>,
     pub agents: Vec<String>,
+    /// Every merchant the tenant knows; which may be paid is the policy's
+    /// `allowed_merchants`.
     pub merchants: Vec<String>,
     pub catalog: Vec<CatalogItem>,
     pub policy: Policy,
-    pub delegations: Vec<GrantSeed>,
+    /// Granted in order, so a hop's parent comes before it.
+    #[serde(default)]
+    pub delegations: Vec<Grant>,
+}
+
+impl TenantSeed {
+    /// The catalog row for a sku.
+    pub fn item(&self, sku: &str) -> Option<&CatalogItem> {
+        self.catalog.iter().find(|i| i.sku == sku)
+    }
 }
 
 /// A human of a tenant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PersonSeed {
     pub id: String,
     pub may_approve: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_operator: bool,
-}
-
-/// A delegation hop: `from` is a human who may approve (a root hop) or the
-/// id of a live delegation of the same tenant (a hop below it).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GrantSeed {
-    pub id: String,
-    pub from: String,
-    pub to: String,
-    pub budget_paise: i64,
-    #[serde(default)]
-    pub skus: Option<Vec<String>>,
-    #[serde(default)]
-    pub expires_at: Option<DateTime<Utc>>,
 }
 
 impl<P: PaymentProvider> Gate<P> {

@@ -2,7 +2,7 @@
 //! the moment of approval (budgets are reserved then, not at proposal).
 
 use crate::support::*;
-use gate::service::GrantSeed;
+use gate::service::Grant;
 use gate::{Decision, PolicyPatch, Reason};
 
 async fn step_up(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
@@ -175,7 +175,7 @@ async fn an_approved_request_uses_a_new_delegation_granted_meanwhile() -> TestRe
     on_world(async |w| {
         let p = w.propose_as("procurement-agent", "CLOUD-TEAM", 1).await?;
         assert_eq!(p.decision, Decision::Deny(Reason::DelegationMissing));
-        let grant = GrantSeed {
+        let grant = Grant {
             id: "d-proc".into(),
             from: "d-buyer".into(),
             to: "procurement-agent".into(),

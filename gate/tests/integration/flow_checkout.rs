@@ -4,7 +4,6 @@
 
 use crate::support::*;
 use gate::catalog::{Catalog, derive};
-use gate::service::standard::standard_catalog;
 use gate::{Decision, PolicyPatch, PurchaseProposal, Reason};
 
 async fn authorized(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
@@ -98,7 +97,7 @@ async fn the_authority_binds_the_sha256_of_the_canonical_purchase_for_fifteen_mi
                 quantity: 1,
                 purpose: "team credits".into(),
             },
-            &Catalog::new(standard_catalog()),
+            &Catalog::new(crate::support::standard::catalog()),
         )
         .map_err(|r| r.to_string())?;
         assert_eq!(digest, expected.digest());

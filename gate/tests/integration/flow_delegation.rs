@@ -4,11 +4,11 @@
 
 use crate::support::*;
 use chrono::{DateTime, Utc};
-use gate::service::GrantSeed;
+use gate::service::Grant;
 use gate::{Decision, Reason};
 
-fn hop(id: &str, from: &str, to: &str, budget: i64) -> GrantSeed {
-    GrantSeed {
+fn hop(id: &str, from: &str, to: &str, budget: i64) -> Grant {
+    Grant {
         id: id.into(),
         from: from.into(),
         to: to.into(),
@@ -105,14 +105,14 @@ async fn a_sibling_that_oversubscribes_its_parent_is_refused_by_the_database() -
 #[tokio::test]
 async fn a_grant_wider_than_its_parent_is_refused() -> TestResult {
     on_world(async |w| {
-        let scoped = GrantSeed {
+        let scoped = Grant {
             skus: Some(vec!["SNACK-BOX".into()]),
             expires_at: Some("2026-09-30T00:00:00Z".parse()?),
             ..hop("d-s", "d-buyer", "procurement-agent", 100000)
         };
         assert!(w.gate.grant("acme", &scoped).await?.is_ok());
-        let widen = |f: fn(&mut GrantSeed)| {
-            let mut g = GrantSeed {
+        let widen = |f: fn(&mut Grant)| {
+            let mut g = Grant {
                 skus: Some(vec!["SNACK-BOX".into()]),
                 expires_at: Some("2026-09-29T00:00:00Z".parse().unwrap_or_default()),
                 ..hop("d-s1", "d-s", "renewals-agent", 1000)
@@ -262,7 +262,7 @@ async fn only_a_human_who_may_approve_or_operate_revokes() -> TestResult {
 #[tokio::test]
 async fn expiry_and_sku_scope_bind_at_every_hop() -> TestResult {
     on_world(async |w| {
-        let scoped = GrantSeed {
+        let scoped = Grant {
             skus: Some(vec!["SNACK-BOX".into()]),
             expires_at: Some("2026-09-03T11:00:00Z".parse()?),
             ..hop("d-proc", "d-buyer", "procurement-agent", 100000)

@@ -9,7 +9,6 @@ use crate::support::*;
 use gate::Decision;
 use gate::db::DbError;
 use gate::provider::InProcessProvider;
-use gate::service::standard::standard_now;
 use gate::service::{Gate, ManualClock, ServiceError};
 use sqlx::Executor;
 use sqlx::postgres::PgPoolOptions;
@@ -57,7 +56,7 @@ async fn a_database_that_is_down_is_a_clear_error() -> TestResult {
         pool,
         InProcessProvider::new(),
         SECRET,
-        Arc::new(ManualClock::new(standard_now())),
+        Arc::new(ManualClock::new(crate::support::standard::now())),
     )?;
     let err = gate
         .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)

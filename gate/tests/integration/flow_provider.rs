@@ -12,7 +12,6 @@ use gate::provider::{
     InProcessProvider, Mode, OrderRequest, OrderSnapshot, PaymentProvider, ProviderError,
     ProviderHealth, ProviderOrder,
 };
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::{Gate, ManualClock};
 use gate::{Decision, Reason};
 
@@ -85,10 +84,10 @@ async fn gate_with<P: PaymentProvider>(
         db.pool().clone(),
         provider,
         SECRET,
-        Arc::new(ManualClock::new(standard_now())),
+        Arc::new(ManualClock::new(crate::support::standard::now())),
     )?
     .with_provider_timeout(Duration::from_millis(300));
-    gate.seed(&standard_seed()).await?;
+    gate.seed(&crate::support::standard::seed()).await?;
     Ok(Some((db, gate)))
 }
 
@@ -273,7 +272,7 @@ async fn health_names_the_provider_and_never_a_key() -> TestResult {
         pool,
         InProcessProvider::new(),
         SECRET,
-        Arc::new(ManualClock::new(standard_now())),
+        Arc::new(ManualClock::new(crate::support::standard::now())),
     )?;
     let health = gate.provider_health();
     assert_eq!(

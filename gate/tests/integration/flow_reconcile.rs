@@ -14,7 +14,6 @@ use gate::provider::{
     InProcessProvider, Mode, OrderRequest, OrderSnapshot, PaymentProvider, ProviderError,
     ProviderHealth, ProviderOrder,
 };
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::webhook::{EVENT_CAPTURED, EVENT_ORDER_PAID};
 use gate::service::{Gate, ManualClock, Outcome, ProviderEvent, razorpay_envelope, sign_webhook};
 use gate::{Decision, Reason};
@@ -269,14 +268,14 @@ async fn a_capture_after_the_request_failed_is_booked_past_the_budget_as_needs_r
     let Some(db) = fresh().await? else {
         return Ok(());
     };
-    let clock = Arc::new(ManualClock::new(standard_now()));
+    let clock = Arc::new(ManualClock::new(crate::support::standard::now()));
     let gate = Gate::new(
         db.pool().clone(),
         RejectsAfterCreating::default(),
         SECRET,
         clock.clone(),
     )?;
-    gate.seed(&standard_seed()).await?;
+    gate.seed(&crate::support::standard::seed()).await?;
     let (request, authority) = checked_out(&gate).await?;
     let paid = gate.pay("acme", &authority, "finance-lead").await?;
     assert_eq!(paid.decision, Decision::Deny(Reason::ProviderRejected));

@@ -5,7 +5,7 @@
 
 use crate::support::*;
 use gate::PolicyPatch;
-use gate::service::GrantSeed;
+use gate::service::Grant;
 use gate::{Decision, Reason};
 
 /// The strings no identifier may be: a NUL, overlong, invisible-only, blank.
@@ -216,7 +216,7 @@ async fn hostile_identifiers_in_human_operations_get_the_spec_code() -> TestResu
                 Reason::PolicyInvalid,
                 w.gate.set_policy("acme", &patch).await?.decision
             );
-            let grant = |id: &str, from: &str, to: &str, skus: Option<Vec<String>>| GrantSeed {
+            let grant = |id: &str, from: &str, to: &str, skus: Option<Vec<String>>| Grant {
                 id: id.into(),
                 from: from.into(),
                 to: to.into(),
@@ -374,13 +374,13 @@ async fn operators_changes_are_validated_before_they_are_stored() -> TestResult 
                 ..Default::default()
             },
             PolicyPatch {
-                valid_from: Some("2026-12-31T00:00:00Z".into()),
-                valid_until: Some("2026-01-01T00:00:00Z".into()),
+                valid_from: Some("2026-12-31T00:00:00Z".parse()?),
+                valid_until: Some("2026-01-01T00:00:00Z".parse()?),
                 ..Default::default()
             },
             PolicyPatch {
-                valid_from: Some("2026-06-01T00:00:00Z".into()),
-                valid_until: Some("2026-06-01T00:00:00Z".into()),
+                valid_from: Some("2026-06-01T00:00:00Z".parse()?),
+                valid_until: Some("2026-06-01T00:00:00Z".parse()?),
                 ..Default::default()
             },
             PolicyPatch {
@@ -408,7 +408,7 @@ async fn operators_changes_are_validated_before_they_are_stored() -> TestResult 
         let p = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(p.decision, Decision::Allow);
         // A grant id is never reused, not even after a revocation.
-        let grant = |id: &str, from: &str| GrantSeed {
+        let grant = |id: &str, from: &str| Grant {
             id: id.into(),
             from: from.into(),
             to: "procurement-agent".into(),
@@ -468,7 +468,7 @@ async fn a_call_naming_an_unknown_tenant_writes_nothing() -> TestResult {
             w.gate
                 .grant(
                     "nobody",
-                    &GrantSeed {
+                    &Grant {
                         id: "d-x".into(),
                         from: "finance-lead".into(),
                         to: "buyer-agent".into(),

@@ -15,7 +15,6 @@ use gate::Decision;
 use gate::Reason;
 use gate::provider::InProcessProvider;
 use gate::service::ledger::{GENESIS_HASH, chain_hash};
-use gate::service::standard::standard_seed;
 use gate::service::webhook::EVENT_CAPTURED;
 use gate::service::{Anchor, Gate, LedgerKey, LedgerReport, sign_webhook, verify_ledger};
 use sha2::{Digest, Sha256};
@@ -622,11 +621,11 @@ async fn the_chain_verifies_under_the_gates_own_key_and_no_other() -> TestResult
     };
     let own = LedgerKey::new(b"a ledger key the database never sees")?;
     let clock = std::sync::Arc::new(gate::service::ManualClock::new(
-        gate::service::standard::standard_now(),
+        crate::support::standard::now(),
     ));
     let g = Gate::new(db.pool().clone(), InProcessProvider::new(), SECRET, clock)?
         .with_ledger_key(own.clone());
-    g.seed(&standard_seed()).await?;
+    g.seed(&crate::support::standard::seed()).await?;
     g.propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
         .await?;
     let mine = verify_ledger(g.pool(), &own, None, None).await?;

@@ -8,7 +8,7 @@
 use crate::support::*;
 use chrono::Duration;
 use gate::PolicyPatch;
-use gate::service::GrantSeed;
+use gate::service::Grant;
 use gate::{Decision, Reason};
 
 async fn allowed(w: &World, sku: &str) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
@@ -138,8 +138,8 @@ async fn checkout_checks_the_policy_window_again() -> TestResult {
     .await
 }
 
-fn grant(id: &str, from: &str, to: &str, budget: i64) -> GrantSeed {
-    GrantSeed {
+fn grant(id: &str, from: &str, to: &str, budget: i64) -> Grant {
+    Grant {
         id: id.into(),
         from: from.into(),
         to: to.into(),

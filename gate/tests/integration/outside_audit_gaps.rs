@@ -10,14 +10,14 @@
 
 use crate::support::*;
 use gate::proposal::MAX_BODY_BYTES;
-use gate::service::{GrantSeed, ServiceError};
+use gate::service::{Grant, ServiceError};
 use gate::{Decision, PolicyPatch, Reason};
 use serde_json::{Value, json};
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-fn grant(id: &str, from: &str, to: &str, budget: i64) -> GrantSeed {
-    GrantSeed {
+fn grant(id: &str, from: &str, to: &str, budget: i64) -> Grant {
+    Grant {
         id: id.into(),
         from: from.into(),
         to: to.into(),

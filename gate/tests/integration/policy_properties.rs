@@ -75,8 +75,8 @@ fn policy() -> impl Strategy<Value = Policy> {
                     approval_threshold_paise: threshold,
                     allowed_merchants: merchants,
                     allowed_categories: categories,
-                    valid_from: "2026-01-01T00:00:00Z".into(),
-                    valid_until: "2026-12-31T23:59:59Z".into(),
+                    valid_from: "2026-01-01T00:00:00Z".parse().unwrap(),
+                    valid_until: "2026-12-31T23:59:59Z".parse().unwrap(),
                     velocity: Velocity {
                         max_proposals: vp,
                         window_minutes: vw,

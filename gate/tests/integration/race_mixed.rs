@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::support::*;
 use gate::policy::{DenialRate, Velocity};
-use gate::service::GrantSeed;
+use gate::service::Grant;
 use gate::{Decision, PolicyPatch};
 use tokio::sync::Barrier;
 
@@ -27,8 +27,8 @@ async fn propose(w: &World, agent: &str, sku: &str, qty: u32) -> Result<Option<S
         .filter(|_| p.decision != Decision::Deny(gate::Reason::ActorUnknown)))
 }
 
-fn grant(id: &str, from: &str, to: &str, budget: i64) -> GrantSeed {
-    GrantSeed {
+fn grant(id: &str, from: &str, to: &str, budget: i64) -> Grant {
+    Grant {
         id: id.into(),
         from: from.into(),
         to: to.into(),

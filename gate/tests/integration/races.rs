@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::support::*;
 use gate::policy::{DenialRate, Velocity};
-use gate::service::GrantSeed;
+use gate::service::Grant;
 use gate::service::webhook::EVENT_CAPTURED;
 use gate::{Decision, PolicyPatch, Reason};
 use tokio::sync::Barrier;
@@ -79,7 +79,7 @@ async fn authorized_sum(w: &World) -> Result<i64, sqlx::Error> {
 async fn sixty_four_proposals_never_overspend_the_daily_budget() -> TestResult {
     on_world_with_pool(POOL, async |w| {
         no_rate_limits(w).await?;
-        let big = GrantSeed {
+        let big = Grant {
             id: "d-big".into(),
             from: "finance-lead".into(),
             to: "procurement-agent".into(),
@@ -312,7 +312,7 @@ async fn sixty_four_sibling_grants_never_oversubscribe_their_parent() -> TestRes
     let outcomes = race(move |i| {
         let gate = gate.clone();
         async move {
-            let g = GrantSeed {
+            let g = Grant {
                 id: format!("d-sib-{i:02}"),
                 from: "d-buyer".into(),
                 to: "procurement-agent".into(),

@@ -11,7 +11,6 @@ use gate::provider::{
     OrderRequest, OrderStatus, PaymentProvider, PaymentStatus, ProviderError, RazorpayConfig,
     RazorpayKeys, RazorpayProvider,
 };
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::{Gate, ManualClock};
 use gate::{Decision, Reason};
 
@@ -258,10 +257,10 @@ async fn the_gate_over_the_adapter_pays_reconciles_and_balances_its_books() -> T
         db.pool().clone(),
         adapter(&fake),
         SECRET,
-        Arc::new(ManualClock::new(standard_now())),
+        Arc::new(ManualClock::new(crate::support::standard::now())),
     )?
     .with_provider_timeout(Duration::from_secs(5));
-    gate.seed(&standard_seed()).await?;
+    gate.seed(&crate::support::standard::seed()).await?;
     assert_eq!(gate.provider_health().mode, "test");
     assert!(gate.provider_health().has_keys);
     let mut requests = Vec::new();

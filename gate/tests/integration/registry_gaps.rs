@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::support::*;
 use gate::PolicyPatch;
-use gate::service::GrantSeed;
+use gate::service::Grant;
 use gate::{Decision, Reason};
 
 /// The tenant ids no identifier may be (each holds a NUL, which Postgres
@@ -29,8 +29,8 @@ async fn allocated(w: &World, hop: &str) -> Result<i64, sqlx::Error> {
     .await
 }
 
-fn grant(id: &str, from: &str, budget_paise: i64) -> GrantSeed {
-    GrantSeed {
+fn grant(id: &str, from: &str, budget_paise: i64) -> Grant {
+    Grant {
         id: id.into(),
         from: from.into(),
         to: "procurement-agent".into(),

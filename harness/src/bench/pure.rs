@@ -17,7 +17,7 @@ use gate::{Catalog, Decision, Inputs, Policy, Reason, SpendState, evaluate, pars
 use scenarios::{Scenario, Verb, World};
 
 use super::observed::{ObservedState, StepOutcome};
-use crate::world::{catalog, chain_for, delegation_hops, policy};
+use crate::world::{catalog, chain_for, delegation_hops};
 
 /// True when the pure engine can run every step of the scenario faithfully.
 /// (It keeps no ledger: a `ledger_intact` invariant is left to the database
@@ -50,7 +50,7 @@ impl<'w> PureDriver<'w> {
         Ok(PureDriver {
             world,
             catalog: catalog(tenant),
-            policy: policy(&tenant.policy),
+            policy: tenant.policy.clone(),
             hops: delegation_hops(tenant)?,
             now: world.now,
             spent_today: 0,

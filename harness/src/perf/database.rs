@@ -56,7 +56,7 @@ impl Sampler {
         Ok(Sampler {
             admin_url: admin_url.to_string(),
             world,
-            seed: crate::world::seed(world),
+            seed: world.seed(),
             template: gate::db::template_name(),
             // The bare CREATE/DROP DATABASE samples need the owner (CREATEDB).
             conn: PgConnection::connect(&gate::db::server_urls(admin_url).await?.owner)

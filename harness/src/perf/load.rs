@@ -29,11 +29,11 @@ use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 use gate::db::FreshDatabase;
 use gate::provider::InProcessProvider;
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::webhook::EVENT_CAPTURED;
 use gate::service::{Clock, Gate, ProviderEvent, Seed, TenantSeed, sign_webhook};
 use gate::{Decision, Reason};
 use hdrhistogram::Histogram;
+use scenarios::generate::standard_world;
 use serde::Serialize;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, Executor, PgConnection};
@@ -160,7 +160,7 @@ impl Clock for Accelerated {
 /// (catalog, allowlists, per-transaction cap, approval threshold) as in the
 /// spec. `acme` itself and `tenants` copies of it under the ids `t00`, `t01`, ….
 fn load_seed(tenants: usize) -> Seed {
-    let standard = standard_seed();
+    let standard = standard_world().seed();
     let Some(mut acme) = standard.tenants.into_iter().next() else {
         return Seed { tenants: vec![] };
     };
@@ -169,7 +169,9 @@ fn load_seed(tenants: usize) -> Seed {
     acme.policy.denial_rate.max_denials = 1_000_000;
     acme.policy.denial_rate.window_minutes = 1;
     acme.policy.daily_cap_paise = 1_000_000_000_000_000;
-    acme.policy.valid_until = "2099-12-31T23:59:59Z".into();
+    acme.policy.valid_until = "2099-12-31T23:59:59Z"
+        .parse()
+        .expect("a literal RFC 3339 instant");
     for d in &mut acme.delegations {
         d.budget_paise = 1_000_000_000_000_000;
     }
@@ -350,7 +352,7 @@ pub(super) async fn world(
     }
     drop(held);
     let clock = Accelerated {
-        start: standard_now(),
+        start: standard_world().now,
         origin: Instant::now(),
     };
     let gate = Gate::new(pool, InProcessProvider::new(), SECRET, Arc::new(clock))?;
@@ -675,7 +677,7 @@ mod tests {
         let seed = load_seed(3);
         let ids: Vec<&str> = seed.tenants.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(ids, ["acme", "t00", "t01", "t02"]);
-        let standard = &standard_seed().tenants[0];
+        let standard = &standard_world().tenants[0];
         for t in &seed.tenants {
             assert_eq!(t.catalog, standard.catalog);
             assert_eq!(t.agents, standard.agents);

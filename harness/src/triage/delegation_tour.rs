@@ -21,9 +21,9 @@ use std::sync::Arc;
 use anyhow::{Context, Result, anyhow};
 use gate::Decision;
 use gate::provider::InProcessProvider;
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::webhook::{EVENT_CAPTURED, ProviderEvent, sign_webhook};
-use gate::service::{Gate, GrantSeed, ManualClock, Outcome};
+use gate::service::{Gate, Grant, ManualClock, Outcome};
+use scenarios::generate::standard_world;
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -137,8 +137,8 @@ fn step(
     }
 }
 
-fn grant(id: &str, from: &str, to: &str, budget_paise: i64) -> GrantSeed {
-    GrantSeed {
+fn grant(id: &str, from: &str, to: &str, budget_paise: i64) -> Grant {
+    Grant {
         id: id.to_owned(),
         from: from.to_owned(),
         to: to.to_owned(),
@@ -156,10 +156,10 @@ fn proposal(sku: &str, quantity: u32) -> Vec<u8> {
 
 /// Runs the tour on `pool` (an empty, migrated database) and reports what the rows say.
 pub async fn delegation_tour(pool: &PgPool) -> Result<TourReport> {
-    let clock = Arc::new(ManualClock::new(standard_now()));
+    let clock = Arc::new(ManualClock::new(standard_world().now));
     let gate = Gate::new(pool.clone(), InProcessProvider::new(), TOUR_SECRET, clock)
         .map_err(|e| anyhow!("building the tour's gate: {e}"))?;
-    gate.seed(&standard_seed()).await?;
+    gate.seed(&standard_world().seed()).await?;
     let rows = Rows(pool);
     let mut steps = Vec::new();
 

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use gate::provider::{ENV_WEBHOOK_SECRET, InProcessProvider, PaymentProvider, RazorpayProvider};
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::webhook::EVENT_CAPTURED;
 use gate::service::{Gate, ManualClock, ProviderEvent, sign_webhook};
+use scenarios::generate::standard_world;
 use serde_json::Value;
 use sqlx::PgPool;
 
@@ -69,7 +69,7 @@ pub async fn wire_step(admin_url: &str) -> Result<()> {
     let (razorpay, line) = provider_choice();
     println!("  {line}");
     let db = gate::db::fresh_database(admin_url).await?;
-    let clock = Arc::new(ManualClock::new(standard_now()));
+    let clock = Arc::new(ManualClock::new(standard_world().now));
     let result = match razorpay {
         Some((provider, secret)) => tour(db.pool().clone(), provider, secret, clock).await,
         None => {
@@ -213,7 +213,7 @@ async fn tour<P: PaymentProvider + 'static>(
     clock: Arc<ManualClock>,
 ) -> Result<()> {
     let gate = Arc::new(Gate::new(pool.clone(), provider, secret.clone(), clock)?);
-    gate.seed(&standard_seed()).await?;
+    gate.seed(&standard_world().seed()).await?;
     let now = gate.now();
     let key = |tenant: &'static str, actor: &'static str| {
         let pool = pool.clone();
@@ -331,7 +331,7 @@ async fn run(t: &Tour, agent: &str, human: &str, stranger: &str, secret: &[u8]) 
     let event = ProviderEvent {
         id: "evt_triage_1".into(),
         event: EVENT_CAPTURED.into(),
-        created_at: standard_now(),
+        created_at: standard_world().now,
         order_id: order,
         amount_paise: amount,
         currency: "INR".into(),

@@ -13,7 +13,8 @@ use serde_json::Value as Json;
 use super::build::*;
 use crate::step::Step;
 use crate::verbs::Signature;
-use crate::world::{CatalogItem, World};
+use crate::world::World;
+use gate::CatalogItem;
 
 /// How a finished scenario is labelled from the oracle's trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

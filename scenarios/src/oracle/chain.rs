@@ -13,7 +13,7 @@
 use gate::Reason;
 
 use super::state::{DelegationState, State};
-use crate::world::Delegation;
+use gate::service::Grant;
 
 /// The hops from the agent's delegation up to its root, leaf first.
 fn chain<'a>(state: &'a State, leaf: &str) -> Vec<&'a DelegationState> {
@@ -138,7 +138,7 @@ pub fn authority(
 /// ever used (revoked ids included), is `DELEGATION_INVALID`; a hop that
 /// would make a chain longer than [`MAX_DEPTH`] is
 /// `DELEGATION_DEPTH_EXCEEDED`, checked once the parent is known.
-pub fn grant(state: &mut State, caller: &str, g: &Delegation) -> Result<(), Reason> {
+pub fn grant(state: &mut State, caller: &str, g: &Grant) -> Result<(), Reason> {
     if state.tenant(caller).is_none() {
         return Err(Reason::TenantUnknown);
     }

@@ -132,7 +132,7 @@ fn verb(
             let Some(t) = state.tenant_mut(tenant) else {
                 return Ok((Outcome::deny(Reason::TenantUnknown), none));
             };
-            let next = t.policy.apply(patch);
+            let next = t.policy.patched(patch);
             if policy_valid(&next, &t.world.merchants) {
                 t.policy = next;
                 t.policy_version += 1;
@@ -205,7 +205,7 @@ fn result(r: Result<(), Reason>) -> Outcome {
 /// non-negative caps and threshold, known merchants, a window that starts
 /// before it ends, and rate windows of at most [`MAX_RATE_WINDOW_MINUTES`]
 /// with a positive length.
-fn policy_valid(p: &crate::policy::WorldPolicy, merchants: &[String]) -> bool {
+fn policy_valid(p: &gate::Policy, merchants: &[String]) -> bool {
     let currency_ok = p.currency.len() == 3 && p.currency.bytes().all(|b| b.is_ascii_uppercase());
     let money_ok = p.per_transaction_cap_paise >= 0
         && p.daily_cap_paise >= 0

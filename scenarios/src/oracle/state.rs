@@ -9,17 +9,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 
-use crate::policy::WorldPolicy;
 use crate::verbs::ProviderMode;
-use crate::world::{CatalogItem, Tenant, World};
+use crate::world::World;
+use gate::CatalogItem;
+use gate::Policy;
+use gate::service::TenantSeed;
 
 use super::{Observed, OracleError};
 
 #[derive(Debug, Clone)]
 pub struct TenantState {
     pub id: String,
-    pub world: Tenant,
-    pub policy: WorldPolicy,
+    pub world: TenantSeed,
+    pub policy: Policy,
     pub policy_version: u32,
     pub catalog: Vec<CatalogItem>,
 }

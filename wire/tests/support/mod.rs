@@ -11,8 +11,8 @@ use gate::db::FreshDatabase;
 use gate::provider::{
     InProcessProvider, OrderRequest, PaymentProvider, ProviderError, ProviderOrder,
 };
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::{Gate, ManualClock, ProviderEvent, sign_webhook};
+use scenarios::generate::standard_world;
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -103,9 +103,9 @@ pub async fn served_with<P: PaymentProvider + 'static>(
     let Some(db) = gate::db::fresh_test_database().await? else {
         return Ok(None);
     };
-    let clock = Arc::new(ManualClock::new(standard_now()));
+    let clock = Arc::new(ManualClock::new(standard_world().now));
     let gate = build_gate(db.pool().clone(), provider, clock.clone());
-    gate.seed(&standard_seed()).await?;
+    gate.seed(&standard_world().seed()).await?;
     let gate = Arc::new(gate);
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);

@@ -4,12 +4,13 @@
 //! so tests never see each other's rows.
 #![allow(dead_code)]
 
+pub mod standard;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use gate::db::FreshDatabase;
 use gate::provider::InProcessProvider;
-use gate::service::standard::{standard_now, standard_seed};
 use gate::service::{
     Gate, ManualClock, Outcome, ProposeOutcome, ProviderEvent, ServiceError, sign_webhook,
 };
@@ -89,9 +90,9 @@ pub async fn world_with_pool(
         return Ok(None);
     };
     let pool = pool_of(&db, pool_size).await?;
-    let clock = Arc::new(ManualClock::new(standard_now()));
+    let clock = Arc::new(ManualClock::new(standard::now()));
     let gate = Gate::new(pool, InProcessProvider::new(), SECRET, clock.clone())?;
-    gate.seed(&standard_seed()).await?;
+    gate.seed(&standard::seed()).await?;
     Ok(Some(World {
         db,
         gate: Arc::new(gate),

@@ -47,7 +47,7 @@ pub(super) enum Call {
     },
     Grant {
         tenant: String,
-        grant: gate::service::GrantSeed,
+        grant: gate::service::Grant,
     },
     Revoke {
         tenant: String,

@@ -50,7 +50,7 @@ pub(super) async fn run_in(pool: PgPool, scenario: Scenario, world: World) -> Ru
             return run;
         }
     };
-    if let Err(e) = gate.seed(&seed(&world)).await {
+    if let Err(e) = gate.seed(&world.seed()).await {
         run.error = Some(format!("seeding world `{}`: {e}", scenario.world));
         run.engine_error = true;
         return run;
@@ -369,7 +369,7 @@ impl<'a> Driver<'a> {
             }
             Verb::Grant(g) => Call::Grant {
                 tenant,
-                grant: grant(g),
+                grant: g.clone(),
             },
             Verb::Revoke(r) => Call::Revoke {
                 tenant,
@@ -383,7 +383,7 @@ impl<'a> Driver<'a> {
             },
             Verb::SetPolicy(p) => Call::SetPolicy {
                 tenant,
-                patch: policy_patch(p),
+                patch: p.clone(),
             },
             Verb::AdvanceClock(a) => {
                 self.move_clock(a.duration())?;

@@ -55,7 +55,6 @@ use tokio::task::JoinSet;
 use super::judge::Run;
 use super::observed::{ObservedState, StepOutcome};
 use super::pool::{DatabasePool, RunEnd};
-use crate::world::{grant, policy_patch, seed};
 use call::*;
 use driver::*;
 use observe::*;

@@ -31,7 +31,7 @@ pub(super) async fn run_http(pool: PgPool, scenario: Scenario, world: World) -> 
             return out;
         }
     };
-    if let Err(e) = gate.seed(&seed(&world)).await {
+    if let Err(e) = gate.seed(&world.seed()).await {
         out.run.error = Some(format!("seeding world `{}`: {e}", scenario.world));
         out.run.engine_error = true;
         return out;
