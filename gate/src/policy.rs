@@ -77,19 +77,91 @@ pub struct PolicyPatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_categories: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub valid_from: Option<DateTime<Utc>>,
+    pub valid_from: Option<PatchInstant>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub valid_until: Option<DateTime<Utc>>,
+    pub valid_until: Option<PatchInstant>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub velocity: Option<Velocity>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denial_rate: Option<DenialRate>,
 }
 
+/// A patch's timestamp as written: an RFC 3339 instant, or text that is
+/// not one. Decoding takes any string, so a patch naming a date that does
+/// not exist (`yesterday`, a 13th month) is an answer, `POLICY_INVALID`
+/// from [`Policy::patched`], like every other unenforceable policy, and
+/// never a malformed request or a corpus that fails to load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatchInstant {
+    /// An instant, as `DateTime<Utc>` reads RFC 3339.
+    At(DateTime<Utc>),
+    /// Text that names no instant, kept as written.
+    Unreadable(String),
+}
+
+impl PolicyPatch {
+    /// Whether every timestamp the patch names is an instant; a patch with
+    /// one that is not is refused `POLICY_INVALID`.
+    pub fn readable(&self) -> bool {
+        self.valid_from
+            .iter()
+            .chain(&self.valid_until)
+            .all(|at| at.instant().is_some())
+    }
+}
+
+impl PatchInstant {
+    /// The instant, or `None` for text that names none.
+    pub fn instant(&self) -> Option<DateTime<Utc>> {
+        match self {
+            PatchInstant::At(at) => Some(*at),
+            PatchInstant::Unreadable(_) => None,
+        }
+    }
+}
+
+impl From<DateTime<Utc>> for PatchInstant {
+    fn from(at: DateTime<Utc>) -> Self {
+        PatchInstant::At(at)
+    }
+}
+
+impl std::str::FromStr for PatchInstant {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.parse::<DateTime<Utc>>() {
+            Ok(at) => PatchInstant::At(at),
+            Err(_) => PatchInstant::Unreadable(s.to_owned()),
+        })
+    }
+}
+
+impl Serialize for PatchInstant {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PatchInstant::At(at) => at.serialize(serializer),
+            PatchInstant::Unreadable(text) => serializer.serialize_str(text),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PatchInstant {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let Ok(read) = text.parse::<PatchInstant>();
+        Ok(read)
+    }
+}
+
 impl Policy {
-    /// This policy with every field `patch` names replaced.
+    /// This policy with every field `patch` names replaced. A timestamp the
+    /// patch names that is no instant leaves that field as it was: a caller
+    /// refuses such a patch first ([`PolicyPatch::readable`]).
     pub fn patched(&self, patch: &PolicyPatch) -> Policy {
         let p = patch.clone();
+        let instant = |given: Option<PatchInstant>, current: DateTime<Utc>| {
+            given.and_then(|g| g.instant()).unwrap_or(current)
+        };
         Policy {
             currency: p.currency.unwrap_or_else(|| self.currency.clone()),
             per_transaction_cap_paise: p
@@ -105,8 +177,8 @@ impl Policy {
             allowed_categories: p
                 .allowed_categories
                 .unwrap_or_else(|| self.allowed_categories.clone()),
-            valid_from: p.valid_from.unwrap_or(self.valid_from),
-            valid_until: p.valid_until.unwrap_or(self.valid_until),
+            valid_from: instant(p.valid_from, self.valid_from),
+            valid_until: instant(p.valid_until, self.valid_until),
             velocity: p.velocity.unwrap_or(self.velocity),
             denial_rate: p.denial_rate.unwrap_or(self.denial_rate),
         }

@@ -352,6 +352,59 @@ async fn numbers_and_surrogates_get_their_own_codes() -> TestResult {
 }
 
 #[tokio::test]
+async fn a_policy_patch_naming_a_date_that_does_not_exist_is_refused_policy_invalid() -> TestResult
+{
+    on_world(async |w| {
+        let version = || {
+            sqlx::query_scalar::<_, i32>(
+                "SELECT max(version) FROM policy_versions WHERE tenant_id = 'acme'",
+            )
+        };
+        let before = version().fetch_one(w.pool()).await?;
+        for text in [
+            "yesterday",
+            "2026-13-01T00:00:00Z",
+            "",
+            "2026-06-01T00:00:00Z\0",
+        ] {
+            // As the API and a corpus decode it: any string is a patch, never a decoding error.
+            let json = serde_json::json!({ "valid_until": text }).to_string();
+            let patch: PolicyPatch = serde_json::from_str(&json)?;
+            assert!(!patch.readable(), "{text:?}");
+            let o = w.gate.set_policy("acme", &patch).await?;
+            assert_eq!(
+                o.decision,
+                Decision::Deny(Reason::PolicyInvalid),
+                "{text:?}"
+            );
+            // The same date beside a readable one: still refused.
+            let both: PolicyPatch = serde_json::from_str(
+                &serde_json::json!({ "valid_from": "2026-01-01T00:00:00Z", "valid_until": text })
+                    .to_string(),
+            )?;
+            let o = w.gate.set_policy("acme", &both).await?;
+            assert_eq!(
+                o.decision,
+                Decision::Deny(Reason::PolicyInvalid),
+                "{text:?}"
+            );
+        }
+        assert_eq!(
+            version().fetch_one(w.pool()).await?,
+            before,
+            "nothing published"
+        );
+        // A readable one publishes, and keeps its spelling in the ledger's patch.
+        let good: PolicyPatch = serde_json::from_str(r#"{"valid_until":"2026-12-30T00:00:00Z"}"#)?;
+        assert!(good.readable());
+        assert!(w.gate.set_policy("acme", &good).await?.is_ok());
+        assert_eq!(version().fetch_one(w.pool()).await?, before + 1);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
 async fn operators_changes_are_validated_before_they_are_stored() -> TestResult {
     on_world(async |w| {
         for price in [0, -1, i64::MIN] {

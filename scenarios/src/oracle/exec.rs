@@ -133,7 +133,7 @@ fn verb(
                 return Ok((Outcome::deny(Reason::TenantUnknown), none));
             };
             let next = t.policy.patched(patch);
-            if policy_valid(&next, &t.world.merchants) {
+            if patch.readable() && policy_valid(&next, &t.world.merchants) {
                 t.policy = next;
                 t.policy_version += 1;
                 (Outcome::ok(), none)
