@@ -5,7 +5,9 @@
 //! connection is classified once, by [`connect_error`], as either
 //! [`DbError::Unreachable`] (nothing answered) or [`DbError::Rejected`] (the
 //! server answered and refused); a failed statement names what it was doing
-//! ([`query_error`]).
+//! ([`query_error`]). The two variants only the test-database factory
+//! returns ([`DbError::NotConfigured`], [`DbError::DropGuard`]) exist only with
+//! the `test-support` feature.
 
 use sqlx::migrate::MigrateError;
 
@@ -17,6 +19,7 @@ const CANNOT_CONNECT_NOW: &str = "57P03";
 pub enum DbError {
     /// `DATABASE_URL` is not set and `SPENDGATE_SKIP_DB=1` is not either
     /// (the test-database factory's refusal).
+    #[cfg(any(test, feature = "test-support"))]
     #[error(
         "DATABASE_URL is not set: this test needs a Postgres server. Run the tests with \
          `make verify` (it starts a throwaway cluster), or start one yourself with \
@@ -51,6 +54,7 @@ pub enum DbError {
     Query { action: String, cause: sqlx::Error },
     /// The mutation runner's `SPENDGATE_DROP_GUARDS` could not be honoured: it
     /// does not parse, or an object it names could not be dropped.
+    #[cfg(any(test, feature = "test-support"))]
     #[error("SPENDGATE_DROP_GUARDS: {spec}: {message}")]
     DropGuard { spec: String, message: String },
     /// The owner's and application's roles or URLs could not be worked out.

@@ -24,16 +24,20 @@
 //!   (bench, triage, perf, mutate) through its normal dependency.
 
 mod connect;
+#[cfg(any(test, feature = "test-support"))]
 mod drop_guards;
 mod error;
+#[cfg(any(test, feature = "test-support"))]
 mod factory;
 mod roles;
 
 pub use connect::{
     DATABASE_URL_ENV, MIGRATION_DATABASE_URL_ENV, MIGRATOR, connect, migrate, redact_url, with_user,
 };
+#[cfg(any(test, feature = "test-support"))]
 pub use drop_guards::{DROP_GUARDS_ENV, DROP_GUARDS_LOG_ENV};
 pub use error::DbError;
+#[cfg(any(test, feature = "test-support"))]
 pub use factory::{
     FreshDatabase, SKIP_ENV, empty_database, fresh_database, fresh_database_with,
     fresh_test_database, template_name, test_admin_url,
