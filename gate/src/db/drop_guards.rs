@@ -4,7 +4,7 @@
 //! Guarantees (the contract is the `drop-guards` crate, the one codec the
 //! runner and this module share):
 //! - when `SPENDGATE_DROP_GUARDS=KIND:TABLE:NAME[,...]` is set (KIND is
-//!   `constraint`, `trigger` or `index`), [`drop_guards`] drops each named
+//!   `constraint`, `trigger` or `index`), [`drop_guards()`] drops each named
 //!   object from the database of the pool it is given (the factory gives it
 //!   the NEW database's owner pool, never the template's: dropping a
 //!   constraint or trigger needs ownership), with `ALTER TABLE t DROP
@@ -17,7 +17,7 @@
 //!   never judged as if it were.
 //! - Only the runner sets these variables, on the test processes that judge
 //!   one schema guard. Nothing of a normal build calls this hook (not
-//!   [`super::migrate`], not [`super::connect`]): it is compiled only with the
+//!   [`super::migrate`], not [`super::connect()`]): it is compiled only with the
 //!   `test-support` feature, through [`super::fresh_database`].
 
 use ::drop_guards::LogLine;
@@ -28,7 +28,7 @@ use super::error::DbError;
 
 /// The mutation runner's list of schema objects a fresh database goes without.
 pub use ::drop_guards::DROP_GUARDS_ENV;
-/// The file [`drop_guards`] reports each drop to (see the module docs).
+/// The file the hook reports each drop to (see the module docs).
 pub use ::drop_guards::DROP_GUARDS_LOG_ENV;
 
 /// Appends one line to the runner's log (best effort: a log that cannot be

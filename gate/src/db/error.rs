@@ -6,7 +6,7 @@
 //! [`DbError::Unreachable`] (nothing answered) or [`DbError::Rejected`] (the
 //! server answered and refused); a failed statement names what it was doing
 //! ([`query_error`]). The two variants only the test-database factory
-//! returns ([`DbError::NotConfigured`], [`DbError::DropGuard`]) exist only with
+//! returns (`DbError::NotConfigured`, `DbError::DropGuard`) exist only with
 //! the `test-support` feature.
 
 use sqlx::migrate::MigrateError;

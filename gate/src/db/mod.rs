@@ -6,7 +6,7 @@
 //! - Every item lives in the file of its job and is used from here, so a
 //!   caller names `gate::db::<item>` whatever file holds it:
 //!   - `error`: [`DbError`], the one error type; URLs always shown redacted;
-//!   - `connect`: [`MIGRATOR`], [`connect`], [`migrate`], the URL variables,
+//!   - `connect`: [`MIGRATOR`], [`connect()`], [`migrate`], the URL variables,
 //!     [`redact_url`], [`with_user`];
 //!   - `roles`: [`OWNER_ROLE`], [`APP_ROLE`], [`server_urls`],
 //!     [`ensure_roles`];
