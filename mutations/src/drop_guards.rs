@@ -1,5 +1,5 @@
 //! The schema-guard contract between the runner and the test-database
-//! facility of the crate under test (for spendgate: `gate/src/db.rs`).
+//! facility of the crate under test (for spendgate: `gate/src/db/drop_guards.rs`).
 //!
 //! Guarantees: the codec is the `drop-guards` crate, the one both sides use
 //! (see its docs for the contract: `SPENDGATE_DROP_GUARDS`,

@@ -15,7 +15,7 @@ use serde_json::json;
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
-use super::lock::lock;
+use super::lock::{RequestKey, TenantKey, lock};
 use super::request_state::RequestState;
 use super::requests::{self, Transition};
 use super::rows::{REQUEST_LIFETIME_HOURS, RequestRow, TenantRow};
@@ -122,7 +122,9 @@ impl<P: PaymentProvider> Gate<P> {
             )
         };
         let locked: Option<TenantRow> = if is_ident(tenant) {
-            lock(&mut tx, &[tenant]).await.ctx("locking the tenant")?
+            lock(&mut tx, TenantKey { tenant })
+                .await
+                .ctx("locking the tenant")?
         } else {
             None
         };
@@ -313,12 +315,18 @@ impl<P: PaymentProvider> Gate<P> {
                 return self.refuse(tx, now, refuse(true, reason), reason).await;
             }
         }
-        let request: RequestRow = lock(&mut tx, &[tenant, request_id])
-            .await
-            .ctx("locking the request")?
-            .ok_or_else(|| ServiceError::Corrupt {
-                what: format!("request {request_id} vanished"),
-            })?;
+        let request: RequestRow = lock(
+            &mut tx,
+            RequestKey {
+                tenant,
+                request: request_id,
+            },
+        )
+        .await
+        .ctx("locking the request")?
+        .ok_or_else(|| ServiceError::Corrupt {
+            what: format!("request {request_id} vanished"),
+        })?;
         if !ENDABLE.contains(&request.state) {
             let reason = Reason::StateTransitionInvalid;
             return self.refuse(tx, now, refuse(true, reason), reason).await;

@@ -21,7 +21,7 @@ use super::decide::{self, Moment};
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
-use super::lock::lock;
+use super::lock::{RequestKey, lock};
 use super::request_state::RequestState;
 use super::requests::{self, Transition};
 use super::rows::RequestRow;
@@ -79,12 +79,18 @@ impl<P: PaymentProvider> Gate<P> {
                 .await;
         }
 
-        let request: RequestRow = lock(&mut tx, &[&tenant, request_id])
-            .await
-            .ctx("locking the request")?
-            .ok_or_else(|| ServiceError::Corrupt {
-                what: format!("request {request_id} vanished"),
-            })?;
+        let request: RequestRow = lock(
+            &mut tx,
+            RequestKey {
+                tenant: &tenant,
+                request: request_id,
+            },
+        )
+        .await
+        .ctx("locking the request")?
+        .ok_or_else(|| ServiceError::Corrupt {
+            what: format!("request {request_id} vanished"),
+        })?;
         let already: bool = sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM approvals WHERE tenant_id = $1 AND request_id = $2)",
         )

@@ -14,7 +14,7 @@ use chrono::NaiveDate;
 use sqlx::{Connection, PgConnection};
 
 use super::error::{Ctx, ServiceError};
-use super::lock::lock;
+use super::lock::{DayKey, lock};
 use super::rows::{DailyRow, RequestRow};
 use super::world::CurrentPolicy;
 use crate::reason::Reason;
@@ -68,13 +68,19 @@ pub(crate) async fn lock_day(
         .and_then(|p| p.policy.as_ref().ok())
         .map_or(NO_CURRENCY, |p| p.currency.as_str())
         .to_owned();
-    let day_key = day.to_string();
     // Locked where it exists (every proposal of a day but its first: one
     // round trip); opened first, then locked, on the day's first proposal.
     for _ in 0..2 {
-        let row: Option<DailyRow> = lock(conn, &[tenant, &day_key, &currency])
-            .await
-            .ctx("locking the day's reservations")?;
+        let row: Option<DailyRow> = lock(
+            conn,
+            DayKey {
+                tenant,
+                day,
+                currency: &currency,
+            },
+        )
+        .await
+        .ctx("locking the day's reservations")?;
         if let Some(row) = row {
             return Ok(Day {
                 day,

@@ -23,7 +23,7 @@ use sqlx::PgConnection;
 use super::error::{Ctx, ServiceError};
 use super::identity;
 use super::ledger::{self, Entry};
-use super::lock::lock;
+use super::lock::{RequestKey, lock};
 use super::request_state::RequestState;
 use super::requests::{self, Transition};
 use super::rows::RequestRow;
@@ -84,12 +84,18 @@ impl<P: PaymentProvider> Gate<P> {
                 .refuse(tx, now, refuse(Some(&tenant), reason), reason)
                 .await;
         }
-        let request: RequestRow = lock(&mut tx, &[&tenant, request_id])
-            .await
-            .ctx("locking the request")?
-            .ok_or_else(|| ServiceError::Corrupt {
-                what: format!("request {request_id} vanished"),
-            })?;
+        let request: RequestRow = lock(
+            &mut tx,
+            RequestKey {
+                tenant: &tenant,
+                request: request_id,
+            },
+        )
+        .await
+        .ctx("locking the request")?
+        .ok_or_else(|| ServiceError::Corrupt {
+            what: format!("request {request_id} vanished"),
+        })?;
         let (Some(version), Some(digest), Some(merchant), Some(amount), Some(currency)) = (
             request.policy_version,
             request.purchase_digest.clone(),

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 use super::error::{Ctx, ServiceError};
-use super::lock::lock_all;
+use super::lock::{AgentHopsKey, lock_all};
 use super::rows::AgentHop;
 use super::world::{self, CurrentPolicy};
 use crate::catalog::Catalog;
@@ -123,7 +123,7 @@ pub(crate) async fn decide_with_catalog(
     // tried in the order they were granted. Only a hop locked here may be
     // spent from: one granted after the lock was taken waits for the next
     // proposal (spending it unlocked would take a hop out of order).
-    let locked: Vec<AgentHop> = lock_all(conn, &[tenant, agent])
+    let locked: Vec<AgentHop> = lock_all(conn, AgentHopsKey { tenant, agent })
         .await
         .ctx("locking the agent's delegations")?;
     let mut leaves = world::agent_leaves(conn, tenant, agent).await?;

@@ -22,7 +22,7 @@ use sqlx::{Connection, PgConnection};
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
-use super::lock::lock_all;
+use super::lock::{BranchKey, lock_all};
 use super::rows::{BranchRow, DELEGATION_COLUMNS, DelegationRow};
 use super::world;
 use super::{Gate, Outcome};
@@ -252,9 +252,15 @@ impl<P: PaymentProvider> Gate<P> {
         };
         // The revoked branch, deepest hop first (the lock order).
         let branch: Vec<BranchRow> = match refusal {
-            None if is_ident(delegation_id) => lock_all(&mut tx, &[tenant, delegation_id])
-                .await
-                .ctx("locking the delegation's branch")?,
+            None if is_ident(delegation_id) => lock_all(
+                &mut tx,
+                BranchKey {
+                    tenant,
+                    delegation: delegation_id,
+                },
+            )
+            .await
+            .ctx("locking the delegation's branch")?,
             _ => Vec::new(),
         };
         let hop = branch.iter().find(|h| h.id == delegation_id);

@@ -47,7 +47,7 @@ use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, PgPool};
 
 use super::error::{Ctx, ServiceError};
-use super::lock::lock;
+use super::lock::{LedgerHeadKey, lock};
 use super::rows::LedgerHeadRow;
 
 /// The hash before the first entry of every chain.
@@ -208,7 +208,7 @@ pub(crate) async fn append(
     }
     let at = stored_instant(at);
     for (tenant, entries) in chains {
-        let head: LedgerHeadRow = lock(conn, &[&tenant])
+        let head: LedgerHeadRow = lock(conn, LedgerHeadKey { tenant: &tenant })
             .await
             .ctx("locking the tenant's ledger head")?
             .ok_or(ServiceError::LedgerHeadMissing)?;

@@ -1,32 +1,66 @@
-//! The one place a row lock is taken.
+//! The one place a row lock is taken, and the one order locks are taken in.
 //!
 //! Guarantees: every `SELECT ... FOR UPDATE` of the gate is the one in
-//! [`lock`] (a test parses `gate/src` and fails if any other file holds a
-//! row-lock clause). [`lock`] takes a key, never a row: it returns the row as
-//! read under the lock, so a caller always decides on the locked, current
-//! version and never on a copy it read before.
+//! [`lock`] and [`lock_all`] (a test parses `gate/src` and fails if any other
+//! file holds a row-lock clause). They take a key, never a row: they return
+//! the row as read under the lock, so a caller always decides on the locked,
+//! current version and never on a copy it read before.
+//!
+//! Keys are typed: each lockable row ([`Lockable`]) names the one key type
+//! that selects it ([`Lockable::Key`]), so a row cannot be locked with
+//! another row's key (a [`RequestKey`] cannot lock a checkout authority, nor
+//! a [`TenantKey`] a ledger head), and each key binds its parts with their
+//! own types (a day is bound as a date, never as text). Each locking
+//! statement opens with a comment naming its key's rank and row, so a lock
+//! wait or deadlock that Postgres logs says which ranks met.
 //!
 //! The one lock order. Every operation takes the locks it needs in this order
-//! and never another, so two operations never wait on each other in a cycle:
+//! and never another, so two operations never wait on each other in a cycle.
+//! Each key type carries its place in it ([`LockKey::RANK`]); a test checks
+//! that every key's rank is the number of the item below that names its row:
 //! 1. the tenant row, `FOR NO KEY UPDATE` (only `set_policy`, to number
 //!    versions). It never blocks the key-share locks that foreign-key
 //!    checks of other writers take on the same row, so a publication cannot
 //!    deadlock with a proposal whose insert references the tenant;
-//! 2. the request (then its checkout authority);
-//! 3. the tenant's day of reservations in one currency;
-//! 4. delegation hops, from the leaf upwards (a revocation locks the revoked
+//! 2. the checkout authority (only a payment locks one, to consume it, and
+//!    only before its request: no operation locks an authority after a
+//!    request);
+//! 3. the request;
+//! 4. the tenant's day of reservations in one currency;
+//! 5. delegation hops, from the leaf upwards (a revocation locks the revoked
 //!    branch deepest first, and a release walks from the leaf to the root);
-//! 5. the tenant's ledger head, last, just before commit.
+//! 6. the tenant's ledger head, last, just before commit.
 
-use sqlx::postgres::PgRow;
-use sqlx::{FromRow, PgConnection};
+use chrono::NaiveDate;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::QueryAs;
+use sqlx::{FromRow, PgConnection, Postgres};
 
-/// A row that may be locked: how to select it and how its key is matched.
+/// A query whose key parts are still to be bound.
+type Unbound<'q, T> = QueryAs<'q, Postgres, T, PgArguments>;
+
+/// A key naming the rows of one lockable kind: how it selects them, and where
+/// that kind stands in the lock order.
+pub(crate) trait LockKey: Send {
+    /// The row's place in the one lock order: the number of the item of the
+    /// module docs' list that names it ([`LockKey::ROW`]).
+    const RANK: u8;
+    /// The words that item uses for the row.
+    const ROW: &'static str;
+    /// The WHERE condition over the binds `$1`, `$2`, ... of [`LockKey::bind`].
+    const WHERE: &'static str;
+    /// Binds the key's parts, in the order [`LockKey::WHERE`] numbers them.
+    fn bind<'q, T>(self, query: Unbound<'q, T>) -> Unbound<'q, T>
+    where
+        Self: 'q;
+}
+
+/// A row that may be locked: how to select it and which key selects it.
 pub(crate) trait Lockable: for<'r> FromRow<'r, PgRow> + Send + Unpin {
+    /// The one key type that names this row.
+    type Key<'k>: LockKey;
     /// `SELECT <columns> FROM <table>`, without a WHERE clause.
     const SELECT: &'static str;
-    /// The WHERE condition over the key binds `$1`, `$2`, ... (all text).
-    const KEY: &'static str;
     /// How strongly the row is locked (see the module docs for the one weaker lock).
     const STRENGTH: Strength = Strength::Update;
     /// When several rows are locked: the `ORDER BY` they are locked in.
@@ -52,34 +86,179 @@ impl Strength {
     }
 }
 
+/// Names the tenant row.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TenantKey<'k> {
+    pub tenant: &'k str,
+}
+
+impl LockKey for TenantKey<'_> {
+    const RANK: u8 = 1;
+    const ROW: &'static str = "the tenant row";
+    const WHERE: &'static str = "id = $1";
+    fn bind<'q, T>(self, query: Unbound<'q, T>) -> Unbound<'q, T>
+    where
+        Self: 'q,
+    {
+        query.bind(self.tenant)
+    }
+}
+
+/// Names one checkout authority of a tenant.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AuthorityKey<'k> {
+    pub tenant: &'k str,
+    pub authority: &'k str,
+}
+
+impl LockKey for AuthorityKey<'_> {
+    const RANK: u8 = 2;
+    const ROW: &'static str = "the checkout authority";
+    const WHERE: &'static str = "tenant_id = $1 AND id = $2";
+    fn bind<'q, T>(self, query: Unbound<'q, T>) -> Unbound<'q, T>
+    where
+        Self: 'q,
+    {
+        query.bind(self.tenant).bind(self.authority)
+    }
+}
+
+/// Names one payment request of a tenant.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestKey<'k> {
+    pub tenant: &'k str,
+    pub request: &'k str,
+}
+
+impl LockKey for RequestKey<'_> {
+    const RANK: u8 = 3;
+    const ROW: &'static str = "the request";
+    const WHERE: &'static str = "tenant_id = $1 AND id = $2";
+    fn bind<'q, T>(self, query: Unbound<'q, T>) -> Unbound<'q, T>
+    where
+        Self: 'q,
+    {
+        query.bind(self.tenant).bind(self.request)
+    }
+}
+
+/// Names a tenant's reservations for one UTC day in one currency.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DayKey<'k> {
+    pub tenant: &'k str,
+    pub day: NaiveDate,
+    pub currency: &'k str,
+}
+
+impl LockKey for DayKey<'_> {
+    const RANK: u8 = 4;
+    const ROW: &'static str = "the tenant's day of reservations";
+    const WHERE: &'static str = "tenant_id = $1 AND day = $2 AND currency = $3";
+    fn bind<'q, T>(self, query: Unbound<'q, T>) -> Unbound<'q, T>
+    where
+        Self: 'q,
+    {
+        query.bind(self.tenant).bind(self.day).bind(self.currency)
+    }
+}
+
+/// Names every delegation hop one agent holds (locked with [`lock_all`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AgentHopsKey<'k> {
+    pub tenant: &'k str,
+    pub agent: &'k str,
+}
+
+impl LockKey for AgentHopsKey<'_> {
+    const RANK: u8 = 5;
+    const ROW: &'static str = "delegation hops";
+    const WHERE: &'static str = "tenant_id = $1 AND grantee_id = $2";
+    fn bind<'q, T>(self, query: Unbound<'q, T>) -> Unbound<'q, T>
+    where
+        Self: 'q,
+    {
+        query.bind(self.tenant).bind(self.agent)
+    }
+}
+
+/// Names a delegation hop and every hop below it: the branch a revocation
+/// revokes (locked with [`lock_all`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BranchKey<'k> {
+    pub tenant: &'k str,
+    pub delegation: &'k str,
+}
+
+impl LockKey for BranchKey<'_> {
+    const RANK: u8 = 5;
+    const ROW: &'static str = "delegation hops";
+    const WHERE: &'static str = "tenant_id = $1 AND id IN ( \
+        WITH RECURSIVE down AS ( \
+            SELECT id FROM delegations WHERE tenant_id = $1 AND id = $2 \
+            UNION \
+            SELECT c.id FROM delegations c JOIN down ON c.tenant_id = $1 AND c.parent_id = down.id) \
+        SELECT id FROM down)";
+    fn bind<'q, T>(self, query: Unbound<'q, T>) -> Unbound<'q, T>
+    where
+        Self: 'q,
+    {
+        query.bind(self.tenant).bind(self.delegation)
+    }
+}
+
+/// Names a tenant's ledger head.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LedgerHeadKey<'k> {
+    pub tenant: &'k str,
+}
+
+impl LockKey for LedgerHeadKey<'_> {
+    const RANK: u8 = 6;
+    const ROW: &'static str = "the tenant's ledger head";
+    const WHERE: &'static str = "tenant_id = $1";
+    fn bind<'q, T>(self, query: Unbound<'q, T>) -> Unbound<'q, T>
+    where
+        Self: 'q,
+    {
+        query.bind(self.tenant)
+    }
+}
+
+/// The locking statement without its lock clause: `select` with the key's
+/// condition and `order`, headed by a comment naming the key's place in the
+/// lock order, so a lock wait or deadlock that Postgres logs says which
+/// ranks met (`/* lock order 3: the request */ SELECT ...`).
+fn statement<K: LockKey>(select: &str, order: &str) -> String {
+    format!(
+        "/* lock order {}: {} */ {select} WHERE {}{order}",
+        K::RANK,
+        K::ROW,
+        K::WHERE
+    )
+}
+
 /// Locks the row of `T` named by `key` until the transaction ends and returns
 /// it as read under the lock; `None` when there is no such row.
-pub(crate) async fn lock<T: Lockable>(
+pub(crate) async fn lock<'k, T: Lockable>(
     conn: &mut PgConnection,
-    key: &[&str],
+    key: T::Key<'k>,
 ) -> Result<Option<T>, sqlx::Error> {
-    let mut sql = format!("{} WHERE {}", T::SELECT, T::KEY);
+    let mut sql = statement::<T::Key<'k>>(T::SELECT, "");
     sql.push_str(T::STRENGTH.clause());
-    let mut query = sqlx::query_as::<_, T>(sqlx::AssertSqlSafe(sql));
-    for part in key {
-        query = query.bind(*part);
-    }
-    query.fetch_optional(conn).await
+    let query = sqlx::query_as::<_, T>(sqlx::AssertSqlSafe(sql));
+    key.bind(query).fetch_optional(conn).await
 }
 
 /// Locks every row of `T` the key selects, in `T::ORDER`, until the
 /// transaction ends, and returns them as read under the lock.
-pub(crate) async fn lock_all<T: Lockable>(
+pub(crate) async fn lock_all<'k, T: Lockable>(
     conn: &mut PgConnection,
-    key: &[&str],
+    key: T::Key<'k>,
 ) -> Result<Vec<T>, sqlx::Error> {
-    let mut sql = format!("{} WHERE {}{}", T::SELECT, T::KEY, T::ORDER);
+    let mut sql = statement::<T::Key<'k>>(T::SELECT, T::ORDER);
     sql.push_str(T::STRENGTH.clause());
-    let mut query = sqlx::query_as::<_, T>(sqlx::AssertSqlSafe(sql));
-    for part in key {
-        query = query.bind(*part);
-    }
-    query.fetch_all(conn).await
+    let query = sqlx::query_as::<_, T>(sqlx::AssertSqlSafe(sql));
+    key.bind(query).fetch_all(conn).await
 }
 
 #[cfg(test)]
@@ -87,6 +266,104 @@ mod tests {
     use super::*;
     use crate::service::rows::DailyRow;
     use sqlx::Connection;
+
+    /// The (rank, row words) of every key type of this file.
+    const KEYS: [(u8, &str); 7] = [
+        (TenantKey::RANK, TenantKey::ROW),
+        (AuthorityKey::RANK, AuthorityKey::ROW),
+        (RequestKey::RANK, RequestKey::ROW),
+        (DayKey::RANK, DayKey::ROW),
+        (AgentHopsKey::RANK, AgentHopsKey::ROW),
+        (BranchKey::RANK, BranchKey::ROW),
+        (LedgerHeadKey::RANK, LedgerHeadKey::ROW),
+    ];
+
+    /// The numbered items of the module docs' lock order, each as one line
+    /// (its continuation lines joined, whitespace collapsed).
+    fn documented_order(source: &str) -> Vec<(u8, String)> {
+        let mut items: Vec<(u8, String)> = Vec::new();
+        let mut in_item = false;
+        for line in source.lines().map_while(|l| l.strip_prefix("//!")) {
+            let line = line.trim();
+            let numbered = line
+                .split_once(". ")
+                .and_then(|(n, rest)| Some((n.parse::<u8>().ok()?, rest)));
+            match (numbered, items.last_mut()) {
+                (Some((n, rest)), _) => {
+                    items.push((n, rest.to_owned()));
+                    in_item = true;
+                }
+                (None, Some((_, text))) if in_item && !line.is_empty() => {
+                    text.push(' ');
+                    text.push_str(line);
+                }
+                (None, _) => in_item = false,
+            }
+        }
+        items
+    }
+
+    #[test]
+    fn every_key_ranks_where_the_documented_order_names_its_row() {
+        let source = include_str!("lock.rs");
+        let order = documented_order(source);
+        let numbers: Vec<u8> = order.iter().map(|(n, _)| *n).collect();
+        let expected: Vec<u8> = (1..=u8::try_from(order.len()).unwrap_or(u8::MAX)).collect();
+        assert_eq!(numbers, expected, "the lock order is numbered 1, 2, ...");
+        // Every key type of this file is in KEYS.
+        let declared = source.matches(concat!("impl LockKey", " for ")).count();
+        assert_eq!(declared, KEYS.len(), "list every key type in KEYS");
+        for (rank, row) in KEYS {
+            let naming: Vec<u8> = order
+                .iter()
+                .filter(|(_, text)| text.starts_with(row))
+                .map(|(n, _)| *n)
+                .collect();
+            assert_eq!(naming, vec![rank], "{row:?} has rank {rank}: {order:#?}");
+        }
+        // And every item of the order is some key's.
+        for (n, text) in &order {
+            assert!(
+                KEYS.iter().any(|(rank, _)| rank == n),
+                "no key ranks {n} ({text})"
+            );
+        }
+    }
+
+    #[test]
+    fn the_order_reader_reads_numbered_items_and_their_continuations() {
+        let order = documented_order(
+            "//! The order:\n//! 1. the a,\n//!    still a;\n//! 2. the b.\n//!\n//! After.\n",
+        );
+        assert_eq!(
+            order,
+            vec![(1, "the a, still a;".to_owned()), (2, "the b.".to_owned())]
+        );
+        assert!(documented_order("//! no list here\n").is_empty());
+    }
+
+    #[test]
+    fn a_locking_statement_names_its_rank_and_binds_its_key() {
+        let sql = statement::<DayKey>("SELECT reserved_paise FROM daily_spend", "");
+        assert_eq!(
+            sql,
+            "/* lock order 4: the tenant's day of reservations */ SELECT reserved_paise \
+             FROM daily_spend WHERE tenant_id = $1 AND day = $2 AND currency = $3"
+        );
+        let sql = statement::<AgentHopsKey>("SELECT id FROM delegations", " ORDER BY depth DESC");
+        assert!(
+            sql.ends_with("WHERE tenant_id = $1 AND grantee_id = $2 ORDER BY depth DESC"),
+            "{sql}"
+        );
+    }
+
+    fn day(day: u32) -> DayKey<'static> {
+        DayKey {
+            tenant: "acme",
+            day: NaiveDate::from_ymd_opt(2026, 9, day).expect("a day of September"),
+            currency: "INR",
+        }
+    }
 
     /// The helper decides on the row as it is when the lock is granted, not as
     /// it was when the caller last looked: a second transaction that waited
@@ -108,14 +385,14 @@ mod tests {
         .await?;
         let mut first = pool.acquire().await?;
         let mut tx1 = first.begin().await?;
-        let seen: Option<DailyRow> = lock(&mut tx1, &["acme", "2026-09-03", "INR"]).await?;
+        let seen: Option<DailyRow> = lock(&mut tx1, day(3)).await?;
         assert_eq!(seen.map(|r| r.reserved_paise), Some(100));
         let waiter = {
             let pool = pool.clone();
             tokio::spawn(async move {
                 let mut conn = pool.acquire().await?;
                 let mut tx2 = conn.begin().await?;
-                let row: Option<DailyRow> = lock(&mut tx2, &["acme", "2026-09-03", "INR"]).await?;
+                let row: Option<DailyRow> = lock(&mut tx2, day(3)).await?;
                 tx2.rollback().await?;
                 Ok::<_, sqlx::Error>(row.map(|r| r.reserved_paise))
             })
@@ -130,7 +407,7 @@ mod tests {
             .await?;
         tx1.commit().await?;
         assert_eq!(waiter.await??, Some(700));
-        let missing: Option<DailyRow> = lock(&mut first, &["acme", "2026-09-04", "INR"]).await?;
+        let missing: Option<DailyRow> = lock(&mut first, day(4)).await?;
         assert!(missing.is_none());
         drop(first);
         db.drop().await?;

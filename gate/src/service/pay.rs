@@ -29,7 +29,7 @@ use super::checkout::{ends_in, still_valid};
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
-use super::lock::lock;
+use super::lock::{AuthorityKey, RequestKey, lock};
 use super::request_state::RequestState;
 use super::requests::Transition;
 use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, RequestRow};
@@ -152,23 +152,35 @@ impl<P: PaymentProvider> Gate<P> {
                 return Ok(Err(reason));
             }
         }
-        let authority: AuthorityRow = lock(&mut tx, &[&tenant, authority_id])
-            .await
-            .ctx("locking the checkout authority")?
-            .ok_or_else(|| ServiceError::Corrupt {
-                what: format!("authority {authority_id} vanished"),
-            })?;
+        let authority: AuthorityRow = lock(
+            &mut tx,
+            AuthorityKey {
+                tenant: &tenant,
+                authority: authority_id,
+            },
+        )
+        .await
+        .ctx("locking the checkout authority")?
+        .ok_or_else(|| ServiceError::Corrupt {
+            what: format!("authority {authority_id} vanished"),
+        })?;
         if authority.consumptions > 0 {
             self.close_refused(tx, now, refuse(Some(&tenant), Reason::AuthorityAlreadyUsed))
                 .await?;
             return Ok(Err(Reason::AuthorityAlreadyUsed));
         }
-        let request: RequestRow = lock(&mut tx, &[&tenant, &authority.request_id])
-            .await
-            .ctx("locking the request")?
-            .ok_or_else(|| ServiceError::Corrupt {
-                what: format!("the request of authority {authority_id} vanished"),
-            })?;
+        let request: RequestRow = lock(
+            &mut tx,
+            RequestKey {
+                tenant: &tenant,
+                request: &authority.request_id,
+            },
+        )
+        .await
+        .ctx("locking the request")?
+        .ok_or_else(|| ServiceError::Corrupt {
+            what: format!("the request of authority {authority_id} vanished"),
+        })?;
         let expired = now > authority.expires_at;
         let refusal = if request.state != RequestState::CheckoutIssued {
             Some((Reason::RequestNotAuthorized, None))
@@ -246,12 +258,18 @@ impl<P: PaymentProvider> Gate<P> {
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("recording a provider order").await?;
-        let _request: RequestRow = lock(&mut tx, &[&authority.tenant_id, &authority.request_id])
-            .await
-            .ctx("locking the order's request")?
-            .ok_or_else(|| ServiceError::Corrupt {
-                what: format!("the request of authority {} vanished", authority.id),
-            })?;
+        let _request: RequestRow = lock(
+            &mut tx,
+            RequestKey {
+                tenant: &authority.tenant_id,
+                request: &authority.request_id,
+            },
+        )
+        .await
+        .ctx("locking the order's request")?
+        .ok_or_else(|| ServiceError::Corrupt {
+            what: format!("the request of authority {} vanished", authority.id),
+        })?;
         let inserted = insert_order(&mut tx, authority, order_id, now).await?;
         if inserted {
             let entry = Entry::new(
@@ -282,12 +300,18 @@ impl<P: PaymentProvider> Gate<P> {
     ) -> Result<(), ServiceError> {
         let now = self.now();
         let mut tx = self.begin("recording a provider refusal").await?;
-        let request: RequestRow = lock(&mut tx, &[&authority.tenant_id, &authority.request_id])
-            .await
-            .ctx("locking the request")?
-            .ok_or_else(|| ServiceError::Corrupt {
-                what: format!("the request of authority {} vanished", authority.id),
-            })?;
+        let request: RequestRow = lock(
+            &mut tx,
+            RequestKey {
+                tenant: &authority.tenant_id,
+                request: &authority.request_id,
+            },
+        )
+        .await
+        .ctx("locking the request")?
+        .ok_or_else(|| ServiceError::Corrupt {
+            what: format!("the request of authority {} vanished", authority.id),
+        })?;
         let mut body = json!({
             "authority": authority.id,
             "request": authority.request_id,

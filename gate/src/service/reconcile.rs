@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::error::{Ctx, ServiceError};
 use super::ledger::{self, Entry};
-use super::lock::lock;
+use super::lock::{RequestKey, lock};
 use super::pay::{insert_order, matches_request};
 use super::request_state::RequestState;
 use super::requests::Transition;
@@ -171,12 +171,18 @@ impl<P: PaymentProvider> Gate<P> {
         let now = self.now();
         let mut tx = self.begin("reconciling a request").await?;
         let tenant = authority.tenant_id.clone();
-        let mut request: RequestRow = lock(&mut tx, &[&tenant, &authority.request_id])
-            .await
-            .ctx("locking the request")?
-            .ok_or_else(|| ServiceError::Corrupt {
-                what: format!("the request of authority {} vanished", authority.id),
-            })?;
+        let mut request: RequestRow = lock(
+            &mut tx,
+            RequestKey {
+                tenant: &tenant,
+                request: &authority.request_id,
+            },
+        )
+        .await
+        .ctx("locking the request")?
+        .ok_or_else(|| ServiceError::Corrupt {
+            what: format!("the request of authority {} vanished", authority.id),
+        })?;
         let from = request.state;
         let mut settled = Settled::default();
         // Only the order asked for counts; a mismatching answer is as good as none.
@@ -214,12 +220,20 @@ impl<P: PaymentProvider> Gate<P> {
                             .await?;
                             if applied != Applied::AlreadyRecorded {
                                 settled.applied.push(applied);
-                                request = lock(&mut tx, &[&tenant, &authority.request_id])
-                                    .await
-                                    .ctx("re-reading the request")?
-                                    .ok_or_else(|| ServiceError::Corrupt {
+                                request = lock(
+                                    &mut tx,
+                                    RequestKey {
+                                        tenant: &tenant,
+                                        request: &authority.request_id,
+                                    },
+                                )
+                                .await
+                                .ctx("re-reading the request")?
+                                .ok_or_else(|| {
+                                    ServiceError::Corrupt {
                                         what: format!("request {} vanished", request.id),
-                                    })?;
+                                    }
+                                })?;
                             }
                         }
                     }

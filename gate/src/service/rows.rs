@@ -2,12 +2,16 @@
 //!
 //! Guarantees: each struct lists exactly the columns it is read from (its
 //! `SELECT` text lives beside it, so the struct and the query cannot drift
-//! apart), and the rows that are ever locked say how in [`Lockable`]; the
-//! only way to lock one is [`super::lock::lock`], which re-reads it.
+//! apart), and the rows that are ever locked say how in [`Lockable`], with
+//! the one key type that names each ([`Lockable::Key`]); the only way to lock
+//! one is [`super::lock::lock`] (or `lock_all`), which re-reads it.
 
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::lock::{Lockable, Strength};
+use super::lock::{
+    AgentHopsKey, AuthorityKey, BranchKey, DayKey, LedgerHeadKey, Lockable, RequestKey, Strength,
+    TenantKey,
+};
 use super::request_state::RequestState;
 use crate::delegation::DelegationHop;
 
@@ -19,8 +23,8 @@ pub(crate) struct TenantRow {
 }
 
 impl Lockable for TenantRow {
+    type Key<'k> = TenantKey<'k>;
     const SELECT: &'static str = "SELECT id FROM tenants";
-    const KEY: &'static str = "id = $1";
     const STRENGTH: Strength = Strength::NoKeyUpdate;
 }
 
@@ -36,14 +40,9 @@ pub(crate) struct BranchRow {
 }
 
 impl Lockable for BranchRow {
+    type Key<'k> = BranchKey<'k>;
     const SELECT: &'static str = "SELECT id, parent_id, claim_paise, spent_paise, \
         revoked_at IS NOT NULL AS revoked FROM delegations";
-    const KEY: &'static str = "tenant_id = $1 AND id IN ( \
-        WITH RECURSIVE down AS ( \
-            SELECT id FROM delegations WHERE tenant_id = $1 AND id = $2 \
-            UNION \
-            SELECT c.id FROM delegations c JOIN down ON c.tenant_id = $1 AND c.parent_id = down.id) \
-        SELECT id FROM down)";
     const ORDER: &'static str = " ORDER BY depth DESC, id";
 }
 
@@ -55,8 +54,8 @@ pub(crate) struct AgentHop {
 }
 
 impl Lockable for AgentHop {
+    type Key<'k> = AgentHopsKey<'k>;
     const SELECT: &'static str = "SELECT id FROM delegations";
-    const KEY: &'static str = "tenant_id = $1 AND grantee_id = $2";
     const ORDER: &'static str = " ORDER BY depth DESC, id";
 }
 
@@ -107,11 +106,11 @@ pub(crate) const REQUEST_COLUMNS: &str = "tenant_id, id, agent_id, body_sha256, 
     policy_version, delegation_id, reserved_day, reserved_paise, created_at, authorized_at";
 
 impl Lockable for RequestRow {
+    type Key<'k> = RequestKey<'k>;
     const SELECT: &'static str = "SELECT tenant_id, id, agent_id, body_sha256, sku, quantity, \
         purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, state, \
         policy_version, delegation_id, reserved_day, reserved_paise, created_at, authorized_at \
         FROM payment_requests";
-    const KEY: &'static str = "tenant_id = $1 AND id = $2";
 }
 
 /// One delegation hop.
@@ -130,12 +129,6 @@ pub(crate) struct DelegationRow {
 
 pub(crate) const DELEGATION_COLUMNS: &str = "id, parent_id, grantee_id, budget_paise, \
     allocated_paise, spent_paise, skus, expires_at, revoked_at";
-
-impl Lockable for DelegationRow {
-    const SELECT: &'static str = "SELECT id, parent_id, grantee_id, budget_paise, \
-        allocated_paise, spent_paise, skus, expires_at, revoked_at FROM delegations";
-    const KEY: &'static str = "tenant_id = $1 AND id = $2";
-}
 
 impl DelegationRow {
     /// The hop as the pure engine sees it.
@@ -173,10 +166,10 @@ pub(crate) const AUTHORITY_COLUMNS: &str = "tenant_id, id, request_id, merchant_
     currency, purchase_digest, policy_version, expires_at, consumptions";
 
 impl Lockable for AuthorityRow {
+    type Key<'k> = AuthorityKey<'k>;
     const SELECT: &'static str = "SELECT tenant_id, id, request_id, merchant_id, amount_paise, \
         currency, purchase_digest, policy_version, expires_at, consumptions \
         FROM checkout_authorities";
-    const KEY: &'static str = "tenant_id = $1 AND id = $2";
 }
 
 /// A tenant's reservations for one UTC day.
@@ -186,8 +179,8 @@ pub(crate) struct DailyRow {
 }
 
 impl Lockable for DailyRow {
+    type Key<'k> = DayKey<'k>;
     const SELECT: &'static str = "SELECT reserved_paise FROM daily_spend";
-    const KEY: &'static str = "tenant_id = $1 AND day = $2::date AND currency = $3";
 }
 
 /// A tenant's ledger head: the number and hash of the latest entry of its chain.
@@ -198,8 +191,8 @@ pub(crate) struct LedgerHeadRow {
 }
 
 impl Lockable for LedgerHeadRow {
+    type Key<'k> = LedgerHeadKey<'k>;
     const SELECT: &'static str = "SELECT seq, hash FROM ledger_head";
-    const KEY: &'static str = "tenant_id = $1";
 }
 
 /// A provider order, as the gate recorded it.

@@ -49,7 +49,7 @@ use sqlx::PgConnection;
 
 use super::error::{Ctx, ServiceError};
 use super::ledger::{self, Entry};
-use super::lock::lock;
+use super::lock::{RequestKey, lock};
 use super::request_state::RequestState;
 use super::requests::Transition;
 use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, OrderRow, RequestRow};
@@ -702,12 +702,18 @@ impl<P: PaymentProvider> Gate<P> {
             return Ok(outcome);
         };
         let tenant = order.tenant_id.clone();
-        let request: RequestRow = lock(&mut tx, &[&tenant, &order.request_id])
-            .await
-            .ctx("locking the order's request")?
-            .ok_or_else(|| ServiceError::Corrupt {
-                what: format!("the request of order {} vanished", order.provider_order_id),
-            })?;
+        let request: RequestRow = lock(
+            &mut tx,
+            RequestKey {
+                tenant: &tenant,
+                request: &order.request_id,
+            },
+        )
+        .await
+        .ctx("locking the order's request")?
+        .ok_or_else(|| ServiceError::Corrupt {
+            what: format!("the request of order {} vanished", order.provider_order_id),
+        })?;
         // Looked up again under the lock: a delivery that raced past the first
         // look-up sees the winner's row now.
         let seen_now = event_seen(&mut tx, &digest).await?;

@@ -1,0 +1,45 @@
+//! Postgres access: connecting and migrating, the two roles, and (with the
+//! `test-support` feature only) fresh migrated databases for tests and the
+//! benchmark.
+//!
+//! Guarantees:
+//! - Every item lives in the file of its job and is used from here, so a
+//!   caller names `gate::db::<item>` whatever file holds it:
+//!   - `error`: [`DbError`], the one error type; URLs always shown redacted;
+//!   - `connect`: [`MIGRATOR`], [`connect()`], [`migrate`], the URL variables,
+//!     [`redact_url`], [`with_user`];
+//!   - `roles`: [`OWNER_ROLE`], [`APP_ROLE`], [`server_urls`],
+//!     [`ensure_roles`];
+//!   - `factory` (`test-support`): `FreshDatabase`, `fresh_database`,
+//!     `fresh_database_with`, `empty_database`, `fresh_test_database`,
+//!     `test_admin_url`, `template_name`;
+//!   - `drop_guards` (`test-support`): the mutation runner's hook that drops
+//!     schema guards from a fresh database.
+//! - The imports point one way: `error` ← `connect` ← `roles` ← `drop_guards`
+//!   ← `factory`.
+//! - Without `test-support` (a normal build of the gate) nothing here creates
+//!   or drops a database, and nothing honours `SPENDGATE_DROP_GUARDS`: the
+//!   gate only connects and migrates. The gate's own tests, `wire`'s and
+//!   `fuzz`'s get the feature through their dev-dependencies; `harness`
+//!   (bench, triage, perf, mutate) through its normal dependency.
+
+mod connect;
+#[cfg(any(test, feature = "test-support"))]
+mod drop_guards;
+mod error;
+#[cfg(any(test, feature = "test-support"))]
+mod factory;
+mod roles;
+
+pub use connect::{
+    DATABASE_URL_ENV, MIGRATION_DATABASE_URL_ENV, MIGRATOR, connect, migrate, redact_url, with_user,
+};
+#[cfg(any(test, feature = "test-support"))]
+pub use drop_guards::{DROP_GUARDS_ENV, DROP_GUARDS_LOG_ENV};
+pub use error::DbError;
+#[cfg(any(test, feature = "test-support"))]
+pub use factory::{
+    FreshDatabase, SKIP_ENV, empty_database, fresh_database, fresh_database_with,
+    fresh_test_database, template_name, test_admin_url,
+};
+pub use roles::{APP_ROLE, OWNER_ROLE, ServerUrls, ensure_roles, server_urls};
