@@ -150,18 +150,8 @@ impl<P: PaymentProvider> Gate<P> {
                 .await;
         };
         let next = version + 1;
-        if !patch.readable() {
-            return self
-                .refuse(
-                    tx,
-                    now,
-                    refuse(true, Reason::PolicyInvalid),
-                    Reason::PolicyInvalid,
-                )
-                .await;
-        }
         let patched = policy.patched(patch);
-        if patched.publishable().is_err() {
+        if !patch.readable() || patched.publishable().is_err() {
             return self
                 .refuse(
                     tx,
