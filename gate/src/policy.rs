@@ -369,7 +369,7 @@ pub(crate) mod tests {
     use chrono::Duration;
 
     pub(crate) fn standard_policy() -> Policy {
-        crate::service::standard::standard_policy()
+        crate::service::standard::policy()
     }
 
     pub(crate) fn d_buyer() -> DelegationChain {

@@ -40,8 +40,8 @@ mod request_state;
 mod requests;
 mod rows;
 mod seed;
-#[cfg(test)]
-pub(crate) mod standard;
+#[cfg(any(test, feature = "test-support"))]
+pub mod standard;
 pub mod webhook;
 mod world;
 

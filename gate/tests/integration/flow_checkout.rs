@@ -97,7 +97,7 @@ async fn the_authority_binds_the_sha256_of_the_canonical_purchase_for_fifteen_mi
                 quantity: 1,
                 purpose: "team credits".into(),
             },
-            &Catalog::new(crate::support::standard::catalog()),
+            &Catalog::new(gate::service::standard::catalog()),
         )
         .map_err(|r| r.to_string())?;
         assert_eq!(digest, expected.digest());

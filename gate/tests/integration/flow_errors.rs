@@ -56,7 +56,7 @@ async fn a_database_that_is_down_is_a_clear_error() -> TestResult {
         pool,
         InProcessProvider::new(),
         SECRET,
-        Arc::new(ManualClock::new(crate::support::standard::now())),
+        Arc::new(ManualClock::new(gate::service::standard::now())),
     )?;
     let err = gate
         .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)

@@ -350,7 +350,7 @@ async fn a_policy_that_does_not_parse_refuses() -> TestResult {
 fn the_standard_world_file_has_the_values_these_tests_rely_on() {
     // The tests seed `scenarios/worlds/standard.yaml` itself; this pins the
     // values of it that the spec fixes and the assertions here assume.
-    let world = crate::support::standard::world();
+    let world = gate::service::standard::world();
     assert_eq!(world.now.to_rfc3339(), "2026-09-03T10:00:00+00:00");
     let ids: Vec<&str> = world.tenants.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(ids, ["acme", "globex"]);

@@ -84,10 +84,10 @@ async fn gate_with<P: PaymentProvider>(
         db.pool().clone(),
         provider,
         SECRET,
-        Arc::new(ManualClock::new(crate::support::standard::now())),
+        Arc::new(ManualClock::new(gate::service::standard::now())),
     )?
     .with_provider_timeout(Duration::from_millis(300));
-    gate.seed(&crate::support::standard::seed()).await?;
+    gate.seed(&gate::service::standard::seed()).await?;
     Ok(Some((db, gate)))
 }
 
@@ -272,7 +272,7 @@ async fn health_names_the_provider_and_never_a_key() -> TestResult {
         pool,
         InProcessProvider::new(),
         SECRET,
-        Arc::new(ManualClock::new(crate::support::standard::now())),
+        Arc::new(ManualClock::new(gate::service::standard::now())),
     )?;
     let health = gate.provider_health();
     assert_eq!(

@@ -268,14 +268,14 @@ async fn a_capture_after_the_request_failed_is_booked_past_the_budget_as_needs_r
     let Some(db) = fresh().await? else {
         return Ok(());
     };
-    let clock = Arc::new(ManualClock::new(crate::support::standard::now()));
+    let clock = Arc::new(ManualClock::new(gate::service::standard::now()));
     let gate = Gate::new(
         db.pool().clone(),
         RejectsAfterCreating::default(),
         SECRET,
         clock.clone(),
     )?;
-    gate.seed(&crate::support::standard::seed()).await?;
+    gate.seed(&gate::service::standard::seed()).await?;
     let (request, authority) = checked_out(&gate).await?;
     let paid = gate.pay("acme", &authority, "finance-lead").await?;
     assert_eq!(paid.decision, Decision::Deny(Reason::ProviderRejected));

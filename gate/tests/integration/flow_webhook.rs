@@ -533,7 +533,7 @@ async fn a_second_payment_on_a_captured_order_is_counted_and_needs_review() -> T
 async fn a_webhook_secret_shorter_than_32_bytes_refuses_to_build_a_gate() -> TestResult {
     let pool = sqlx::postgres::PgPoolOptions::new()
         .connect_lazy("postgresql://postgres@%2Ftmp%2Fspendgate-no-such-server:5432/postgres")?;
-    let clock = Arc::new(ManualClock::new(crate::support::standard::now()));
+    let clock = Arc::new(ManualClock::new(gate::service::standard::now()));
     for secret in [&b""[..], b"short", &[b'k'; 31]] {
         let built = Gate::new(
             pool.clone(),
@@ -570,7 +570,7 @@ async fn a_rotated_previous_secret_still_verifies_and_no_other_does() -> TestRes
         return Ok(());
     };
     const PREVIOUS: &[u8] = b"whsec_previous_spendgate_abcdef0123456789";
-    let clock = Arc::new(ManualClock::new(crate::support::standard::now()));
+    let clock = Arc::new(ManualClock::new(gate::service::standard::now()));
     let gate = Gate::new(
         db.pool().clone(),
         InProcessProvider::new(),
@@ -578,7 +578,7 @@ async fn a_rotated_previous_secret_still_verifies_and_no_other_does() -> TestRes
         clock.clone(),
     )?
     .with_previous_webhook_secret(PREVIOUS)?;
-    gate.seed(&crate::support::standard::seed()).await?;
+    gate.seed(&gate::service::standard::seed()).await?;
     let w = World {
         db,
         gate: Arc::new(gate),

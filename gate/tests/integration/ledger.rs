@@ -621,11 +621,11 @@ async fn the_chain_verifies_under_the_gates_own_key_and_no_other() -> TestResult
     };
     let own = LedgerKey::new(b"a ledger key the database never sees")?;
     let clock = std::sync::Arc::new(gate::service::ManualClock::new(
-        crate::support::standard::now(),
+        gate::service::standard::now(),
     ));
     let g = Gate::new(db.pool().clone(), InProcessProvider::new(), SECRET, clock)?
         .with_ledger_key(own.clone());
-    g.seed(&crate::support::standard::seed()).await?;
+    g.seed(&gate::service::standard::seed()).await?;
     g.propose("acme", "buyer-agent", &body("USB-HUB", 1), None)
         .await?;
     let mine = verify_ledger(g.pool(), &own, None, None).await?;

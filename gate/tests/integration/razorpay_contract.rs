@@ -257,10 +257,10 @@ async fn the_gate_over_the_adapter_pays_reconciles_and_balances_its_books() -> T
         db.pool().clone(),
         adapter(&fake),
         SECRET,
-        Arc::new(ManualClock::new(crate::support::standard::now())),
+        Arc::new(ManualClock::new(gate::service::standard::now())),
     )?
     .with_provider_timeout(Duration::from_secs(5));
-    gate.seed(&crate::support::standard::seed()).await?;
+    gate.seed(&gate::service::standard::seed()).await?;
     assert_eq!(gate.provider_health().mode, "test");
     assert!(gate.provider_health().has_keys);
     let mut requests = Vec::new();

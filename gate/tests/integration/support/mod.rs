@@ -4,13 +4,12 @@
 //! so tests never see each other's rows.
 #![allow(dead_code)]
 
-pub mod standard;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use gate::db::FreshDatabase;
 use gate::provider::InProcessProvider;
+use gate::service::standard;
 use gate::service::{
     Gate, ManualClock, Outcome, ProposeOutcome, ProviderEvent, ServiceError, sign_webhook,
 };
