@@ -29,6 +29,7 @@ mod hostile_input;
 mod ledger;
 mod lifetimes;
 mod outside_audit_gaps;
+mod outside_audit_pure;
 mod policy_properties;
 mod purity;
 mod race_mixed;
