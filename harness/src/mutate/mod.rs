@@ -65,7 +65,10 @@ pub struct MutateArgs {
     /// Where outcomes.json goes (default: ROOT/mutations.out).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// The persistent build cache (default: ROOT/target/mutants-scratch).
+    /// The persistent build cache (default: ROOT/target/mutants-scratch for
+    /// rewrite mode; schemata mode builds in ROOT/target itself, reusing the
+    /// dependencies built there, its own crates under a profile key of their
+    /// own). Given, both modes build under it.
     #[arg(long)]
     target_dir: Option<PathBuf>,
     /// Lower bound, in seconds, of each test run's time limit.
@@ -156,6 +159,7 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
     }
     if let Some(t) = &args.target_dir {
         opts.target_dir = absolute(t)?;
+        opts.schemata_target = None;
     }
     if args.check {
         return check(&opts, args.check_tests);
