@@ -14,6 +14,8 @@ use super::stats::{format_rate, median, min_max, ratio};
 pub const DECISIONS_GOAL_PER_SEC: f64 = 200_000.0;
 /// The database-backed gate's goal (issue 13): the whole committed corpus within this many seconds.
 pub const DB_CORPUS_GOAL_SECS: f64 = 15.0;
+/// The database-backed gate's goal (issue 13): all 10,000 generated scenarios within this many seconds.
+pub const DB_GENERATED_GOAL_SECS: f64 = 180.0;
 /// Per-scenario cost may drift this far (either way) from the smallest size
 /// and still count as linear growth.
 pub const LINEAR_TOLERANCE: f64 = 1.5;
@@ -270,6 +272,9 @@ pub struct Database {
     pub generated_of: usize,
     pub overhead: Option<DbOverhead>,
     pub goal_seconds: f64,
+    /// The goal for the whole generated corpus (judged only when all
+    /// `generated_of` ran: a sample is never extrapolated into a verdict).
+    pub generated_goal_seconds: f64,
 }
 
 impl Database {
@@ -278,6 +283,13 @@ impl Database {
         self.corpus_runs
             .iter()
             .find(|r| r.in_flight == self.bench_jobs)
+    }
+
+    /// The generated run when it ran every generated scenario, not a sample.
+    pub fn generated_whole(&self) -> Option<&DbRun> {
+        self.generated
+            .as_ref()
+            .filter(|g| g.scenarios >= self.generated_of)
     }
 
     /// The corpus run with one scenario at a time.
