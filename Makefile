@@ -52,7 +52,8 @@ fuzz:
 fuzz-replay:
 	$(CARGO) test -q -p fuzz --test replay -- --include-ignored
 
-# The whole registry in schemata mode (one build, a runtime switch per guard),
+# The whole registry in schemata mode (one build in target/ beside `make test`'s,
+# reusing its dependencies; a runtime switch per guard; one mutant per CPU),
 # then MUTATION_SAMPLE of its source guards again in rewrite mode, drawn by a
 # seed the output prints (replay: make mutation-verify ARGS='--seed S').
 MUTATION_SAMPLE ?= 5

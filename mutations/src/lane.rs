@@ -3,7 +3,11 @@
 //!
 //! Guarantees: a lane only ever writes inside its scratch workspace, its logs
 //! directory and its target directory; the binaries it runs are the ones its
-//! latest successful build reported for exactly the requested targets.
+//! latest successful build reported for exactly the requested targets. A
+//! schemata lane ([`Lane::for_schemata`]) builds without the lint cap and
+//! with every workspace member under a profile key of its own, so in a
+//! target directory it shares with the caller it writes only artifacts of
+//! its own (and dependencies the caller's builds have not made yet).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -11,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cancel::Cancel;
-use crate::cargo::{Build, Cargo, TestBinary};
+use crate::cargo::{self, Build, Cargo, TestBinary};
 use crate::error::{Error, Result};
 use crate::libtest;
 use crate::process::{self, Finished};
@@ -61,6 +65,22 @@ impl Lane {
     pub fn with_test_env(mut self, env: &[(OsString, OsString)]) -> Lane {
         self.cargo.test_env = env.to_vec();
         self
+    }
+
+    /// The same lane, set up for schemata mode: an instrumented guard is
+    /// switched at run time and no code is deleted, so the build needs no
+    /// lint cap (no crate of this workspace denies warnings by attribute;
+    /// rustflags that do, such as `-D warnings`, apply as they do to the
+    /// caller's own build), and the rustflags stay the caller's: every
+    /// dependency keeps the fingerprint it has in the caller's target
+    /// directory. The workspace's members get [`cargo::distinct_profile`],
+    /// and each build also selects its [`cargo::companions`].
+    pub fn for_schemata(mut self, cancel: &Cancel) -> Result<Lane> {
+        let members = cargo::workspace_members(&self.cargo.program, &self.workspace, cancel)?;
+        self.cargo.cap_lints = false;
+        self.cargo.config = cargo::distinct_profile(&members);
+        self.cargo.members = members;
+        Ok(self)
     }
 
     /// Builds the test targets of every package; the time taken, or why not.

@@ -4,7 +4,8 @@
 //!
 //! Guarantees: [`RunOptions::new`] gives the documented defaults (schemata
 //! mode, one job, `<root>/mutations/registry.yaml`, `<root>/mutations.out`,
-//! `<target>/mutants-scratch`, a test time limit of max(20 s, 5 × the
+//! `<target>/mutants-scratch` for rewrite mode and `<target>` itself for
+//! schemata mode, a test time limit of max(20 s, 5 × the
 //! baseline time of the same tests)); a [`Shard`] `K/N` always has `K < N`.
 
 use std::ffi::OsString;
@@ -98,9 +99,15 @@ pub struct RunOptions {
     pub jobs: usize,
     /// Where `outcomes.json` is written.
     pub out_dir: PathBuf,
-    /// The persistent build cache; each mode (and rewrite job) uses a
-    /// subdirectory of it.
+    /// The persistent build cache; rewrite mode (each job) and, when
+    /// `schemata_target` is `None`, schemata mode use a subdirectory of it.
     pub target_dir: PathBuf,
+    /// Where schemata mode builds: by default the workspace's own target
+    /// directory, so the dependencies that `cargo test` built there are
+    /// reused and only the workspace's crates are compiled, under a profile
+    /// key of their own ([`crate::cargo::distinct_profile`]) that leaves the
+    /// caller's artifacts alone. `None`: `target_dir/schemata`.
+    pub schemata_target: Option<PathBuf>,
     /// Where the scratch temporary directory is made (default: `$TMPDIR`).
     pub scratch_parent: Option<PathBuf>,
     /// The lower bound of a test run's time limit.
@@ -132,6 +139,7 @@ impl RunOptions {
             jobs: 1,
             out_dir: root.join("mutations.out"),
             target_dir: target.join("mutants-scratch"),
+            schemata_target: Some(target.clone()),
             scratch_parent: None,
             timeout_floor: Duration::from_secs(20),
             timeout_multiplier: 5.0,

@@ -86,6 +86,11 @@ pub(crate) fn exclusions(opts: &RunOptions, registry: &Registry) -> Vec<String> 
 }
 
 fn target_dir(opts: &RunOptions, mode: Mode, lane: usize) -> PathBuf {
+    if mode == Mode::Schemata
+        && let Some(shared) = &opts.schemata_target
+    {
+        return shared.clone();
+    }
     if lane == 0 {
         opts.target_dir.join(mode.to_string())
     } else {
@@ -154,6 +159,7 @@ fn judge(
         for (file, text) in &plan.instrumented {
             scratch.write(file, text)?;
         }
+        lane0 = lane0.for_schemata(cancel)?;
     }
     observer.event(&Event::Phase(format!("building ({mode} mode)")));
     let built = lane0.build(&packages, opts.build_timeout, cancel)?;
@@ -573,7 +579,9 @@ fn output_tail(f: &process::Finished) -> String {
     t
 }
 
-/// Where a run writes its build cache for `mode` (lane 0).
+/// Where a run writes its build cache for `mode` (lane 0): schemata mode's
+/// is shared by every job (and by default is the workspace's own target
+/// directory); rewrite mode's job N > 0 uses `<target_dir>/rewrite-wN`.
 pub fn cache_dir(opts: &RunOptions, mode: Mode) -> PathBuf {
     target_dir(opts, mode, 0)
 }

@@ -12,8 +12,10 @@
 //!
 //! The build cache is *not* in the scratch copy: the runner points
 //! `CARGO_TARGET_DIR` at a persistent directory (by default
-//! `<workspace>/target/mutants-scratch/<mode>`), so dependencies are compiled
-//! once and later runs only rebuild the workspace's own crates.
+//! `<workspace>/target/mutants-scratch/rewrite` in rewrite mode, and
+//! `<workspace>/target` itself in schemata mode, whose dependencies the
+//! workspace's own `cargo test` has usually built already), so dependencies
+//! are compiled once and later runs only rebuild the workspace's own crates.
 
 use std::fs;
 use std::path::{Path, PathBuf};

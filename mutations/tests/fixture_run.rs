@@ -30,6 +30,7 @@ fn options(root: &Path, mode: Mode, out: &Path) -> RunOptions {
     o.mode = mode;
     o.out_dir = out.to_path_buf();
     o.target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mutants-mini");
+    o.schemata_target = None;
     o.timeout_floor = Duration::from_secs(3);
     o
 }
@@ -435,4 +436,73 @@ fn four_shards_merged_reach_the_verdicts_of_one_run() {
     // Three of the four shards leave a gap.
     let err = mutations::merge::merge(&registry, &shards[..3]).unwrap_err();
     assert!(err.to_string().contains("3/4 missing"), "{err}");
+}
+
+/// The caller's own build of the fixture's lib test binary, into `target`:
+/// its path, bytes and modification time.
+fn callers_build(ws: &Path, target: &Path) -> (PathBuf, Vec<u8>, std::time::SystemTime) {
+    let out = std::process::Command::new(std::env::var_os("CARGO").unwrap_or("cargo".into()))
+        .current_dir(ws)
+        .env("CARGO_TARGET_DIR", target)
+        .args([
+            "test",
+            "--no-run",
+            "--lib",
+            "--message-format=json-render-diagnostics",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exe = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .expect("cargo reported the lib test binary");
+    let modified = std::fs::metadata(&exe).unwrap().modified().unwrap();
+    (exe.clone(), std::fs::read(&exe).unwrap(), modified)
+}
+
+/// Schemata mode builds in the caller's own target directory (reusing what
+/// is built there) without overwriting the caller's artifacts: the
+/// instrumented crate has a profile key of its own, so the caller's test
+/// binary is neither rebuilt nor replaced, before or after, and the caller's
+/// next build finds it fresh.
+#[test]
+fn schemata_mode_shares_the_callers_target_directory_and_leaves_its_build_alone() {
+    let _g = cargo_lock();
+    let ws = fixture_copy();
+    let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mutants-mini-shared");
+    let (exe, bytes, modified) = callers_build(ws.path(), &shared);
+    let out = tempfile::tempdir().unwrap();
+    let mut opts = options(ws.path(), Mode::Schemata, out.path());
+    opts.schemata_target = Some(shared.clone());
+    opts.only = vec!["amount-cap".into(), "quantity-nonzero".into()];
+    let report = mutations::run(&opts, &Cancel::new(), &mut log).unwrap();
+    assert_eq!(
+        report.mode,
+        Mode::Schemata,
+        "no fallback: {:?}",
+        report.notes
+    );
+    assert!(report.all_caught(), "{}", report.summary_text());
+    assert_eq!(
+        std::fs::metadata(&exe).unwrap().modified().unwrap(),
+        modified,
+        "the schemata build replaced the caller's {}",
+        exe.display()
+    );
+    assert!(
+        std::fs::read(&exe).unwrap() == bytes,
+        "the caller's binary changed"
+    );
+    let (again, _, modified_again) = callers_build(ws.path(), &shared);
+    assert_eq!(
+        (again, modified_again),
+        (exe, modified),
+        "the caller's build went stale"
+    );
 }

@@ -63,6 +63,9 @@ pub struct CrossArgs<'a> {
     pub report_dir: Option<&'a Path>,
     /// The command line, for the report.
     pub command: String,
+    /// Mutants at once in the rewrite-mode run (each needs its own scratch
+    /// copy and build cache, so 1 unless `--jobs` said otherwise).
+    pub rewrite_jobs: usize,
 }
 
 /// A seed from the clock, for runs that did not pass one.
@@ -128,6 +131,7 @@ pub fn run(opts: &RunOptions, args: &CrossArgs<'_>, cancel: &Cancel) -> Result<E
     if let Some((seed, ids)) = chosen {
         let mut ropts = opts.clone();
         ropts.mode = Mode::Rewrite;
+        ropts.jobs = args.rewrite_jobs;
         ropts.only = ids.clone();
         ropts.shard = None;
         ropts.out_dir = opts.out_dir.join("rewrite");

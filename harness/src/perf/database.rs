@@ -21,7 +21,9 @@ use sqlx::{Connection, Executor, PgConnection};
 
 use super::Progress;
 use super::machine::Machine;
-use super::model::{DB_CORPUS_GOAL_SECS, Database, DbOverhead, DbRun, Subset, Timing};
+use super::model::{
+    DB_CORPUS_GOAL_SECS, DB_GENERATED_GOAL_SECS, Database, DbOverhead, DbRun, Subset, Timing,
+};
 use super::plan::{GENERATED, Plan};
 use super::stats::{self, percentile, rate, ratio, thousands};
 use crate::bench::{database::DatabaseEngine, judge, pure};
@@ -392,6 +394,7 @@ pub(super) async fn measure(
             generated_of: GENERATED,
             overhead: (overhead.samples > 0).then_some(overhead),
             goal_seconds: DB_CORPUS_GOAL_SECS,
+            generated_goal_seconds: DB_GENERATED_GOAL_SECS,
         },
         notes,
     ))

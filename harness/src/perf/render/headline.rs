@@ -62,8 +62,21 @@ pub fn print_headline(r: &Report) {
                 );
             }
             if let Some(g) = &db.generated {
+                let goal = if db.generated_whole().is_some() {
+                    format!(
+                        "goal ≤ {}: {}",
+                        format_seconds(db.generated_goal_seconds),
+                        if g.seconds <= db.generated_goal_seconds {
+                            "met"
+                        } else {
+                            "not met"
+                        }
+                    )
+                } else {
+                    "a sample: the goal is for all of them".to_string()
+                };
                 println!(
-                    "database-backed gate: {}: {} ({})",
+                    "database-backed gate: {}: {} ({}; {goal})",
                     g.source,
                     format_seconds(g.seconds),
                     format_rate(g.scenarios_per_sec)
