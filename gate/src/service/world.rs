@@ -14,7 +14,7 @@ use sqlx::PgConnection;
 use super::error::{Ctx, ServiceError};
 use super::rows::{DELEGATION_COLUMNS, DelegationRow};
 use crate::catalog::{Catalog, CatalogItem};
-use crate::delegation::DelegationChain;
+use crate::delegation::{DelegationChain, DelegationHop};
 use crate::policy::Policy;
 use crate::reason::Reason;
 use crate::spend::SpendState;
@@ -117,21 +117,49 @@ pub(crate) async fn chain(
     ))
 }
 
-/// The delegations held by `agent`, oldest first.
-pub(crate) async fn agent_leaves(
+/// The chain above each of `leaves`, root first, each with its leaf, the
+/// oldest leaf first (granted first; ties by id, in the database's order):
+/// [`chain`] for every leaf, read in one statement.
+pub(crate) async fn chains(
     conn: &mut PgConnection,
     tenant: &str,
-    agent: &str,
-) -> Result<Vec<String>, ServiceError> {
-    sqlx::query_scalar(
-        "SELECT id FROM delegations WHERE tenant_id = $1 AND grantee_id = $2 \
-         ORDER BY created_at, id",
-    )
-    .bind(tenant)
-    .bind(agent)
-    .fetch_all(conn)
-    .await
-    .ctx("reading the agent's delegations")
+    leaves: &[String],
+) -> Result<Vec<(String, DelegationChain)>, ServiceError> {
+    #[derive(sqlx::FromRow)]
+    struct Hop {
+        leaf_id: String,
+        #[sqlx(flatten)]
+        row: DelegationRow,
+    }
+    let sql = format!(
+        "WITH RECURSIVE up AS ( \
+             SELECT d.id AS leaf_id, d.created_at AS leaf_created, d.*, 0 AS hops_up \
+               FROM delegations d WHERE d.tenant_id = $1 AND d.id = ANY($2::text[]) \
+             UNION ALL \
+             SELECT up.leaf_id, up.leaf_created, p.*, up.hops_up + 1 FROM delegations p \
+               JOIN up ON p.tenant_id = up.tenant_id AND p.id = up.parent_id \
+              WHERE up.hops_up < $3) \
+         SELECT leaf_id, {DELEGATION_COLUMNS} FROM up \
+          ORDER BY leaf_created, leaf_id, hops_up DESC"
+    );
+    let rows: Vec<Hop> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(tenant)
+        .bind(leaves)
+        .bind(MAX_CHAIN_DEPTH)
+        .fetch_all(conn)
+        .await
+        .ctx("reading the delegation chains")?;
+    let mut chains: Vec<(String, Vec<DelegationHop>)> = Vec::with_capacity(leaves.len());
+    for hop in rows {
+        match chains.last_mut() {
+            Some((leaf, hops)) if *leaf == hop.leaf_id => hops.push(hop.row.to_hop()),
+            _ => chains.push((hop.leaf_id, vec![hop.row.to_hop()])),
+        }
+    }
+    Ok(chains
+        .into_iter()
+        .map(|(leaf, hops)| (leaf, DelegationChain::new(hops)))
+        .collect())
 }
 
 /// The spend state of `agent` at `now`: `spent_today_paise` is given (read

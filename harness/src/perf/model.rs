@@ -346,4 +346,23 @@ pub const HISTORY: &[HistoryEntry] = &[
           2026-12-02 (1-minute load 8.6-11.5 on 2 cores: two other builds running); the \
           same 1,000 results (1,000 passed) both ways.",
     },
+    HistoryEntry {
+        change: "one round trip fewer inside the tenant's critical section: the agent's hops \
+             are not read again after `lock_all` locked them (the locked rows are the \
+             leaves; `world::agent_leaves` is gone), and every leaf's chain is read in one \
+             statement (`world::chains`, oldest leaf first as before)",
+        measure: "propose, one tenant / tenant per client, 8 clients, per second (ratio to \
+             pgbench); flow, tenant per client; propose p95 one tenant / tenant per client",
+        before: "172/s (0.039×) / 609/s (0.137×); flow 141/s (0.032×); p95 114 ms / 24.1 ms \
+             (pgbench 4,443/s)",
+        after: "139/s (0.047×) / 368/s (0.126×); flow 103/s (0.035×); p95 88.0 ms / 35.1 ms \
+             (pgbench 2,926/s)",
+        how: "`harness perf --db --load-only --cell-seconds 2`, release builds of HEAD \
+             (base), of this commit (c1), of the next two commits together (all) and of the \
+             pool commit (pool), run base, c1, all, pool, then again, on one server on \
+             2026-12-02 (1-minute load 6-8 on 2 cores in round 1, from two other sessions \
+             building; 11-12 in round 2, which a clippy run of this session disturbed and \
+             is not quoted). pgbench itself moved from 2,926 to 4,443 TPS at 8 clients \
+             between runs of round 1: within this machine noise, no effect can be claimed.",
+    },
 ];
