@@ -10,6 +10,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use sqlx::PgConnection;
+use sqlx::types::Json;
 
 use super::error::{Ctx, ServiceError};
 use super::rows::{DELEGATION_COLUMNS, DelegationRow};
@@ -30,6 +31,14 @@ pub(crate) struct CurrentPolicy {
 }
 
 impl CurrentPolicy {
+    /// A stored version: the policy, or `POLICY_INVALID` when it does not parse.
+    fn parsed(version: i32, json: serde_json::Value) -> CurrentPolicy {
+        CurrentPolicy {
+            version,
+            policy: serde_json::from_value::<Policy>(json).map_err(|_| Reason::PolicyInvalid),
+        }
+    }
+
     pub fn daily_cap(&self) -> i64 {
         self.policy.as_ref().map_or(0, |p| p.daily_cap_paise.max(0))
     }
@@ -47,13 +56,41 @@ pub(crate) async fn current_policy(
     .fetch_optional(conn)
     .await
     .ctx("reading the policy")?;
-    Ok(row.map(|(version, json)| CurrentPolicy {
-        version,
-        policy: serde_json::from_value::<Policy>(json).map_err(|_| Reason::PolicyInvalid),
-    }))
+    Ok(row.map(|(version, json)| CurrentPolicy::parsed(version, json)))
 }
 
-#[derive(sqlx::FromRow)]
+/// The tenant's current policy and, when `want_catalog` and the policy is
+/// enforceable, its catalog: [`current_policy`] and [`catalog`] in one
+/// statement. No policy, no catalog.
+pub(crate) async fn policy_and_catalog(
+    conn: &mut PgConnection,
+    tenant: &str,
+    want_catalog: bool,
+) -> Result<(Option<CurrentPolicy>, Option<Catalog>), ServiceError> {
+    type Read = (i32, serde_json::Value, Option<Json<Vec<CatalogRow>>>);
+    let row: Option<Read> = sqlx::query_as(
+        "SELECT version, policy, CASE WHEN $2 THEN ( \
+             SELECT COALESCE(json_agg(c), '[]') FROM ( \
+               SELECT sku, merchant_id, price_paise, currency, category, max_quantity, \
+                      available, description FROM catalog_items WHERE tenant_id = $1) c) END \
+         FROM policy_versions WHERE tenant_id = $1 ORDER BY version DESC LIMIT 1",
+    )
+    .bind(tenant)
+    .bind(want_catalog)
+    .fetch_optional(conn)
+    .await
+    .ctx("reading the policy and the catalog")?;
+    let Some((version, json, rows)) = row else {
+        return Ok((None, None));
+    };
+    let current = CurrentPolicy::parsed(version, json);
+    let catalog = rows
+        .filter(|_| current.policy.is_ok())
+        .map(|Json(rows)| catalog_of(rows));
+    Ok((Some(current), catalog))
+}
+
+#[derive(sqlx::FromRow, serde::Deserialize)]
 struct CatalogRow {
     sku: String,
     merchant_id: String,
@@ -77,7 +114,11 @@ pub(crate) async fn catalog(
     .fetch_all(conn)
     .await
     .ctx("reading the catalog")?;
-    Ok(Catalog::new(rows.into_iter().map(|r| CatalogItem {
+    Ok(catalog_of(rows))
+}
+
+fn catalog_of(rows: Vec<CatalogRow>) -> Catalog {
+    Catalog::new(rows.into_iter().map(|r| CatalogItem {
         sku: r.sku,
         merchant: r.merchant_id,
         price_paise: r.price_paise,
@@ -87,7 +128,7 @@ pub(crate) async fn catalog(
         max_quantity: u32::try_from(r.max_quantity).unwrap_or(0),
         available: r.available,
         description: r.description,
-    })))
+    }))
 }
 
 /// The chain from the root down to `leaf`, root first.
