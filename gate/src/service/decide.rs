@@ -123,11 +123,13 @@ pub(crate) async fn decide_with_catalog(
     // tried in the order they were granted. Only a hop locked here may be
     // spent from: one granted after the lock was taken waits for the next
     // proposal (spending it unlocked would take a hop out of order).
+    // The locked rows are the agent's hops (no second read of them), and
+    // every one's chain is read in one statement, oldest leaf first.
     let locked: Vec<AgentHop> = lock_all(conn, AgentHopsKey { tenant, agent })
         .await
         .ctx("locking the agent's delegations")?;
-    let mut leaves = world::agent_leaves(conn, tenant, agent).await?;
-    leaves.retain(|leaf| locked.iter().any(|hop| &hop.id == leaf));
+    let leaves: Vec<String> = locked.into_iter().map(|hop| hop.id).collect();
+    let chains = world::chains(conn, tenant, &leaves).await?;
     let judge = |chain: &DelegationChain| {
         evaluate(&Inputs {
             actor: agent,
@@ -140,12 +142,11 @@ pub(crate) async fn decide_with_catalog(
         })
     };
     let mut first_refusal: Option<Decided> = None;
-    for leaf in &leaves {
-        let chain = world::chain(conn, tenant, leaf).await?;
+    for (leaf, chain) in chains {
         let evaluation = judge(&chain);
         let decided = Decided {
             evaluation,
-            leaf: Some(leaf.clone()),
+            leaf: Some(leaf),
             policy_version: version,
         };
         match decided.evaluation.decision {

@@ -235,11 +235,17 @@ pub(crate) async fn append(
             rows.prevs.push(std::mem::replace(&mut prev, hash.clone()));
             rows.hashes.push(hash);
         }
-        sqlx::query(
-            "INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
-             SELECT $1, u.seq, u.kind, $2, u.entry, u.prev_hash, u.hash \
-             FROM UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) \
-               WITH ORDINALITY AS u(seq, kind, entry, prev_hash, hash, n) ORDER BY u.n",
+        // The entries and the head they end at, in one statement (one round
+        // trip inside the tenant's critical section): the head row is the
+        // one locked above (`fk_ledger_entry_head` is checked at the end of
+        // the statement, against the head row as it stands).
+        let moved = sqlx::query(
+            "WITH appended AS ( \
+                 INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+                 SELECT $1, u.seq, u.kind, $2, u.entry, u.prev_hash, u.hash \
+                 FROM UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) \
+                   WITH ORDINALITY AS u(seq, kind, entry, prev_hash, hash, n) ORDER BY u.n) \
+             UPDATE ledger_head SET seq = $8, hash = $9 WHERE tenant_id = $1",
         )
         .bind(&tenant)
         .bind(at)
@@ -248,16 +254,14 @@ pub(crate) async fn append(
         .bind(&rows.texts)
         .bind(&rows.prevs)
         .bind(&rows.hashes)
+        .bind(seq)
+        .bind(&prev)
         .execute(&mut *conn)
         .await
         .ctx("appending to the ledger")?;
-        sqlx::query("UPDATE ledger_head SET seq = $2, hash = $3 WHERE tenant_id = $1")
-            .bind(&tenant)
-            .bind(seq)
-            .bind(&prev)
-            .execute(&mut *conn)
-            .await
-            .ctx("moving the tenant's ledger head")?;
+        if moved.rows_affected() != 1 {
+            return Err(ServiceError::LedgerHeadMissing);
+        }
     }
     Ok(())
 }

@@ -72,13 +72,10 @@ impl<P: PaymentProvider> Gate<P> {
             return Ok(ProposeOutcome::new(None, Decision::Deny(reason), false));
         }
 
-        let policy = world::current_policy(&mut tx, tenant).await?;
         // The catalog is a plain read (the day lock does not guard it): read
-        // before the lock, it stays out of the tenant's critical section.
-        let catalog = match (&parsed, policy.as_ref().map(|p| &p.policy)) {
-            (Ok(_), Some(Ok(_))) => Some(world::catalog(&mut tx, tenant).await?),
-            _ => None,
-        };
+        // before the lock, with the policy, it stays out of the tenant's
+        // critical section.
+        let (policy, catalog) = world::policy_and_catalog(&mut tx, tenant, parsed.is_ok()).await?;
         let today = budget::lock_day(&mut tx, tenant, now.date_naive(), policy.as_ref()).await?;
 
         // A key outside the identifier grammar is never looked up or stored:

@@ -10,11 +10,12 @@
 
 use chrono::{DateTime, Duration, Utc};
 use sqlx::PgConnection;
+use sqlx::types::Json;
 
 use super::error::{Ctx, ServiceError};
 use super::rows::{DELEGATION_COLUMNS, DelegationRow};
 use crate::catalog::{Catalog, CatalogItem};
-use crate::delegation::DelegationChain;
+use crate::delegation::{DelegationChain, DelegationHop};
 use crate::policy::Policy;
 use crate::reason::Reason;
 use crate::spend::SpendState;
@@ -30,6 +31,14 @@ pub(crate) struct CurrentPolicy {
 }
 
 impl CurrentPolicy {
+    /// A stored version: the policy, or `POLICY_INVALID` when it does not parse.
+    fn parsed(version: i32, json: serde_json::Value) -> CurrentPolicy {
+        CurrentPolicy {
+            version,
+            policy: serde_json::from_value::<Policy>(json).map_err(|_| Reason::PolicyInvalid),
+        }
+    }
+
     pub fn daily_cap(&self) -> i64 {
         self.policy.as_ref().map_or(0, |p| p.daily_cap_paise.max(0))
     }
@@ -47,13 +56,41 @@ pub(crate) async fn current_policy(
     .fetch_optional(conn)
     .await
     .ctx("reading the policy")?;
-    Ok(row.map(|(version, json)| CurrentPolicy {
-        version,
-        policy: serde_json::from_value::<Policy>(json).map_err(|_| Reason::PolicyInvalid),
-    }))
+    Ok(row.map(|(version, json)| CurrentPolicy::parsed(version, json)))
 }
 
-#[derive(sqlx::FromRow)]
+/// The tenant's current policy and, when `want_catalog` and the policy is
+/// enforceable, its catalog: [`current_policy`] and [`catalog`] in one
+/// statement. No policy, no catalog.
+pub(crate) async fn policy_and_catalog(
+    conn: &mut PgConnection,
+    tenant: &str,
+    want_catalog: bool,
+) -> Result<(Option<CurrentPolicy>, Option<Catalog>), ServiceError> {
+    type Read = (i32, serde_json::Value, Option<Json<Vec<CatalogRow>>>);
+    let row: Option<Read> = sqlx::query_as(
+        "SELECT version, policy, CASE WHEN $2 THEN ( \
+             SELECT COALESCE(json_agg(c), '[]') FROM ( \
+               SELECT sku, merchant_id, price_paise, currency, category, max_quantity, \
+                      available, description FROM catalog_items WHERE tenant_id = $1) c) END \
+         FROM policy_versions WHERE tenant_id = $1 ORDER BY version DESC LIMIT 1",
+    )
+    .bind(tenant)
+    .bind(want_catalog)
+    .fetch_optional(conn)
+    .await
+    .ctx("reading the policy and the catalog")?;
+    let Some((version, json, rows)) = row else {
+        return Ok((None, None));
+    };
+    let current = CurrentPolicy::parsed(version, json);
+    let catalog = rows
+        .filter(|_| current.policy.is_ok())
+        .map(|Json(rows)| catalog_of(rows));
+    Ok((Some(current), catalog))
+}
+
+#[derive(sqlx::FromRow, serde::Deserialize)]
 struct CatalogRow {
     sku: String,
     merchant_id: String,
@@ -77,7 +114,11 @@ pub(crate) async fn catalog(
     .fetch_all(conn)
     .await
     .ctx("reading the catalog")?;
-    Ok(Catalog::new(rows.into_iter().map(|r| CatalogItem {
+    Ok(catalog_of(rows))
+}
+
+fn catalog_of(rows: Vec<CatalogRow>) -> Catalog {
+    Catalog::new(rows.into_iter().map(|r| CatalogItem {
         sku: r.sku,
         merchant: r.merchant_id,
         price_paise: r.price_paise,
@@ -87,7 +128,7 @@ pub(crate) async fn catalog(
         max_quantity: u32::try_from(r.max_quantity).unwrap_or(0),
         available: r.available,
         description: r.description,
-    })))
+    }))
 }
 
 /// The chain from the root down to `leaf`, root first.
@@ -117,21 +158,49 @@ pub(crate) async fn chain(
     ))
 }
 
-/// The delegations held by `agent`, oldest first.
-pub(crate) async fn agent_leaves(
+/// The chain above each of `leaves`, root first, each with its leaf, the
+/// oldest leaf first (granted first; ties by id, in the database's order):
+/// [`chain`] for every leaf, read in one statement.
+pub(crate) async fn chains(
     conn: &mut PgConnection,
     tenant: &str,
-    agent: &str,
-) -> Result<Vec<String>, ServiceError> {
-    sqlx::query_scalar(
-        "SELECT id FROM delegations WHERE tenant_id = $1 AND grantee_id = $2 \
-         ORDER BY created_at, id",
-    )
-    .bind(tenant)
-    .bind(agent)
-    .fetch_all(conn)
-    .await
-    .ctx("reading the agent's delegations")
+    leaves: &[String],
+) -> Result<Vec<(String, DelegationChain)>, ServiceError> {
+    #[derive(sqlx::FromRow)]
+    struct Hop {
+        leaf_id: String,
+        #[sqlx(flatten)]
+        row: DelegationRow,
+    }
+    let sql = format!(
+        "WITH RECURSIVE up AS ( \
+             SELECT d.id AS leaf_id, d.created_at AS leaf_created, d.*, 0 AS hops_up \
+               FROM delegations d WHERE d.tenant_id = $1 AND d.id = ANY($2::text[]) \
+             UNION ALL \
+             SELECT up.leaf_id, up.leaf_created, p.*, up.hops_up + 1 FROM delegations p \
+               JOIN up ON p.tenant_id = up.tenant_id AND p.id = up.parent_id \
+              WHERE up.hops_up < $3) \
+         SELECT leaf_id, {DELEGATION_COLUMNS} FROM up \
+          ORDER BY leaf_created, leaf_id, hops_up DESC"
+    );
+    let rows: Vec<Hop> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(tenant)
+        .bind(leaves)
+        .bind(MAX_CHAIN_DEPTH)
+        .fetch_all(conn)
+        .await
+        .ctx("reading the delegation chains")?;
+    let mut chains: Vec<(String, Vec<DelegationHop>)> = Vec::with_capacity(leaves.len());
+    for hop in rows {
+        match chains.last_mut() {
+            Some((leaf, hops)) if *leaf == hop.leaf_id => hops.push(hop.row.to_hop()),
+            _ => chains.push((hop.leaf_id, vec![hop.row.to_hop()])),
+        }
+    }
+    Ok(chains
+        .into_iter()
+        .map(|(leaf, hops)| (leaf, DelegationChain::new(hops)))
+        .collect())
 }
 
 /// The spend state of `agent` at `now`: `spent_today_paise` is given (read
