@@ -29,7 +29,7 @@ help:
 	@echo 'make mutation-report  regenerate reports/mutations.{md,json} (both modes, every guard)'
 	@echo 'make fuzz       AFL++ on every fuzz target, FUZZ_SECONDS each (default 60); installs cargo-afl'
 	@echo 'make fuzz-replay  every committed fuzz seed and finding, plus a bounded mutation pass (no AFL++)'
-	@echo 'make mutants-audit  the outside audit: cargo-mutants over gate (slow; not in verify),'
+	@echo 'make mutants-audit  the outside audit: cargo-mutants over gate, adding to its verdict store (slow; not in verify),'
 	@echo '                ARGS='"'"'--shard K/N'"'"' or '"'"'--file gate/src/policy.rs'"'"'; reports/outside-mutants.*'
 	@echo 'make db-up      start a throwaway Postgres: export "$$(make -s db-up)"'
 	@echo 'make db-down    stop it and remove its folder'

@@ -1,363 +1,52 @@
-//! `harness mutants-audit`: an outside mutation audit of the `gate` crate.
+//! `reports/outside-mutants.{md,json}`: what the audit's store says about the
+//! crate as it is now.
 //!
-//! The project's own runner (`harness mutate`) deletes the guards it
-//! registered; it cannot see a check nobody registered. cargo-mutants can: it
-//! mutates every function it finds. This subcommand installs a pinned
-//! cargo-mutants when it is missing, runs it over `gate` with the gate's
-//! whole test suite (on `DATABASE_URL`'s Postgres, or a throwaway one it
-//! starts, announces in one line and removes on exit), and writes `reports/outside-mutants.md`
-//! and `.json` from cargo-mutants' `outcomes.json`: caught, missed, unviable
-//! and timeout per file, the time per mutant, and beside it the project's
-//! own runner's time per mutant in both modes (from `reports/mutations.json`).
-//! A run over a shard or some files says so in both reports ("PARTIAL").
-//!
-//! `--check` runs nothing: it fails when the committed report holds a
-//! survivor that `mutations/outside-audit.yaml` does not classify (a test
-//! that now catches it, or the reason it is equivalent).
+//! Guarantees: the report is built from fresh verdicts only (see
+//! [`super::store`]) and against cargo-mutants' current list of the crate's
+//! mutants. It is *complete* only when every listed mutant has a fresh
+//! verdict; otherwise its label starts with "PARTIAL" and it names, per file,
+//! how many mutants are still to run. Survivors carry their classification
+//! from `mutations/outside-audit.yaml`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::path::Path;
 
-use anyhow::{Context, Result, bail};
-use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The cargo-mutants this project's audit is pinned to.
-pub const CARGO_MUTANTS_VERSION: &str = "27.1.0";
-
-/// Run cargo-mutants over `gate` and write reports/outside-mutants.{md,json}.
-#[derive(Debug, Args)]
-pub struct MutantsAuditArgs {
-    /// Run one shard of the mutants, K/N (K from 0), e.g. on one CI machine of N.
-    #[arg(long)]
-    pub shard: Option<String>,
-    /// Mutate only this file (repeatable), e.g. gate/src/policy.rs.
-    #[arg(long = "file")]
-    pub files: Vec<String>,
-    /// Mutate the source tree in place (reusing target/) instead of a copy.
-    /// Faster on one machine; the tree is restored after each mutant.
-    #[arg(long)]
-    pub in_place: bool,
-    /// Render the reports from these outcomes.json files (one per shard)
-    /// instead of running cargo-mutants; `--shard` and `--file` then say
-    /// what those runs covered.
-    #[arg(long = "from-outcomes")]
-    pub from_outcomes: Vec<PathBuf>,
-    /// Where the reports go.
-    #[arg(long, default_value = "reports")]
-    pub report_dir: PathBuf,
-    /// Check the committed report against the classification and run nothing.
-    #[arg(long)]
-    pub check: bool,
-    /// The report `--check` reads.
-    #[arg(long, default_value = "reports/outside-mutants.json")]
-    pub report: PathBuf,
-    /// The classification of survivors.
-    #[arg(long, default_value = "mutations/outside-audit.yaml")]
-    pub classification: PathBuf,
-    /// Further arguments for cargo-mutants (after `--`).
-    #[arg(last = true)]
-    pub extra: Vec<String>,
-}
-
-pub fn run(args: MutantsAuditArgs) -> Result<ExitCode> {
-    if args.check {
-        return check(&args.report, &args.classification);
-    }
-    let (outcome_files, how) = if args.from_outcomes.is_empty() {
-        let file = run_cargo_mutants(&args)?;
-        (vec![file], invocation(&args))
-    } else {
-        (
-            args.from_outcomes.clone(),
-            format!("{} (rendered from its outcomes.json)", invocation(&args)),
-        )
-    };
-    let classification = Classification::load(&args.classification)?;
-    let mut outcomes = Vec::new();
-    for file in &outcome_files {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-        outcomes.push(
-            serde_json::from_str::<Value>(&text).with_context(|| file.display().to_string())?,
-        );
-    }
-    let coverage = Coverage {
-        shard: args.shard.clone(),
-        files: args.files.clone(),
-        shards_merged: outcome_files.len(),
-        mutants_in_crate: count_all_mutants().ok(),
-    };
-    let report = Report::build(&outcomes, coverage, &classification, how, &args.report_dir)?;
-    std::fs::create_dir_all(&args.report_dir)?;
-    let json_path = args.report_dir.join("outside-mutants.json");
-    let md_path = args.report_dir.join("outside-mutants.md");
-    std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")?;
-    std::fs::write(&md_path, report.markdown())?;
-    println!("{}", report.headline());
-    println!("wrote {} and {}", md_path.display(), json_path.display());
-    Ok(ExitCode::SUCCESS)
-}
-
-/// One line for `harness triage`: the audit's headline from the committed report.
-pub fn headline_from(path: &Path) -> String {
-    match std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Report>(&t).ok())
-    {
-        Some(report) => report.headline(),
-        None => format!(
-            "the outside mutation audit has not been run ({} is absent): make mutants-audit",
-            path.display()
-        ),
-    }
-}
-
-fn invocation(args: &MutantsAuditArgs) -> String {
-    let mut s = "harness mutants-audit".to_owned();
-    if let Some(shard) = &args.shard {
-        let _ = write!(s, " --shard {shard}");
-    }
-    for f in &args.files {
-        let _ = write!(s, " --file {f}");
-    }
-    if args.in_place {
-        s.push_str(" --in-place");
-    }
-    if !args.extra.is_empty() {
-        let _ = write!(s, " -- {}", args.extra.join(" "));
-    }
-    s
-}
-
-/// Installs the pinned cargo-mutants unless that version is already there.
-fn ensure_cargo_mutants() -> Result<()> {
-    let installed = Command::new("cargo")
-        .args(["mutants", "--version"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-    if installed.as_deref() == Some(&format!("cargo-mutants {CARGO_MUTANTS_VERSION}")) {
-        return Ok(());
-    }
-    eprintln!(
-        "installing cargo-mutants {CARGO_MUTANTS_VERSION} (found {:?}): cargo install --locked",
-        installed
-    );
-    let status = Command::new("cargo")
-        .args(["install", "--locked"])
-        .arg(format!("cargo-mutants@{CARGO_MUTANTS_VERSION}"))
-        .status()
-        .context("running cargo install")?;
-    if !status.success() {
-        bail!("cargo install --locked cargo-mutants@{CARGO_MUTANTS_VERSION} failed");
-    }
-    Ok(())
-}
-
-/// Runs cargo-mutants over `gate`; returns the path of its outcomes.json.
-fn run_cargo_mutants(args: &MutantsAuditArgs) -> Result<PathBuf> {
-    ensure_cargo_mutants()?;
-    // The gate's tests need Postgres: the caller's, or a throwaway one for this run.
-    let server = crate::db::Server::open_unless_given_blocking("harness mutants-audit")?;
-    let out = PathBuf::from("target/mutants-audit");
-    let mut cmd = Command::new("cargo");
-    cmd.args(["mutants", "--package", "gate", "--output"])
-        .arg(&out)
-        .args(["--no-shuffle", "--colors", "never"]);
-    if let Some(shard) = &args.shard {
-        cmd.args(["--shard", shard]);
-    }
-    for f in &args.files {
-        cmd.args(["--file", f]);
-    }
-    if args.in_place {
-        cmd.arg("--in-place");
-    }
-    cmd.args(&args.extra);
-    if let Some(server) = &server {
-        let (key, value) = server.child_env();
-        cmd.env(key, value);
-    }
-    eprintln!("running {cmd:?}");
-    let status = cmd.status().context("running cargo mutants")?;
-    drop(server);
-    // 0: all caught; 2: some missed; 3: some timed out. Anything else: no result.
-    match status.code() {
-        Some(0 | 2 | 3) => {}
-        other => bail!(
-            "cargo mutants ended with {other:?}: no audit result (see {})",
-            out.display()
-        ),
-    }
-    Ok(out.join("mutants.out").join("outcomes.json"))
-}
-
-/// How many mutants cargo-mutants finds in `gate` (its `--list`).
-fn count_all_mutants() -> Result<usize> {
-    let out = Command::new("cargo")
-        .args([
-            "mutants",
-            "--package",
-            "gate",
-            "--list",
-            "--colors",
-            "never",
-        ])
-        .output()?;
-    if !out.status.success() {
-        bail!("cargo mutants --list failed");
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .count())
-}
-
-/// What part of the crate a report covers.
-struct Coverage {
-    shard: Option<String>,
-    files: Vec<String>,
-    shards_merged: usize,
-    mutants_in_crate: Option<usize>,
-}
-
-/// `mutations/outside-audit.yaml`: every survivor, classified.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Classification {
-    pub version: u32,
-    #[serde(default)]
-    pub survivors: Vec<Classified>,
-}
-
-/// One survivor: a test now catches it, or it cannot change behaviour.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Classified {
-    /// cargo-mutants' name without the line and column:
-    /// `gate/src/x.rs: replace < with <= in f`.
-    pub mutant: String,
-    /// `caught` or `equivalent`.
-    pub verdict: String,
-    /// For `caught`: the test (`file::function`) that now catches it.
-    #[serde(default)]
-    pub test: Option<String>,
-    /// For `equivalent`: why it cannot change behaviour.
-    #[serde(default)]
-    pub reason: Option<String>,
-}
-
-impl Classification {
-    pub fn load(path: &Path) -> Result<Self> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let c: Classification =
-            crate::yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-        if c.version != 1 {
-            bail!("{}: version {} is not 1", path.display(), c.version);
-        }
-        Ok(c)
-    }
-
-    fn verdict_of(&self, key: &str) -> Option<&str> {
-        self.survivors
-            .iter()
-            .find(|c| c.mutant == key)
-            .map(|c| c.verdict.as_str())
-    }
-
-    /// Entries that do not say enough: a verdict other than the two, a
-    /// caught one without a test that exists in gate/, an equivalent one
-    /// without a reason.
-    fn problems(&self, gate_sources: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        for c in &self.survivors {
-            match (c.verdict.as_str(), &c.test, &c.reason) {
-                ("caught", Some(test), _) => {
-                    let name = test.rsplit("::").next().unwrap_or(test);
-                    if !gate_sources.contains(&format!("fn {name}(")) {
-                        out.push(format!("{}: the test {test} does not exist", c.mutant));
-                    }
-                }
-                ("equivalent", _, Some(reason)) if reason.trim().len() >= 20 => {}
-                ("caught", None, _) => out.push(format!("{}: caught by no named test", c.mutant)),
-                ("equivalent", _, _) => {
-                    out.push(format!("{}: equivalent without a reason", c.mutant))
-                }
-                (v, _, _) => out.push(format!("{}: unknown verdict {v:?}", c.mutant)),
-            }
-        }
-        out
-    }
-}
-
-/// The text of every Rust file under gate/ (for finding test names).
-fn gate_sources(root: &Path) -> String {
-    fn walk(dir: &Path, out: &mut String) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
-            }
-        }
-    }
-    let mut out = String::new();
-    walk(&root.join("gate"), &mut out);
-    out
-}
-
-fn check(report: &Path, classification: &Path) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(report)
-        .with_context(|| format!("reading {} (run make mutants-audit)", report.display()))?;
-    let report: Report = serde_json::from_str(&text)?;
-    let classes = Classification::load(classification)?;
-    let mut problems = classes.problems(&gate_sources(Path::new(".")));
-    for s in &report.survivors {
-        if classes.verdict_of(&s.key).is_none() {
-            problems.push(format!("unclassified survivor: {}", s.name));
-        }
-    }
-    if problems.is_empty() {
-        println!(
-            "every survivor of {} is classified in {}",
-            report.label,
-            classification.display()
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    for p in &problems {
-        eprintln!("{p}");
-    }
-    eprintln!(
-        "{} problem(s): classify each survivor in {}",
-        problems.len(),
-        classification.display()
-    );
-    Ok(ExitCode::from(1))
-}
+use super::classification::Classification;
+use super::store::{Outcome, RunRecord, Stage, Store, round2};
 
 /// Counts for one file, or for all.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Counts {
     pub caught: usize,
+    /// Of `caught`, those the library's unit tests caught on their own.
+    #[serde(default)]
+    pub caught_by_unit_tests: usize,
     pub missed: usize,
     pub unviable: usize,
     pub timeout: usize,
 }
 
 impl Counts {
-    fn viable(&self) -> usize {
+    pub fn viable(&self) -> usize {
         self.caught + self.missed + self.timeout
+    }
+
+    fn add(&mut self, outcome: Outcome, stage: Stage) {
+        match outcome {
+            Outcome::Caught => {
+                self.caught += 1;
+                if stage == Stage::Unit {
+                    self.caught_by_unit_tests += 1;
+                }
+            }
+            Outcome::Missed => self.missed += 1,
+            Outcome::Unviable => self.unviable += 1,
+            Outcome::Timeout => self.timeout += 1,
+        }
     }
 }
 
@@ -374,13 +63,19 @@ pub struct Survivor {
 }
 
 /// Seconds per mutant, this audit's and the project runner's.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Timing {
+    /// Wall seconds of every run behind the report, summed.
     pub elapsed_secs: Option<f64>,
-    pub baseline_secs: Option<f64>,
     pub mean_secs_per_mutant: Option<f64>,
     pub mean_build_secs: Option<f64>,
     pub mean_test_secs: Option<f64>,
+    /// Mean seconds of a mutant settled by the unit tests alone, and of one
+    /// that needed the whole suite.
+    #[serde(default)]
+    pub mean_secs_unit_stage: Option<f64>,
+    #[serde(default)]
+    pub mean_secs_full_stage: Option<f64>,
     /// `harness mutate`, schemata mode, from reports/mutations.json.
     pub project_schemata_secs_per_mutant: Option<f64>,
     /// `harness mutate`, rewrite mode, from reports/mutations.json.
@@ -394,12 +89,20 @@ pub struct Report {
     pub generated_by: String,
     pub tool: String,
     pub cpus: usize,
-    /// False for a shard or a subset of files.
+    /// True when every mutant cargo-mutants lists has a fresh verdict.
     pub complete: bool,
-    /// What the run covered, in words: "PARTIAL: ..." unless complete.
+    /// What the report covers, in words: "PARTIAL: ..." unless complete.
     pub label: String,
+    /// Kept for older reports; the store does not run by shard.
     pub shard: Option<String>,
+    /// Files with at least one fresh verdict.
     pub files: Vec<String>,
+    /// Files with mutants still to run, and how many.
+    #[serde(default)]
+    pub pending: BTreeMap<String, usize>,
+    /// Verdicts in the store for code that has changed since (not counted).
+    #[serde(default)]
+    pub stale: usize,
     pub mutants_run: usize,
     pub mutants_in_crate: Option<usize>,
     pub totals: Counts,
@@ -407,161 +110,125 @@ pub struct Report {
     pub timing: Timing,
     pub survivors: Vec<Survivor>,
     pub timeouts: Vec<String>,
-}
-
-fn secs_between(start: &Value, end: &Value) -> Option<f64> {
-    let parse = |v: &Value| chrono::DateTime::parse_from_rfc3339(v.as_str()?).ok();
-    let (a, b) = (parse(start)?, parse(end)?);
-    Some((b - a).num_milliseconds() as f64 / 1000.0)
+    /// The runs whose verdicts are in the store.
+    #[serde(default)]
+    pub runs: Vec<RunRecord>,
 }
 
 fn mean(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| round2(v.iter().sum::<f64>() / v.len() as f64))
 }
 
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
-fn phase_secs(outcome: &Value, phase: &str) -> f64 {
-    outcome["phase_results"]
-        .as_array()
-        .map(|phases| {
-            phases
-                .iter()
-                .filter(|p| phase.is_empty() || p["phase"] == phase)
-                .filter_map(|p| p["duration"].as_f64())
-                .sum()
-        })
-        .unwrap_or(0.0)
+/// The file part of a cargo-mutants name (`gate/src/x.rs:1:2: ...`).
+fn file_of(name: &str) -> &str {
+    name.split(':').next().unwrap_or(name)
 }
 
 impl Report {
-    fn build(
-        runs: &[Value],
-        coverage: Coverage,
+    /// Builds the report from the store, the crate's current mutant list and
+    /// its files' current SHA-256s.
+    pub fn build(
+        store: &Store,
+        listed: &[String],
+        current: &BTreeMap<String, String>,
         classes: &Classification,
         generated_by: String,
         report_dir: &Path,
-    ) -> Result<Report> {
+    ) -> Report {
         let mut totals = Counts::default();
         let mut per_file: BTreeMap<String, Counts> = BTreeMap::new();
+        let mut pending: BTreeMap<String, usize> = BTreeMap::new();
         let (mut survivors, mut timeouts) = (Vec::new(), Vec::new());
-        let (mut all, mut build, mut test, mut baseline) = (vec![], vec![], vec![], vec![]);
-        let mut elapsed = Some(0.0);
-        let mut tool = BTreeSet::new();
-        let mut seen = BTreeSet::new();
-        for run in runs {
-            tool.insert(
-                run["cargo_mutants_version"]
-                    .as_str()
-                    .unwrap_or("?")
-                    .to_owned(),
-            );
-            elapsed = elapsed
-                .zip(secs_between(&run["start_time"], &run["end_time"]))
-                .map(|(a, b)| a + b);
-            for o in run["outcomes"].as_array().into_iter().flatten() {
-                let Some(mutant) = o["scenario"].get("Mutant") else {
-                    baseline.push(phase_secs(o, ""));
-                    continue;
-                };
-                let name = mutant["name"].as_str().unwrap_or("?").to_owned();
-                if !seen.insert(name.clone()) {
-                    bail!("mutant {name} appears in two outcome files: overlapping shards");
+        let (mut all, mut build, mut test, mut unit, mut full) =
+            (vec![], vec![], vec![], vec![], vec![]);
+        let mut run = 0;
+        for name in listed {
+            let Some(v) = store
+                .verdicts
+                .get(name)
+                .filter(|v| Store::is_fresh(v, current))
+            else {
+                *pending.entry(file_of(name).to_owned()).or_default() += 1;
+                continue;
+            };
+            run += 1;
+            per_file
+                .entry(v.file.clone())
+                .or_default()
+                .add(v.outcome, v.stage);
+            totals.add(v.outcome, v.stage);
+            all.push(v.build_secs + v.test_secs);
+            build.push(v.build_secs);
+            if v.outcome != Outcome::Unviable {
+                test.push(v.test_secs);
+            }
+            match v.stage {
+                Stage::Unit => unit.push(v.build_secs + v.test_secs),
+                Stage::Full => full.push(v.build_secs + v.test_secs),
+            }
+            match v.outcome {
+                Outcome::Missed => {
+                    let key = key_of(name);
+                    survivors.push(Survivor {
+                        classified: classes.verdict_of(&key).map(str::to_owned),
+                        key,
+                        file: v.file.clone(),
+                        line: v.line,
+                        name: name.clone(),
+                    });
                 }
-                let file = mutant["file"].as_str().unwrap_or("?").to_owned();
-                let counts = per_file.entry(file.clone()).or_default();
-                all.push(phase_secs(o, ""));
-                build.push(phase_secs(o, "Build"));
-                if o["phase_results"]
-                    .as_array()
-                    .is_some_and(|p| p.iter().any(|r| r["phase"] == "Test"))
-                {
-                    test.push(phase_secs(o, "Test"));
-                }
-                match o["summary"].as_str() {
-                    Some("CaughtMutant") => {
-                        counts.caught += 1;
-                        totals.caught += 1;
-                    }
-                    Some("MissedMutant") => {
-                        counts.missed += 1;
-                        totals.missed += 1;
-                        let key = key_of(&name);
-                        survivors.push(Survivor {
-                            classified: classes.verdict_of(&key).map(str::to_owned),
-                            key,
-                            line: mutant["span"]["start"]["line"].as_u64().unwrap_or(0),
-                            file,
-                            name,
-                        });
-                    }
-                    Some("Unviable") => {
-                        counts.unviable += 1;
-                        totals.unviable += 1;
-                    }
-                    Some("Timeout") => {
-                        counts.timeout += 1;
-                        totals.timeout += 1;
-                        timeouts.push(name);
-                    }
-                    other => {
-                        bail!("mutant {name} has an outcome this report cannot read: {other:?}")
-                    }
-                }
+                Outcome::Timeout => timeouts.push(name.clone()),
+                Outcome::Caught | Outcome::Unviable => {}
             }
         }
-        let mutants_run = seen.len();
-        let complete = coverage.shard.is_none() && coverage.files.is_empty();
-        let mut label = if complete {
-            format!("the whole gate crate, {mutants_run} mutants")
+        let stale = store
+            .verdicts
+            .values()
+            .filter(|v| !Store::is_fresh(v, current))
+            .count();
+        let complete = pending.is_empty();
+        let label = if complete {
+            format!("the whole gate crate, {run} mutants")
         } else {
-            let mut parts = vec![];
-            if let Some(s) = &coverage.shard {
-                parts.push(format!("shard {s}"));
-            }
-            if !coverage.files.is_empty() {
-                parts.push(format!("files {}", coverage.files.join(", ")));
-            }
-            let of = coverage
-                .mutants_in_crate
-                .map_or(String::new(), |n| format!(" of the crate's {n}"));
-            format!("PARTIAL: {}, {mutants_run} mutants{of}", parts.join(", "))
+            let left: usize = pending.values().sum();
+            format!(
+                "PARTIAL: {run} of the crate's {} mutants; {left} in {} files still to run",
+                listed.len(),
+                pending.len()
+            )
         };
-        if coverage.shards_merged > 1 {
-            let _ = write!(
-                label,
-                " (merged from {} outcome files)",
-                coverage.shards_merged
-            );
-        }
         let project: Value = std::fs::read_to_string(report_dir.join("mutations.json"))
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
             .unwrap_or(Value::Null);
-        Ok(Report {
-            version: 1,
+        let tools: BTreeSet<String> = store
+            .runs
+            .iter()
+            .map(|r| format!("{} ({})", r.tool, r.test_tool))
+            .collect();
+        let elapsed: f64 = store.runs.iter().map(|r| r.elapsed_secs).sum();
+        Report {
+            version: 2,
             generated_by,
-            tool: format!(
-                "cargo-mutants {}",
-                tool.into_iter().collect::<Vec<_>>().join(", ")
-            ),
+            tool: tools.into_iter().collect::<Vec<_>>().join(", "),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             complete,
             label,
-            shard: coverage.shard,
-            files: coverage.files,
-            mutants_run,
-            mutants_in_crate: coverage.mutants_in_crate,
+            shard: None,
+            files: per_file.keys().cloned().collect(),
+            pending,
+            stale,
+            mutants_run: run,
+            mutants_in_crate: Some(listed.len()),
             totals,
             per_file,
             timing: Timing {
-                elapsed_secs: elapsed.map(round2),
-                baseline_secs: mean(&baseline),
+                elapsed_secs: (!store.runs.is_empty()).then(|| round2(elapsed)),
                 mean_secs_per_mutant: mean(&all),
                 mean_build_secs: mean(&build),
                 mean_test_secs: mean(&test),
+                mean_secs_unit_stage: mean(&unit),
+                mean_secs_full_stage: mean(&full),
                 project_schemata_secs_per_mutant: project["schemata"]["mean_secs_per_mutant"]
                     .as_f64(),
                 project_rewrite_secs_per_mutant: project["rewrite"]["mean_secs_per_mutant"]
@@ -569,7 +236,8 @@ impl Report {
             },
             survivors,
             timeouts,
-        })
+            runs: store.runs.clone(),
+        }
     }
 
     /// One line: how much was caught, over what.
@@ -586,7 +254,7 @@ impl Report {
             .filter(|s| s.classified.is_none())
             .count();
         format!(
-            "outside mutation audit (cargo-mutants) over {}: {} of {} viable mutants caught ({pct:.0}%), \
+            "outside mutation audit (cargo-mutants) over {}: {} of {} viable mutants caught ({pct:.1}%), \
              {} missed ({unclassified} unclassified), {} timed out, {} unviable; {} s per mutant",
             self.label,
             self.totals.caught,
@@ -600,15 +268,19 @@ impl Report {
         )
     }
 
-    fn markdown(&self) -> String {
+    pub fn markdown(&self) -> String {
         let mut md = String::new();
         let secs = |s: Option<f64>| s.map_or("n/a".to_owned(), |s| format!("{s:.2}"));
         let _ = writeln!(md, "# Outside mutation audit (cargo-mutants over `gate`)\n");
         let _ = writeln!(
             md,
-            "Generated by `{}` with {} on {} CPUs. Written by the harness from cargo-mutants' \
-             outcomes.json; never edit by hand.\n",
-            self.generated_by, self.tool, self.cpus
+            "Generated by `{}` from `mutations/outside-audit-verdicts.json`, the verdicts of \
+             {} run(s) with {} on {} CPUs. A verdict counts only while its source file is \
+             unchanged. Written by the harness; never edit by hand.\n",
+            self.generated_by,
+            self.runs.len(),
+            self.tool,
+            self.cpus
         );
         if self.complete {
             let _ = writeln!(md, "**Coverage:** {}.\n", self.label);
@@ -616,65 +288,80 @@ impl Report {
             let _ = writeln!(
                 md,
                 "**Coverage: {}.** This is not the whole crate: the figures below hold only \
-                 for the mutants listed here.\n",
+                 for the mutants run; the files still to run are listed at the end.\n",
                 self.label
             );
         }
         let _ = writeln!(md, "{}\n", self.headline());
-        let _ = writeln!(md, "| file | caught | missed | unviable | timeout |");
-        let _ = writeln!(md, "|---|---:|---:|---:|---:|");
+        let _ = writeln!(
+            md,
+            "| file | caught | of which by unit tests | missed | unviable | timeout |"
+        );
+        let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|");
         for (file, c) in &self.per_file {
             let _ = writeln!(
                 md,
-                "| `{file}` | {} | {} | {} | {} |",
-                c.caught, c.missed, c.unviable, c.timeout
+                "| `{file}` | {} | {} | {} | {} | {} |",
+                c.caught, c.caught_by_unit_tests, c.missed, c.unviable, c.timeout
             );
         }
         let t = &self.totals;
         let _ = writeln!(
             md,
-            "| **total** | **{}** | **{}** | **{}** | **{}** |\n",
-            t.caught, t.missed, t.unviable, t.timeout
+            "| **total** | **{}** | **{}** | **{}** | **{}** | **{}** |\n",
+            t.caught, t.caught_by_unit_tests, t.missed, t.unviable, t.timeout
         );
         let _ = writeln!(md, "## Time per mutant\n");
+        let _ = writeln!(
+            md,
+            "Each mutant runs the gate library's unit tests first; only what they do not \
+             catch (and is not unviable) runs the whole suite against Postgres. A mutant \
+             caught by a subset of the tests is caught by the whole suite, so the verdicts \
+             are those of a whole-suite run.\n"
+        );
         let _ = writeln!(md, "| runner | seconds per mutant |");
         let _ = writeln!(md, "|---|---:|");
+        let rows = [
+            (
+                "cargo-mutants, this audit (build + tests, all stages)",
+                self.timing.mean_secs_per_mutant,
+            ),
+            (
+                "of which build (mean over all mutants)",
+                self.timing.mean_build_secs,
+            ),
+            (
+                "of which tests (mean over mutants that built)",
+                self.timing.mean_test_secs,
+            ),
+            (
+                "a mutant settled by the unit tests",
+                self.timing.mean_secs_unit_stage,
+            ),
+            (
+                "a mutant that needed the whole suite",
+                self.timing.mean_secs_full_stage,
+            ),
+            (
+                "`harness mutate`, schemata mode (reports/mutations.json)",
+                self.timing.project_schemata_secs_per_mutant,
+            ),
+            (
+                "`harness mutate`, rewrite mode (reports/mutations.json)",
+                self.timing.project_rewrite_secs_per_mutant,
+            ),
+        ];
+        for (what, s) in rows {
+            let _ = writeln!(md, "| {what} | {} |", secs(s));
+        }
         let _ = writeln!(
             md,
-            "| cargo-mutants, this run (build + full gate test suite) | {} |",
-            secs(self.timing.mean_secs_per_mutant)
-        );
-        let _ = writeln!(
-            md,
-            "| of which build (mean over all mutants) | {} |",
-            secs(self.timing.mean_build_secs)
-        );
-        let _ = writeln!(
-            md,
-            "| of which tests (mean over mutants that built) | {} |",
-            secs(self.timing.mean_test_secs)
-        );
-        let _ = writeln!(
-            md,
-            "| `harness mutate`, schemata mode (reports/mutations.json) | {} |",
-            secs(self.timing.project_schemata_secs_per_mutant)
-        );
-        let _ = writeln!(
-            md,
-            "| `harness mutate`, rewrite mode (reports/mutations.json) | {} |\n",
-            secs(self.timing.project_rewrite_secs_per_mutant)
-        );
-        let _ = writeln!(
-            md,
-            "Baseline (unmutated build and tests): {}; the whole run took {} s.\n",
-            self.timing
-                .baseline_secs
-                .map_or("skipped".to_owned(), |s| format!("{s:.2} s")),
+            "\nThe runs behind this report took {} s of wall time in all.\n",
             secs(self.timing.elapsed_secs)
         );
         let _ = writeln!(md, "## Survivors\n");
         if self.survivors.is_empty() {
-            let _ = writeln!(md, "None: every viable mutant was caught.\n");
+            let _ = writeln!(md, "None: every viable mutant run was caught.\n");
         } else {
             let _ = writeln!(
                 md,
@@ -700,12 +387,43 @@ impl Report {
             }
             md.push('\n');
         }
+        let _ = writeln!(md, "## Runs\n");
+        let _ = writeln!(md, "| finished | commit | scope | mutants | seconds |");
+        let _ = writeln!(md, "|---|---|---|---:|---:|");
+        for r in &self.runs {
+            let _ = writeln!(
+                md,
+                "| {} | {} | `{}` | {} | {:.0} |",
+                r.finished,
+                r.commit.as_deref().map_or("?", |c| &c[..c.len().min(10)]),
+                r.scope,
+                r.mutants,
+                r.elapsed_secs
+            );
+        }
+        md.push('\n');
+        if !self.pending.is_empty() || self.stale > 0 {
+            let _ = writeln!(md, "## Still to run\n");
+            let _ = writeln!(
+                md,
+                "{} verdict(s) in the store are stale (their file changed since) and count for \
+                 nothing. Run the rest with `make mutants-audit ARGS='--file F ...'` or \
+                 `ARGS='--shard K/N'`; each run adds to the store.\n",
+                self.stale
+            );
+            let _ = writeln!(md, "| file | mutants to run |");
+            let _ = writeln!(md, "|---|---:|");
+            for (file, n) in &self.pending {
+                let _ = writeln!(md, "| `{file}` | {n} |");
+            }
+            md.push('\n');
+        }
         md
     }
 }
 
 /// `gate/src/x.rs:12:5: replace a with b in f` → `gate/src/x.rs: replace a with b in f`.
-fn key_of(name: &str) -> String {
+pub fn key_of(name: &str) -> String {
     let mut parts = name.splitn(4, ':');
     match (parts.next(), parts.next(), parts.next(), parts.next()) {
         (Some(file), Some(line), Some(col), Some(rest))
@@ -721,6 +439,7 @@ fn key_of(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mutants_audit::store::{Observed, RunRecord, fold_stages};
 
     #[test]
     fn a_key_drops_only_the_line_and_column() {
@@ -729,5 +448,70 @@ mod tests {
             "gate/src/policy.rs: replace < with <= in Policy::validated"
         );
         assert_eq!(key_of("no position here"), "no position here");
+    }
+
+    fn observed(name: &str, outcome: Outcome) -> Observed {
+        Observed {
+            name: name.into(),
+            file: file_of(name).into(),
+            line: 1,
+            outcome,
+            build_secs: 1.0,
+            test_secs: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_report_is_complete_only_when_every_listed_mutant_has_a_fresh_verdict() {
+        let listed = vec![
+            "gate/src/a.rs:1:1: m1".to_owned(),
+            "gate/src/a.rs:2:1: m2".to_owned(),
+            "gate/src/b.rs:1:1: m3".to_owned(),
+        ];
+        let hashes = BTreeMap::from([
+            ("gate/src/a.rs".to_owned(), "ha".to_owned()),
+            ("gate/src/b.rs".to_owned(), "hb".to_owned()),
+        ]);
+        let mut store = Store::default();
+        let run = RunRecord {
+            finished: "t".into(),
+            commit: None,
+            tool: "cargo-mutants".into(),
+            test_tool: "nextest".into(),
+            scope: "--file gate/src/a.rs".into(),
+            mutants: 2,
+            elapsed_secs: 4.0,
+        };
+        let v = fold_stages(
+            &[
+                observed("gate/src/a.rs:1:1: m1", Outcome::Caught),
+                observed("gate/src/a.rs:2:1: m2", Outcome::Missed),
+            ],
+            &[observed("gate/src/a.rs:2:1: m2", Outcome::Missed)],
+        )
+        .unwrap();
+        store.record(run.clone(), v, &hashes).unwrap();
+        let classes = Classification::default();
+        let dir = Path::new("/nonexistent");
+        let r = Report::build(&store, &listed, &hashes, &classes, "t".into(), dir);
+        assert!(!r.complete);
+        assert!(r.label.starts_with("PARTIAL"), "{}", r.label);
+        assert_eq!(r.pending, BTreeMap::from([("gate/src/b.rs".to_owned(), 1)]));
+        assert_eq!((r.totals.caught, r.totals.caught_by_unit_tests), (1, 1));
+        assert_eq!(r.survivors.len(), 1);
+        assert_eq!(r.survivors[0].key, "gate/src/a.rs: m2");
+
+        // b.rs run: complete. Then a.rs changes: its verdicts go stale.
+        let v = fold_stages(&[], &[observed("gate/src/b.rs:1:1: m3", Outcome::Caught)]).unwrap();
+        store.record(run, v, &hashes).unwrap();
+        let r = Report::build(&store, &listed, &hashes, &classes, "t".into(), dir);
+        assert!(r.complete, "{}", r.label);
+        assert_eq!(r.totals.viable(), 3);
+        let mut changed = hashes.clone();
+        changed.insert("gate/src/a.rs".into(), "ha2".into());
+        let r = Report::build(&store, &listed, &changed, &classes, "t".into(), dir);
+        assert!(!r.complete);
+        assert_eq!(r.stale, 2);
+        assert_eq!(r.pending.get("gate/src/a.rs"), Some(&2));
     }
 }

@@ -1,0 +1,135 @@
+//! `mutations/outside-audit.yaml`: every survivor of the outside audit,
+//! classified, and `harness mutants-audit --check`.
+//!
+//! Guarantees: a `caught` entry names a test function that exists under
+//! `gate/`; an `equivalent` entry gives a reason of at least 20 characters;
+//! `--check` fails (exit 1) on any survivor of the committed report that the
+//! file does not list, and on any entry that does not say enough.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+use super::report::Report;
+
+/// `mutations/outside-audit.yaml`: every survivor, classified.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Classification {
+    pub version: u32,
+    #[serde(default)]
+    pub survivors: Vec<Classified>,
+}
+
+/// One survivor: a test now catches it, or it cannot change behaviour.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Classified {
+    /// cargo-mutants' name without the line and column:
+    /// `gate/src/x.rs: replace < with <= in f`.
+    pub mutant: String,
+    /// `caught` or `equivalent`.
+    pub verdict: String,
+    /// For `caught`: the test (`file::function`) that now catches it.
+    #[serde(default)]
+    pub test: Option<String>,
+    /// For `equivalent`: why it cannot change behaviour.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+impl Classification {
+    pub fn load(path: &Path) -> Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let c: Classification =
+            crate::yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        if c.version != 1 {
+            bail!("{}: version {} is not 1", path.display(), c.version);
+        }
+        Ok(c)
+    }
+
+    pub fn verdict_of(&self, key: &str) -> Option<&str> {
+        self.survivors
+            .iter()
+            .find(|c| c.mutant == key)
+            .map(|c| c.verdict.as_str())
+    }
+
+    /// Entries that do not say enough: a verdict other than the two, a
+    /// caught one without a test that exists in gate/, an equivalent one
+    /// without a reason.
+    fn problems(&self, gate_sources: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in &self.survivors {
+            match (c.verdict.as_str(), &c.test, &c.reason) {
+                ("caught", Some(test), _) => {
+                    let name = test.rsplit("::").next().unwrap_or(test);
+                    if !gate_sources.contains(&format!("fn {name}(")) {
+                        out.push(format!("{}: the test {test} does not exist", c.mutant));
+                    }
+                }
+                ("equivalent", _, Some(reason)) if reason.trim().len() >= 20 => {}
+                ("caught", None, _) => out.push(format!("{}: caught by no named test", c.mutant)),
+                ("equivalent", _, _) => {
+                    out.push(format!("{}: equivalent without a reason", c.mutant))
+                }
+                (v, _, _) => out.push(format!("{}: unknown verdict {v:?}", c.mutant)),
+            }
+        }
+        out
+    }
+}
+
+/// The text of every Rust file under gate/ (for finding test names).
+fn gate_sources(root: &Path) -> String {
+    fn walk(dir: &Path, out: &mut String) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
+            }
+        }
+    }
+    let mut out = String::new();
+    walk(&root.join("gate"), &mut out);
+    out
+}
+
+pub fn check(report: &Path, classification: &Path) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(report)
+        .with_context(|| format!("reading {} (run make mutants-audit)", report.display()))?;
+    let report: Report = serde_json::from_str(&text)?;
+    let classes = Classification::load(classification)?;
+    let mut problems = classes.problems(&gate_sources(Path::new(".")));
+    for s in &report.survivors {
+        if classes.verdict_of(&s.key).is_none() {
+            problems.push(format!("unclassified survivor: {}", s.name));
+        }
+    }
+    if problems.is_empty() {
+        println!(
+            "every survivor of {} is classified in {}",
+            report.label,
+            classification.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for p in &problems {
+        eprintln!("{p}");
+    }
+    eprintln!(
+        "{} problem(s): classify each survivor in {}",
+        problems.len(),
+        classification.display()
+    );
+    Ok(ExitCode::from(1))
+}

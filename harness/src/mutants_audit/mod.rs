@@ -1,0 +1,370 @@
+//! `harness mutants-audit`: an outside mutation audit of the `gate` crate.
+//!
+//! The project's own runner (`harness mutate`) deletes the guards it
+//! registered; it cannot see a check nobody registered. cargo-mutants can: it
+//! mutates every function it finds. This subcommand installs a pinned
+//! cargo-mutants when it is missing and runs it over `gate` (on
+//! `DATABASE_URL`'s Postgres, or a throwaway one it starts, announces in one
+//! line and removes on exit) in two stages: the library's unit tests, then
+//! the whole test suite for every mutant they did not settle. The verdicts go
+//! to a store that outlives the run ([`store`]), so the crate can be audited
+//! in pieces (files, shards, sessions, machines); `reports/outside-mutants.md`
+//! and `.json` are rendered from the store against the crate as it is now
+//! ([`report`]). A report that does not cover every mutant says so
+//! ("PARTIAL") and lists what is left.
+//!
+//! `--check` runs nothing: it fails when the committed report holds a
+//! survivor that `mutations/outside-audit.yaml` does not classify
+//! ([`classification`]).
+
+mod classification;
+mod report;
+mod store;
+mod tool;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::Value;
+
+use classification::Classification;
+use report::Report;
+use store::{Observations, RunRecord, Store, file_sha256, fold_stages};
+
+/// Run cargo-mutants over `gate`, keep the verdicts, and write reports/outside-mutants.{md,json}.
+///
+/// Each run adds to mutations/outside-audit-verdicts.json; the report counts
+/// a verdict only while its source file is unchanged, and is PARTIAL until
+/// every mutant of the crate has one. Hours for the whole crate on 2 cores:
+/// run it in pieces (--file, --shard), on several machines (--shard K/N, then
+/// --merge their stores), or over sessions.
+#[derive(Debug, Args)]
+pub struct MutantsAuditArgs {
+    /// Run one shard of the mutants, K/N (K from 0), e.g. on one CI machine of N.
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// Mutate only this file (repeatable), e.g. gate/src/policy.rs.
+    #[arg(long = "file")]
+    pub files: Vec<String>,
+    /// Mutate the source tree in place (reusing target/) instead of a copy.
+    /// Faster on one machine; cargo-mutants restores each file after its
+    /// mutant. Use a checkout of its own: do not edit the tree meanwhile.
+    #[arg(long)]
+    pub in_place: bool,
+    /// Run every mutant against the whole suite (no unit-test stage first).
+    #[arg(long)]
+    pub whole_suite_only: bool,
+    /// Run again, against the whole suite, only the mutants the store holds
+    /// as missed (fresh verdicts; with --file, of those files): after tests
+    /// were added for them.
+    #[arg(long, conflicts_with = "shard")]
+    pub rerun_missed: bool,
+    /// Add these cargo-mutants outcomes.json files (whole-suite runs over this
+    /// same tree) to the store instead of running cargo-mutants.
+    #[arg(long = "from-outcomes", value_name = "FILE")]
+    pub from_outcomes: Vec<PathBuf>,
+    /// With --from-outcomes: the unit-test stage's outcomes.json of the same run.
+    #[arg(long = "unit-outcomes", value_name = "FILE")]
+    pub unit_outcomes: Vec<PathBuf>,
+    /// Add the verdicts of other stores (e.g. one per CI shard) to this one.
+    #[arg(long = "merge", value_name = "STORE")]
+    pub merge: Vec<PathBuf>,
+    /// Run nothing: render the reports from the store as it is.
+    #[arg(long)]
+    pub render_only: bool,
+    /// The verdict store.
+    #[arg(long, default_value = "mutations/outside-audit-verdicts.json")]
+    pub store: PathBuf,
+    /// Where the reports go.
+    #[arg(long, default_value = "reports")]
+    pub report_dir: PathBuf,
+    /// Check the committed report against the classification and run nothing.
+    #[arg(long)]
+    pub check: bool,
+    /// The report `--check` reads.
+    #[arg(long, default_value = "reports/outside-mutants.json")]
+    pub report: PathBuf,
+    /// The classification of survivors.
+    #[arg(long, default_value = "mutations/outside-audit.yaml")]
+    pub classification: PathBuf,
+    /// Further arguments for cargo-mutants (after `--`).
+    #[arg(last = true)]
+    pub extra: Vec<String>,
+}
+
+pub fn run(args: MutantsAuditArgs) -> Result<ExitCode> {
+    if args.check {
+        return classification::check(&args.report, &args.classification);
+    }
+    let root = crate::workspace::root()?;
+    let classes = Classification::load(&args.classification)?;
+    let mut store = Store::load(&args.store)?;
+    for other in &args.merge {
+        let theirs = Store::load(other)?;
+        eprintln!(
+            "merging {} verdicts of {} run(s) from {}",
+            theirs.verdicts.len(),
+            theirs.runs.len(),
+            other.display()
+        );
+        store.verdicts.extend(theirs.verdicts);
+        store.runs.extend(theirs.runs);
+    }
+    if !args.from_outcomes.is_empty() {
+        let unit = read_all(&args.unit_outcomes)?;
+        let full = read_all(&args.from_outcomes)?;
+        add_run(&mut store, &root, &args, &unit, &full)?;
+    } else if args.rerun_missed {
+        let scope = missed_scope(&store, &root, &args.files)?;
+        if scope.is_empty() {
+            eprintln!("the store holds no fresh missed verdict to run again");
+        } else {
+            let (unit, full) = run_stages(&root, &args, scope, true)?;
+            add_run(&mut store, &root, &args, &unit, &full)?;
+        }
+    } else if !args.render_only && args.merge.is_empty() {
+        let (unit, full) = run_stages(&root, &args, scope_args(&args), args.whole_suite_only)?;
+        add_run(&mut store, &root, &args, &unit, &full)?;
+    }
+    store.save(&args.store)?;
+
+    tool::ensure_cargo_mutants()?;
+    let listed = tool::list_mutants(&root)?;
+    let mut current = BTreeMap::new();
+    for name in &listed {
+        let file = name.split(':').next().unwrap_or(name);
+        if !current.contains_key(file) {
+            current.insert(file.to_owned(), file_sha256(&root, file)?);
+        }
+    }
+    let report = Report::build(
+        &store,
+        &listed,
+        &current,
+        &classes,
+        invocation(&args),
+        &args.report_dir,
+    );
+    std::fs::create_dir_all(&args.report_dir)?;
+    let json_path = args.report_dir.join("outside-mutants.json");
+    let md_path = args.report_dir.join("outside-mutants.md");
+    std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")?;
+    std::fs::write(&md_path, report.markdown())?;
+    println!("{}", report.headline());
+    println!(
+        "wrote {}, {} and {}",
+        args.store.display(),
+        md_path.display(),
+        json_path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line for `harness triage`: the audit's headline from the committed report.
+pub fn headline_from(path: &Path) -> String {
+    match std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Report>(&t).ok())
+    {
+        Some(report) => report.headline(),
+        None => format!(
+            "the outside mutation audit has not been run ({} is absent): make mutants-audit",
+            path.display()
+        ),
+    }
+}
+
+fn read_all(files: &[PathBuf]) -> Result<Observations> {
+    let mut all = Observations::default();
+    for file in files {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        let json: Value =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
+        let o = Observations::parse(&json, &file.display().to_string())?;
+        all.mutants.extend(o.mutants);
+        all.elapsed_secs += o.elapsed_secs;
+        all.tool = all.tool.or(o.tool);
+    }
+    Ok(all)
+}
+
+/// The `--file` and `--shard` arguments for cargo-mutants.
+fn scope_args(args: &MutantsAuditArgs) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(shard) = &args.shard {
+        v.extend(["--shard".to_owned(), shard.clone()]);
+    }
+    for f in &args.files {
+        v.extend(["--file".to_owned(), f.clone()]);
+    }
+    v
+}
+
+/// `--re` arguments selecting exactly the store's fresh missed verdicts
+/// (of `files`, when given).
+fn missed_scope(store: &Store, root: &Path, files: &[String]) -> Result<Vec<String>> {
+    let mut scope = Vec::new();
+    for (name, v) in &store.verdicts {
+        if v.outcome != store::Outcome::Missed || (!files.is_empty() && !files.contains(&v.file)) {
+            continue;
+        }
+        if file_sha256(root, &v.file)? == v.file_sha256 {
+            scope.extend(["--re".to_owned(), format!("^{}$", escape_regex(name))]);
+        }
+    }
+    Ok(scope)
+}
+
+/// `text` as a regex that matches only itself (the regex crate's meta characters escaped).
+fn escape_regex(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Runs cargo-mutants over `scope` (cargo-mutants' selection arguments): the
+/// unit stage unless `whole_suite_only`, then the whole suite.
+fn run_stages(
+    root: &Path,
+    args: &MutantsAuditArgs,
+    scope: Vec<String>,
+    whole_suite_only: bool,
+) -> Result<(Observations, Observations)> {
+    tool::ensure_cargo_mutants()?;
+    // The gate's tests need Postgres: the caller's, or a throwaway one for this run.
+    let server = crate::db::Server::open_unless_given_blocking("harness mutants-audit")?;
+    let env = server.as_ref().map(|s| s.child_env());
+    let env = env
+        .as_ref()
+        .and_then(|(k, v)| Some((k.to_str()?, v.to_str()?)));
+    let out = root.join("target/mutants-audit");
+    std::fs::create_dir_all(&out)?;
+    // A fresh output folder: --iterate must see only this run's first stage.
+    let _ = std::fs::remove_dir_all(out.join("mutants.out"));
+    let _ = std::fs::remove_dir_all(out.join("mutants.out.old"));
+    let test_tool = tool::test_tool();
+    let stage = |lib_only, iterate| tool::Stage {
+        scope: &scope,
+        in_place: args.in_place,
+        test_tool,
+        lib_only,
+        iterate,
+        output: &out,
+        extra: &args.extra,
+        env,
+    };
+    let unit = if whole_suite_only {
+        Observations::default()
+    } else {
+        let file = stage(true, false).run(&out.join("unit-outcomes.json"))?;
+        read_all(&[file])?
+    };
+    let file = stage(false, !whole_suite_only).run(&out.join("full-outcomes.json"))?;
+    let full = read_all(&[file])?;
+    drop(server);
+    Ok((unit, full))
+}
+
+/// Folds a run's stages and records them in the store, with the SHA-256 of
+/// every file it ran as that file is now (a run in place restores each file).
+fn add_run(
+    store: &mut Store,
+    root: &Path,
+    args: &MutantsAuditArgs,
+    unit: &Observations,
+    full: &Observations,
+) -> Result<()> {
+    let folded = fold_stages(&unit.mutants, &full.mutants)?;
+    let mut hashes = BTreeMap::new();
+    for (o, _) in &folded {
+        if !hashes.contains_key(&o.file) {
+            hashes.insert(o.file.clone(), file_sha256(root, &o.file)?);
+        }
+    }
+    let commit = Command::new("git")
+        .current_dir(root)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let run = RunRecord {
+        finished: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
+        commit,
+        tool: format!(
+            "cargo-mutants {}",
+            full.tool.as_deref().or(unit.tool.as_deref()).unwrap_or("?")
+        ),
+        test_tool: if args.from_outcomes.is_empty() {
+            tool::test_tool().to_owned()
+        } else {
+            "as recorded".to_owned()
+        },
+        scope: invocation(args),
+        mutants: folded.len(),
+        elapsed_secs: store::round2(unit.elapsed_secs + full.elapsed_secs),
+    };
+    eprintln!(
+        "recording {} verdicts over {} file(s)",
+        folded.len(),
+        hashes.len()
+    );
+    store.record(run, folded, &hashes)
+}
+
+fn invocation(args: &MutantsAuditArgs) -> String {
+    let mut s = "harness mutants-audit".to_owned();
+    if let Some(shard) = &args.shard {
+        let _ = write!(s, " --shard {shard}");
+    }
+    for f in &args.files {
+        let _ = write!(s, " --file {f}");
+    }
+    if args.in_place {
+        s.push_str(" --in-place");
+    }
+    if args.whole_suite_only {
+        s.push_str(" --whole-suite-only");
+    }
+    if args.rerun_missed {
+        s.push_str(" --rerun-missed");
+    }
+    if !args.from_outcomes.is_empty() {
+        s.push_str(" --from-outcomes ..");
+    }
+    if !args.merge.is_empty() {
+        let _ = write!(s, " --merge ({} stores)", args.merge.len());
+    }
+    if args.render_only {
+        s.push_str(" --render-only");
+    }
+    if !args.extra.is_empty() {
+        let _ = write!(s, " -- {}", args.extra.join(" "));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_escaped_mutant_name_is_a_regex_that_matches_only_itself() {
+        let name =
+            "gate/src/policy.rs:234:45: replace * with + in <impl Foo<'a>>::bar -> Result<(), E>";
+        let escaped = escape_regex(name);
+        assert!(escaped.contains(r"replace \* with \+"), "{escaped}");
+        assert!(escaped.contains(r"\(\)"), "{escaped}");
+        assert!(!escape_regex("abc:12").contains('\\'));
+    }
+}

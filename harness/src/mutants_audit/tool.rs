@@ -1,0 +1,136 @@
+//! cargo-mutants, driven: the pinned install, the mutant list, and one stage
+//! of a run.
+//!
+//! Guarantees: the installed cargo-mutants is the pinned version or it is
+//! installed with `cargo install --locked`; a stage that ends in anything but
+//! cargo-mutants' result codes (0 all caught, 2 some missed, 3 some timed
+//! out) is an error, never an empty result; each stage's outcomes.json is
+//! copied out of cargo-mutants' output folder before the next stage renames it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// The cargo-mutants this project's audit is pinned to.
+pub const CARGO_MUTANTS_VERSION: &str = "27.1.0";
+
+/// Installs the pinned cargo-mutants unless that version is already there.
+pub fn ensure_cargo_mutants() -> Result<()> {
+    let installed = version_of(&["mutants", "--version"]);
+    if installed.as_deref() == Some(&format!("cargo-mutants {CARGO_MUTANTS_VERSION}")) {
+        return Ok(());
+    }
+    eprintln!(
+        "installing cargo-mutants {CARGO_MUTANTS_VERSION} (found {installed:?}): cargo install --locked"
+    );
+    let status = Command::new("cargo")
+        .args(["install", "--locked"])
+        .arg(format!("cargo-mutants@{CARGO_MUTANTS_VERSION}"))
+        .status()
+        .context("running cargo install")?;
+    if !status.success() {
+        bail!("cargo install --locked cargo-mutants@{CARGO_MUTANTS_VERSION} failed");
+    }
+    Ok(())
+}
+
+fn version_of(args: &[&str]) -> Option<String> {
+    Command::new("cargo")
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+}
+
+/// The test tool: nextest when it is installed (it stops at the first
+/// failing test, which is all a mutant needs), else cargo test.
+pub fn test_tool() -> &'static str {
+    if version_of(&["nextest", "--version"]).is_some() {
+        "nextest"
+    } else {
+        "cargo"
+    }
+}
+
+/// Every mutant cargo-mutants finds in `gate` (its `--list`), by name.
+pub fn list_mutants(root: &Path) -> Result<Vec<String>> {
+    let out = Command::new("cargo")
+        .current_dir(root)
+        .args([
+            "mutants",
+            "--package",
+            "gate",
+            "--list",
+            "--colors",
+            "never",
+        ])
+        .output()
+        .context("running cargo mutants --list")?;
+    if !out.status.success() {
+        bail!(
+            "cargo mutants --list failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// One stage of a run.
+pub struct Stage<'a> {
+    /// `--file` and `--shard` arguments, as cargo-mutants takes them.
+    pub scope: &'a [String],
+    pub in_place: bool,
+    pub test_tool: &'a str,
+    /// Only the library's unit tests (`--lib` for build and test).
+    pub lib_only: bool,
+    /// Skip what an earlier stage in the same output folder caught or found unviable.
+    pub iterate: bool,
+    pub output: &'a Path,
+    pub extra: &'a [String],
+    pub env: Option<(&'a str, &'a str)>,
+}
+
+impl Stage<'_> {
+    /// Runs the stage; returns a copy of its outcomes.json at `keep`.
+    pub fn run(&self, keep: &Path) -> Result<PathBuf> {
+        let mut cmd = Command::new("cargo");
+        cmd.args(["mutants", "--package", "gate", "--output"])
+            .arg(self.output)
+            .args(["--no-shuffle", "--colors", "never", "--test-tool"])
+            .arg(self.test_tool)
+            .args(self.scope);
+        if self.in_place {
+            cmd.arg("--in-place");
+        }
+        if self.lib_only {
+            cmd.arg("--cargo-arg=--lib");
+        }
+        if self.iterate {
+            cmd.arg("--iterate");
+        }
+        cmd.args(self.extra);
+        if let Some((key, value)) = self.env {
+            cmd.env(key, value);
+        }
+        eprintln!("running {cmd:?}");
+        let status = cmd.status().context("running cargo mutants")?;
+        match status.code() {
+            Some(0 | 2 | 3) => {}
+            other => bail!(
+                "cargo mutants ended with {other:?}: no audit result (see {})",
+                self.output.display()
+            ),
+        }
+        let outcomes = self.output.join("mutants.out").join("outcomes.json");
+        std::fs::copy(&outcomes, keep)
+            .with_context(|| format!("copying {} to {}", outcomes.display(), keep.display()))?;
+        Ok(keep.to_owned())
+    }
+}
