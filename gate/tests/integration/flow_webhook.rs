@@ -511,6 +511,14 @@ async fn a_second_payment_on_a_captured_order_is_counted_and_needs_review() -> T
             w.gate.request_state("acme", &request).await?.as_deref(),
             Some("NEEDS_REVIEW")
         );
+        // The review says what it reviews: money captured after the request was CAPTURED.
+        let state_reason: Option<String> = sqlx::query_scalar(
+            "SELECT state_reason FROM payment_requests WHERE tenant_id = 'acme' AND id = $1",
+        )
+        .bind(&request)
+        .fetch_one(w.pool())
+        .await?;
+        assert_eq!(state_reason.as_deref(), Some("CAPTURED_AFTER_CAPTURED"));
         assert_eq!(w.gate.spent_today_paise("acme").await?, 120000);
         assert_eq!(
             w.gate.delegation_spent_paise("acme", "d-buyer").await?,
