@@ -204,3 +204,69 @@ async fn an_approved_request_uses_a_new_delegation_granted_meanwhile() -> TestRe
     })
     .await
 }
+
+/// `(state_reason, policy_version)` of a request, as the row holds them.
+async fn reason_and_version(
+    w: &World,
+    request: &str,
+) -> Result<(Option<String>, Option<i32>), sqlx::Error> {
+    sqlx::query_as(
+        "SELECT state_reason, policy_version FROM payment_requests \
+         WHERE tenant_id = 'acme' AND id = $1",
+    )
+    .bind(request)
+    .fetch_one(w.pool())
+    .await
+}
+
+#[tokio::test]
+async fn an_approval_records_the_policy_it_decided_under_and_a_refusal_its_reason() -> TestResult {
+    on_world(async |w| {
+        let allowed = step_up(w).await?;
+        let refused = step_up(w).await?;
+        let (_, proposed_under) = reason_and_version(w, &allowed).await?;
+        w.gate
+            .set_policy(
+                "acme",
+                &PolicyPatch {
+                    per_transaction_cap_paise: Some(250000),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let current: i32 =
+            sqlx::query_scalar("SELECT max(version) FROM policy_versions WHERE tenant_id = 'acme'")
+                .fetch_one(w.pool())
+                .await?;
+        assert_ne!(
+            proposed_under,
+            Some(current),
+            "set_policy published a new version"
+        );
+        let a = w.gate.approve("acme", &allowed, "finance-lead").await?;
+        assert_eq!(a.decision, Decision::Allow);
+        assert_eq!(
+            reason_and_version(w, &allowed).await?,
+            (None, Some(current))
+        );
+
+        w.gate
+            .set_policy(
+                "acme",
+                &PolicyPatch {
+                    per_transaction_cap_paise: Some(150000),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let a = w.gate.approve("acme", &refused, "finance-lead").await?;
+        assert_eq!(
+            a.decision,
+            Decision::Deny(Reason::AmountExceedsTransactionCap)
+        );
+        let (reason, _) = reason_and_version(w, &refused).await?;
+        assert_eq!(reason.as_deref(), Some("AMOUNT_EXCEEDS_TRANSACTION_CAP"));
+        Ok(())
+    })
+    .await
+}
