@@ -101,9 +101,12 @@ mutation-report:
 	$(WITH_DB) $(HARNESS) mutate --cross-check all --report-dir reports $(ARGS)
 
 # The outside mutation audit (issue 14): a pinned cargo-mutants over the gate
-# crate with its whole test suite against Postgres. About 650 mutants at
-# 10-30 s each: too slow for verify on 2 cores, so it runs by hand or on a CI
-# matrix (ARGS='--shard K/N'); its report is committed like the others.
+# crate, the lib's unit tests first (about 9 s a mutant on 2 cores) and the
+# whole suite against Postgres for what they miss (about 100 s a mutant).
+# About 1,170 mutants: too slow for verify, so it runs by hand in pieces
+# (ARGS='--file F', '--shard K/N', '--rerun-missed') or on the CI matrix
+# (.github/workflows/mutants-audit.yml); every run adds its verdicts to
+# mutations/outside-audit-verdicts.json, and the report is rendered from it.
 mutants-audit:
 	$(WITH_DB) $(HARNESS) mutants-audit $(ARGS)
 
