@@ -68,13 +68,13 @@ pub(crate) async fn policy_and_catalog(
     want_catalog: bool,
 ) -> Result<(Option<CurrentPolicy>, Option<Catalog>), ServiceError> {
     type Read = (i32, serde_json::Value, Option<Json<Vec<CatalogRow>>>);
-    let row: Option<Read> = sqlx::query_as(
+    let row: Option<Read> = sqlx::query_as(concat!(
         "SELECT version, policy, CASE WHEN $2 THEN ( \
-             SELECT COALESCE(json_agg(c), '[]') FROM ( \
-               SELECT sku, merchant_id, price_paise, currency, category, max_quantity, \
-                      available, description FROM catalog_items WHERE tenant_id = $1) c) END \
-         FROM policy_versions WHERE tenant_id = $1 ORDER BY version DESC LIMIT 1",
-    )
+               SELECT COALESCE(json_agg(c), '[]') FROM (",
+        catalog_select!(),
+        ") c) END \
+             FROM policy_versions WHERE tenant_id = $1 ORDER BY version DESC LIMIT 1"
+    ))
     .bind(tenant)
     .bind(want_catalog)
     .fetch_optional(conn)
@@ -89,6 +89,16 @@ pub(crate) async fn policy_and_catalog(
         .map(|Json(rows)| catalog_of(rows));
     Ok((Some(current), catalog))
 }
+
+/// The one read of a tenant's catalog rows (`$1` the tenant), shared by
+/// [`catalog`] and [`policy_and_catalog`] so the two cannot drift apart.
+macro_rules! catalog_select {
+    () => {
+        "SELECT sku, merchant_id, price_paise, currency, category, max_quantity, available, \
+         description FROM catalog_items WHERE tenant_id = $1"
+    };
+}
+use catalog_select;
 
 #[derive(sqlx::FromRow, serde::Deserialize)]
 struct CatalogRow {
@@ -106,14 +116,11 @@ pub(crate) async fn catalog(
     conn: &mut PgConnection,
     tenant: &str,
 ) -> Result<Catalog, ServiceError> {
-    let rows: Vec<CatalogRow> = sqlx::query_as(
-        "SELECT sku, merchant_id, price_paise, currency, category, max_quantity, available, \
-         description FROM catalog_items WHERE tenant_id = $1",
-    )
-    .bind(tenant)
-    .fetch_all(conn)
-    .await
-    .ctx("reading the catalog")?;
+    let rows: Vec<CatalogRow> = sqlx::query_as(catalog_select!())
+        .bind(tenant)
+        .fetch_all(conn)
+        .await
+        .ctx("reading the catalog")?;
     Ok(catalog_of(rows))
 }
 
