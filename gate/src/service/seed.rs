@@ -63,86 +63,79 @@ pub struct PersonSeed {
 }
 
 impl<P: PaymentProvider> Gate<P> {
-    /// Writes `seed` in one transaction.
+    /// Writes `seed` in one transaction: each table's rows, every tenant's
+    /// together, with one statement (a seed is a handful of round trips,
+    /// not one per row), then the delegations hop by hop through `grant`'s
+    /// own insert, then one ledger entry per tenant.
     pub async fn seed(&self, seed: &Seed) -> Result<(), ServiceError> {
         let now = self.now();
+        let rows = SeedRows::of(seed)?;
         let mut tx = self.begin("seeding").await?;
-        let mut entries = Vec::new();
-        for t in &seed.tenants {
-            sqlx::query("INSERT INTO tenants (id) VALUES ($1)")
-                .bind(&t.id)
-                .execute(&mut *tx)
-                .await
-                .ctx("seeding a tenant")?;
-            for p in &t.people {
-                sqlx::query(
-                    "INSERT INTO people (tenant_id, id, display_name, may_approve, is_operator) \
-                     VALUES ($1, $2, $2, $3, $4)",
-                )
-                .bind(&t.id)
-                .bind(&p.id)
-                .bind(p.may_approve)
-                .bind(p.is_operator)
-                .execute(&mut *tx)
-                .await
-                .ctx("seeding a person")?;
-            }
-            for a in &t.agents {
-                sqlx::query("INSERT INTO agents (tenant_id, id) VALUES ($1, $2)")
-                    .bind(&t.id)
-                    .bind(a)
-                    .execute(&mut *tx)
-                    .await
-                    .ctx("seeding an agent")?;
-            }
-            for m in &t.merchants {
-                sqlx::query(
-                    "INSERT INTO merchants (tenant_id, id, display_name) VALUES ($1, $2, $2)",
-                )
-                .bind(&t.id)
-                .bind(m)
-                .execute(&mut *tx)
-                .await
-                .ctx("seeding a merchant")?;
-            }
-            for item in &t.catalog {
-                let max_quantity =
-                    i32::try_from(item.max_quantity).map_err(|_| ServiceError::Corrupt {
-                        what: format!(
-                            "sku {}: max_quantity {} is too large",
-                            item.sku, item.max_quantity
-                        ),
-                    })?;
-                sqlx::query(
-                    "INSERT INTO catalog_items (tenant_id, sku, merchant_id, price_paise, currency, \
-                     category, max_quantity, available, description) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                )
-                .bind(&t.id)
-                .bind(&item.sku)
-                .bind(&item.merchant)
-                .bind(item.price_paise)
-                .bind(&item.currency)
-                .bind(&item.category)
-                .bind(max_quantity)
-                .bind(item.available)
-                .bind(&item.description)
-                .execute(&mut *tx)
-                .await
-                .ctx("seeding a catalog item")?;
-            }
-            let policy = serde_json::to_value(&t.policy).map_err(|e| ServiceError::Corrupt {
-                what: format!("the policy of {} does not serialize: {e}", t.id),
-            })?;
-            sqlx::query(
-                "INSERT INTO policy_versions (tenant_id, version, policy, published_at) VALUES ($1, 1, $2, $3)",
-            )
-            .bind(&t.id)
-            .bind(&policy)
-            .bind(now)
+        sqlx::query("INSERT INTO tenants (id) SELECT * FROM UNNEST($1::text[])")
+            .bind(&rows.tenants)
             .execute(&mut *tx)
             .await
-            .ctx("seeding the policy")?;
+            .ctx("seeding the tenants")?;
+        sqlx::query(
+            "INSERT INTO people (tenant_id, id, display_name, may_approve, is_operator) \
+             SELECT t, p, p, a, o FROM UNNEST($1::text[], $2::text[], $3::bool[], $4::bool[]) \
+               AS u(t, p, a, o)",
+        )
+        .bind(&rows.people.tenant)
+        .bind(&rows.people.id)
+        .bind(&rows.people.may_approve)
+        .bind(&rows.people.is_operator)
+        .execute(&mut *tx)
+        .await
+        .ctx("seeding the people")?;
+        sqlx::query(
+            "INSERT INTO agents (tenant_id, id) SELECT * FROM UNNEST($1::text[], $2::text[])",
+        )
+        .bind(&rows.agents.0)
+        .bind(&rows.agents.1)
+        .execute(&mut *tx)
+        .await
+        .ctx("seeding the agents")?;
+        sqlx::query(
+            "INSERT INTO merchants (tenant_id, id, display_name) \
+             SELECT t, m, m FROM UNNEST($1::text[], $2::text[]) AS u(t, m)",
+        )
+        .bind(&rows.merchants.0)
+        .bind(&rows.merchants.1)
+        .execute(&mut *tx)
+        .await
+        .ctx("seeding the merchants")?;
+        let c = &rows.catalog;
+        sqlx::query(
+            "INSERT INTO catalog_items (tenant_id, sku, merchant_id, price_paise, currency, \
+             category, max_quantity, available, description) \
+             SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], \
+               $6::text[], $7::int[], $8::bool[], $9::text[])",
+        )
+        .bind(&c.tenant)
+        .bind(&c.sku)
+        .bind(&c.merchant)
+        .bind(&c.price_paise)
+        .bind(&c.currency)
+        .bind(&c.category)
+        .bind(&c.max_quantity)
+        .bind(&c.available)
+        .bind(&c.description)
+        .execute(&mut *tx)
+        .await
+        .ctx("seeding the catalog")?;
+        sqlx::query(
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
+             SELECT t, 1, p, $3 FROM UNNEST($1::text[], $2::jsonb[]) AS u(t, p)",
+        )
+        .bind(&rows.tenants)
+        .bind(&rows.policies)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .ctx("seeding the policies")?;
+        let mut entries = Vec::new();
+        for (t, policy) in seed.tenants.iter().zip(&rows.policies) {
             for g in &t.delegations {
                 let root = t.people.iter().any(|p| p.id == g.from);
                 if let Err((reason, constraint)) =
@@ -174,5 +167,90 @@ impl<P: PaymentProvider> Gate<P> {
         }
         ledger::append(&mut tx, self.ledger_key(), now, entries).await?;
         tx.commit().await.ctx("committing the seed")
+    }
+}
+
+/// A seed's rows, table by table and column by column, every tenant's
+/// together, in the seed's order: what the seed's UNNEST inserts bind.
+#[derive(Debug, Default)]
+struct SeedRows {
+    tenants: Vec<String>,
+    people: PeopleRows,
+    /// (tenant, agent)
+    agents: (Vec<String>, Vec<String>),
+    /// (tenant, merchant)
+    merchants: (Vec<String>, Vec<String>),
+    catalog: CatalogRows,
+    /// Each tenant's policy, in the tenants' order.
+    policies: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Default)]
+struct PeopleRows {
+    tenant: Vec<String>,
+    id: Vec<String>,
+    may_approve: Vec<bool>,
+    is_operator: Vec<bool>,
+}
+
+#[derive(Debug, Default)]
+struct CatalogRows {
+    tenant: Vec<String>,
+    sku: Vec<String>,
+    merchant: Vec<String>,
+    price_paise: Vec<i64>,
+    currency: Vec<String>,
+    category: Vec<String>,
+    max_quantity: Vec<i32>,
+    available: Vec<bool>,
+    description: Vec<String>,
+}
+
+impl SeedRows {
+    fn of(seed: &Seed) -> Result<SeedRows, ServiceError> {
+        let mut rows = SeedRows::default();
+        for t in &seed.tenants {
+            rows.tenants.push(t.id.clone());
+            for p in &t.people {
+                rows.people.tenant.push(t.id.clone());
+                rows.people.id.push(p.id.clone());
+                rows.people.may_approve.push(p.may_approve);
+                rows.people.is_operator.push(p.is_operator);
+            }
+            for a in &t.agents {
+                rows.agents.0.push(t.id.clone());
+                rows.agents.1.push(a.clone());
+            }
+            for m in &t.merchants {
+                rows.merchants.0.push(t.id.clone());
+                rows.merchants.1.push(m.clone());
+            }
+            for item in &t.catalog {
+                let max_quantity =
+                    i32::try_from(item.max_quantity).map_err(|_| ServiceError::Corrupt {
+                        what: format!(
+                            "sku {}: max_quantity {} is too large",
+                            item.sku, item.max_quantity
+                        ),
+                    })?;
+                let c = &mut rows.catalog;
+                c.tenant.push(t.id.clone());
+                c.sku.push(item.sku.clone());
+                c.merchant.push(item.merchant.clone());
+                c.price_paise.push(item.price_paise);
+                c.currency.push(item.currency.clone());
+                c.category.push(item.category.clone());
+                c.max_quantity.push(max_quantity);
+                c.available.push(item.available);
+                c.description.push(item.description.clone());
+            }
+            rows.policies
+                .push(
+                    serde_json::to_value(&t.policy).map_err(|e| ServiceError::Corrupt {
+                        what: format!("the policy of {} does not serialize: {e}", t.id),
+                    })?,
+                );
+        }
+        Ok(rows)
     }
 }
