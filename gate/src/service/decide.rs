@@ -15,13 +15,12 @@ use sqlx::PgConnection;
 use super::error::{Ctx, ServiceError};
 use super::lock::{AgentHopsKey, lock_all};
 use super::rows::AgentHop;
-use super::world::{self, CurrentPolicy};
+use super::world::{self, CurrentPolicy, RecentOf};
 use crate::catalog::Catalog;
 use crate::delegation::DelegationChain;
 use crate::policy::{Evaluation, Inputs, evaluate};
 use crate::proposal::PurchaseProposal;
 use crate::reason::{Decision, Layer, Reason};
-use crate::spend::SpendState;
 
 /// What was decided, and against what.
 #[derive(Debug, Clone)]
@@ -110,15 +109,12 @@ pub(crate) async fn decide_with_catalog(
         Some(catalog) => catalog,
         None => world::catalog(conn, tenant).await?,
     };
-    let spend = match moment {
-        Moment::Proposal => {
-            world::spend_state(conn, tenant, agent, now, policy, spent_today_paise).await?
-        }
-        Moment::Approval => SpendState {
-            spent_today_paise,
-            ..SpendState::default()
-        },
-    };
+    // Velocity and the denial rate count this agent's recorded proposals,
+    // read with the chains below (under the caller's day lock).
+    let recent_of = (moment == Moment::Proposal).then(|| RecentOf {
+        agent,
+        since: world::window_start(now, policy),
+    });
     // Every hop the agent holds, locked deepest first (the lock order), then
     // tried in the order they were granted. Only a hop locked here may be
     // spent from: one granted after the lock was taken waits for the next
@@ -129,7 +125,8 @@ pub(crate) async fn decide_with_catalog(
         .await
         .ctx("locking the agent's delegations")?;
     let leaves: Vec<String> = locked.into_iter().map(|hop| hop.id).collect();
-    let chains = world::chains(conn, tenant, &leaves).await?;
+    let (chains, recent) = world::chains(conn, tenant, &leaves, recent_of).await?;
+    let spend = recent.unwrap_or_default().spend_state(spent_today_paise);
     let judge = |chain: &DelegationChain| {
         evaluate(&Inputs {
             actor: agent,

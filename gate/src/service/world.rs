@@ -165,38 +165,107 @@ pub(crate) async fn chain(
     ))
 }
 
+/// The agent whose recorded proposals [`chains`] reads beside the chains,
+/// and since when (its velocity and denial-rate windows: [`window_start`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecentOf<'a> {
+    pub agent: &'a str,
+    pub since: DateTime<Utc>,
+}
+
+/// An agent's recorded proposals since some instant: when each was made,
+/// and when each refused one was.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Recent {
+    pub proposals: Vec<DateTime<Utc>>,
+    pub denials: Vec<DateTime<Utc>>,
+}
+
+impl Recent {
+    /// The spend state these proposals and `spent_today_paise` (read under
+    /// the caller's lock) make.
+    pub fn spend_state(self, spent_today_paise: i64) -> SpendState {
+        SpendState {
+            spent_today_paise,
+            proposals: self.proposals,
+            denials: self.denials,
+        }
+    }
+}
+
+/// The agent's recorded proposals since `$2` (agent `$1`, tenant `$3`), as
+/// two arrays (NULL when there are none): every one's time, and the refused
+/// ones' times. Shared by [`chains`] and [`recent`].
+macro_rules! recent_select {
+    () => {
+        "SELECT array_agg(created_at) AS proposals, \
+                array_agg(created_at) FILTER (WHERE decision = 'deny') AS denials \
+           FROM payment_requests \
+          WHERE $1::text IS NOT NULL AND tenant_id = $3 AND agent_id = $1 AND created_at > $2"
+    };
+}
+
+/// The start of the windows an agent's proposals are counted in at `now`:
+/// the longer of the policy's velocity and denial-rate windows.
+pub(crate) fn window_start(now: DateTime<Utc>, policy: &Policy) -> DateTime<Utc> {
+    let window = policy
+        .velocity
+        .window_minutes
+        .max(policy.denial_rate.window_minutes);
+    now - Duration::minutes(i64::from(window))
+}
+
 /// The chain above each of `leaves`, root first, each with its leaf, the
 /// oldest leaf first (granted first; ties by id, in the database's order):
-/// [`chain`] for every leaf, read in one statement.
+/// [`chain`] for every leaf, read in one statement. With `recent`, that
+/// agent's recorded proposals come back in the same statement (one round
+/// trip inside the tenant's critical section where there were two); they
+/// are read on their own only when there is no leaf to carry them.
 pub(crate) async fn chains(
     conn: &mut PgConnection,
     tenant: &str,
     leaves: &[String],
-) -> Result<Vec<(String, DelegationChain)>, ServiceError> {
+    recent_of: Option<RecentOf<'_>>,
+) -> Result<(Vec<(String, DelegationChain)>, Option<Recent>), ServiceError> {
     #[derive(sqlx::FromRow)]
     struct Hop {
         leaf_id: String,
         #[sqlx(flatten)]
         row: DelegationRow,
+        proposals: Option<Vec<DateTime<Utc>>>,
+        denials: Option<Vec<DateTime<Utc>>>,
     }
     let sql = format!(
         "WITH RECURSIVE up AS ( \
              SELECT d.id AS leaf_id, d.created_at AS leaf_created, d.*, 0 AS hops_up \
-               FROM delegations d WHERE d.tenant_id = $1 AND d.id = ANY($2::text[]) \
+               FROM delegations d WHERE d.tenant_id = $3 AND d.id = ANY($4::text[]) \
              UNION ALL \
              SELECT up.leaf_id, up.leaf_created, p.*, up.hops_up + 1 FROM delegations p \
                JOIN up ON p.tenant_id = up.tenant_id AND p.id = up.parent_id \
-              WHERE up.hops_up < $3) \
-         SELECT leaf_id, {DELEGATION_COLUMNS} FROM up \
-          ORDER BY leaf_created, leaf_id, hops_up DESC"
+              WHERE up.hops_up < $5), \
+         recent AS ({}) \
+         SELECT leaf_id, {DELEGATION_COLUMNS}, recent.proposals, recent.denials \
+           FROM up CROSS JOIN recent \
+          ORDER BY leaf_created, leaf_id, hops_up DESC",
+        recent_select!()
     );
     let rows: Vec<Hop> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(recent_of.map(|r| r.agent))
+        .bind(recent_of.map(|r| r.since))
         .bind(tenant)
         .bind(leaves)
         .bind(MAX_CHAIN_DEPTH)
-        .fetch_all(conn)
+        .fetch_all(&mut *conn)
         .await
         .ctx("reading the delegation chains")?;
+    let read = match (recent_of, rows.first()) {
+        (None, _) => None,
+        (Some(_), Some(hop)) => Some(Recent {
+            proposals: hop.proposals.clone().unwrap_or_default(),
+            denials: hop.denials.clone().unwrap_or_default(),
+        }),
+        (Some(of), None) => Some(recent(conn, tenant, of).await?),
+    };
     let mut chains: Vec<(String, Vec<DelegationHop>)> = Vec::with_capacity(leaves.len());
     for hop in rows {
         match chains.last_mut() {
@@ -204,45 +273,29 @@ pub(crate) async fn chains(
             _ => chains.push((hop.leaf_id, vec![hop.row.to_hop()])),
         }
     }
-    Ok(chains
+    let chains = chains
         .into_iter()
         .map(|(leaf, hops)| (leaf, DelegationChain::new(hops)))
-        .collect())
+        .collect();
+    Ok((chains, read))
 }
 
-/// The spend state of `agent` at `now`: `spent_today_paise` is given (read
-/// under the caller's lock); proposals and refusals are this agent's recorded
-/// ones inside the policy's windows.
-pub(crate) async fn spend_state(
+/// An agent's recorded proposals since `of.since`, on their own.
+pub(crate) async fn recent(
     conn: &mut PgConnection,
     tenant: &str,
-    agent: &str,
-    now: DateTime<Utc>,
-    policy: &Policy,
-    spent_today_paise: i64,
-) -> Result<SpendState, ServiceError> {
-    let window = policy
-        .velocity
-        .window_minutes
-        .max(policy.denial_rate.window_minutes);
-    let since = now - Duration::minutes(i64::from(window));
-    let rows: Vec<(DateTime<Utc>, String)> = sqlx::query_as(
-        "SELECT created_at, decision FROM payment_requests \
-         WHERE tenant_id = $1 AND agent_id = $2 AND created_at > $3",
-    )
-    .bind(tenant)
-    .bind(agent)
-    .bind(since)
-    .fetch_all(conn)
-    .await
-    .ctx("reading the agent's recent proposals")?;
-    Ok(SpendState {
-        spent_today_paise,
-        proposals: rows.iter().map(|(at, _)| *at).collect(),
-        denials: rows
-            .iter()
-            .filter(|(_, decision)| decision == "deny")
-            .map(|(at, _)| *at)
-            .collect(),
+    of: RecentOf<'_>,
+) -> Result<Recent, ServiceError> {
+    let (proposals, denials): (Option<Vec<DateTime<Utc>>>, Option<Vec<DateTime<Utc>>>) =
+        sqlx::query_as(recent_select!())
+            .bind(of.agent)
+            .bind(of.since)
+            .bind(tenant)
+            .fetch_one(conn)
+            .await
+            .ctx("reading the agent's recent proposals")?;
+    Ok(Recent {
+        proposals: proposals.unwrap_or_default(),
+        denials: denials.unwrap_or_default(),
     })
 }
