@@ -286,14 +286,14 @@ pub(crate) async fn recent(
     tenant: &str,
     of: RecentOf<'_>,
 ) -> Result<Recent, ServiceError> {
-    let (proposals, denials): (Option<Vec<DateTime<Utc>>>, Option<Vec<DateTime<Utc>>>) =
-        sqlx::query_as(recent_select!())
-            .bind(of.agent)
-            .bind(of.since)
-            .bind(tenant)
-            .fetch_one(conn)
-            .await
-            .ctx("reading the agent's recent proposals")?;
+    type Times = Option<Vec<DateTime<Utc>>>;
+    let (proposals, denials): (Times, Times) = sqlx::query_as(recent_select!())
+        .bind(of.agent)
+        .bind(of.since)
+        .bind(tenant)
+        .fetch_one(conn)
+        .await
+        .ctx("reading the agent's recent proposals")?;
     Ok(Recent {
         proposals: proposals.unwrap_or_default(),
         denials: denials.unwrap_or_default(),

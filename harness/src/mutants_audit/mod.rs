@@ -67,6 +67,11 @@ pub struct MutantsAuditArgs {
     /// same tree) to the store instead of running cargo-mutants.
     #[arg(long = "from-outcomes", value_name = "FILE")]
     pub from_outcomes: Vec<PathBuf>,
+    /// With --from-outcomes: the run was stopped during its whole-suite stage
+    /// (its outcomes.json is written mutant by mutant): keep what it settled,
+    /// and leave the mutants it never reached to run later.
+    #[arg(long, requires = "from_outcomes")]
+    pub interrupted: bool,
     /// With --from-outcomes: the unit-test stage's outcomes.json of the same run.
     #[arg(long = "unit-outcomes", value_name = "FILE")]
     pub unit_outcomes: Vec<PathBuf>,
@@ -284,7 +289,13 @@ fn add_run(
     unit: &Observations,
     full: &Observations,
 ) -> Result<()> {
-    let folded = fold_stages(&unit.mutants, &full.mutants)?;
+    let (folded, left) = fold_stages(&unit.mutants, &full.mutants, args.interrupted)?;
+    if left > 0 {
+        eprintln!(
+            "{left} mutant(s) the unit tests did not settle were not reached by the \
+             interrupted whole-suite stage: no verdict, still to run"
+        );
+    }
     let mut hashes = BTreeMap::new();
     for (o, _) in &folded {
         if !hashes.contains_key(&o.file) {

@@ -488,8 +488,10 @@ mod tests {
                 observed("gate/src/a.rs:2:1: m2", Outcome::Missed),
             ],
             &[observed("gate/src/a.rs:2:1: m2", Outcome::Missed)],
+            false,
         )
-        .unwrap();
+        .unwrap()
+        .0;
         store.record(run.clone(), v, &hashes).unwrap();
         let classes = Classification::default();
         let dir = Path::new("/nonexistent");
@@ -502,7 +504,12 @@ mod tests {
         assert_eq!(r.survivors[0].key, "gate/src/a.rs: m2");
 
         // b.rs run: complete. Then a.rs changes: its verdicts go stale.
-        let v = fold_stages(&[], &[observed("gate/src/b.rs:1:1: m3", Outcome::Caught)]).unwrap();
+        let (v, _) = fold_stages(
+            &[],
+            &[observed("gate/src/b.rs:1:1: m3", Outcome::Caught)],
+            false,
+        )
+        .unwrap();
         store.record(run, v, &hashes).unwrap();
         let r = Report::build(&store, &listed, &hashes, &classes, "t".into(), dir);
         assert!(r.complete, "{}", r.label);

@@ -180,11 +180,19 @@ fn phase_secs(outcome: &Value, phase: &str) -> f64 {
 }
 
 /// Folds a staged run into one verdict per mutant: `unit` (may be empty, for
-/// a run of the whole suite alone) then `full`.
-pub fn fold_stages(unit: &[Observed], full: &[Observed]) -> Result<Vec<(Observed, Stage)>> {
+/// a run of the whole suite alone) then `full`. A mutant the unit tests did
+/// not settle and the whole suite never ran is an error, unless the run was
+/// `interrupted` (stopped during its whole-suite stage): then it gets no
+/// verdict and stays to run. Returns the verdicts and how many were left so.
+pub fn fold_stages(
+    unit: &[Observed],
+    full: &[Observed],
+    interrupted: bool,
+) -> Result<(Vec<(Observed, Stage)>, usize)> {
     let by_name: BTreeMap<&str, &Observed> = full.iter().map(|o| (o.name.as_str(), o)).collect();
     let mut out = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
+    let mut left = 0;
     for u in unit {
         if !seen.insert(u.name.clone()) {
             bail!("mutant {} ran twice in the unit stage", u.name);
@@ -194,6 +202,10 @@ pub fn fold_stages(unit: &[Observed], full: &[Observed]) -> Result<Vec<(Observed
             continue;
         }
         let Some(f) = by_name.get(u.name.as_str()) else {
+            if interrupted {
+                left += 1;
+                continue;
+            }
             bail!(
                 "mutant {} was {:?} by the unit tests and the whole suite never ran it",
                 u.name,
@@ -211,7 +223,7 @@ pub fn fold_stages(unit: &[Observed], full: &[Observed]) -> Result<Vec<(Observed
             out.push((f.clone(), Stage::Full));
         }
     }
-    Ok(out)
+    Ok((out, left))
 }
 
 /// SHA-256 (hex) of a file under `root`.
@@ -325,7 +337,7 @@ mod tests {
             obs("d", Outcome::Timeout),
         ];
         let full = [obs("c", Outcome::Caught), obs("d", Outcome::Missed)];
-        let folded = fold_stages(&unit, &full).unwrap();
+        let (folded, _) = fold_stages(&unit, &full, false).unwrap();
         let got: Vec<_> = folded
             .iter()
             .map(|(o, s)| (o.name.as_str(), o.outcome, *s, o.test_secs))
@@ -343,8 +355,22 @@ mod tests {
 
     #[test]
     fn a_unit_stage_miss_the_whole_suite_never_ran_is_an_error_not_a_miss() {
-        let err = fold_stages(&[obs("c", Outcome::Missed)], &[]).unwrap_err();
+        let err = fold_stages(&[obs("c", Outcome::Missed)], &[], false).unwrap_err();
         assert!(err.to_string().contains("never ran it"), "{err}");
+    }
+
+    #[test]
+    fn an_interrupted_run_keeps_what_it_settled_and_leaves_the_rest_to_run() {
+        let unit = [
+            obs("a", Outcome::Caught),
+            obs("b", Outcome::Missed),
+            obs("c", Outcome::Missed),
+        ];
+        let full = [obs("b", Outcome::Caught)];
+        let (folded, left) = fold_stages(&unit, &full, true).unwrap();
+        let names: Vec<_> = folded.iter().map(|(o, s)| (o.name.as_str(), *s)).collect();
+        assert_eq!(names, [("a", Stage::Unit), ("b", Stage::Full)]);
+        assert_eq!(left, 1);
     }
 
     #[test]
@@ -360,13 +386,13 @@ mod tests {
             elapsed_secs: 1.0,
         };
         let old = BTreeMap::from([("gate/src/a.rs".to_owned(), "h1".to_owned())]);
-        let v = fold_stages(&[], &[obs("x:1:1: m", Outcome::Missed)]).unwrap();
+        let (v, _) = fold_stages(&[], &[obs("x:1:1: m", Outcome::Missed)], false).unwrap();
         store.record(run(1), v, &old).unwrap();
         assert!(Store::is_fresh(&store.verdicts["x:1:1: m"], &old));
         let new = BTreeMap::from([("gate/src/a.rs".to_owned(), "h2".to_owned())]);
         assert!(!Store::is_fresh(&store.verdicts["x:1:1: m"], &new));
         // The rerun of the changed file drops the old verdict and keeps its own.
-        let v = fold_stages(&[], &[obs("x:2:1: m", Outcome::Caught)]).unwrap();
+        let (v, _) = fold_stages(&[], &[obs("x:2:1: m", Outcome::Caught)], false).unwrap();
         store.record(run(1), v, &new).unwrap();
         assert_eq!(store.verdicts.len(), 1);
         assert_eq!(store.verdicts["x:2:1: m"].outcome, Outcome::Caught);
