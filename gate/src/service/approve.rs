@@ -213,14 +213,18 @@ async fn reevaluate(
             });
         }
     };
-    let policy = world::current_policy(tx, tenant).await?;
+    // The policy and the catalog in one plain read, before the day lock (as
+    // `propose` reads them): the catalog stays out of the tenant's critical
+    // section.
+    let (policy, catalog) = world::policy_and_catalog(tx, tenant, true).await?;
     let today = budget::lock_day(tx, tenant, now.date_naive(), policy.as_ref()).await?;
-    let decided = decide::decide(
+    let decided = decide::decide_with_catalog(
         tx,
         tenant,
         &request.agent_id,
         &proposal,
         policy.as_ref(),
+        catalog,
         today.reserved_paise,
         now,
         Moment::Approval,

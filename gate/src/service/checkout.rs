@@ -222,7 +222,9 @@ pub(crate) fn ends_in(reason: Reason) -> RequestState {
 
 /// Re-checks an authorized request against the world now: the policy
 /// version and its validity window, the purchase's hash and the whole
-/// delegation chain.
+/// delegation chain. The policy and the catalog are read in one statement
+/// (a catalog comes back only with an enforceable policy; a missing one
+/// derives nothing, so the purchase would not match: fail closed).
 pub(crate) async fn still_valid(
     conn: &mut PgConnection,
     request: &RequestRow,
@@ -231,7 +233,7 @@ pub(crate) async fn still_valid(
     now: DateTime<Utc>,
 ) -> Result<Result<(), Reason>, ServiceError> {
     let tenant = request.tenant_id.as_str();
-    let current = world::current_policy(conn, tenant).await?;
+    let (current, catalog) = world::policy_and_catalog(conn, tenant, true).await?;
     let Some(current) = current else {
         return Ok(Err(Reason::AuthorityPolicyChanged));
     };
@@ -262,7 +264,7 @@ pub(crate) async fn still_valid(
         quantity: u32::try_from(quantity).unwrap_or(0),
         purpose: purpose.clone(),
     };
-    let catalog = world::catalog(conn, tenant).await?;
+    let catalog = catalog.unwrap_or_default();
     if !derive(&proposal, &catalog).is_ok_and(|purchase| purchase.digest() == digest) {
         return Ok(Err(Reason::AuthorityPurchaseChanged));
     }

@@ -47,34 +47,10 @@ pub(crate) fn refused(reason: Reason) -> Evaluation {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn decide(
-    conn: &mut PgConnection,
-    tenant: &str,
-    agent: &str,
-    proposal: &PurchaseProposal,
-    policy: Option<&CurrentPolicy>,
-    spent_today_paise: i64,
-    now: DateTime<Utc>,
-    moment: Moment,
-) -> Result<Decided, ServiceError> {
-    decide_with_catalog(
-        conn,
-        tenant,
-        agent,
-        proposal,
-        policy,
-        None,
-        spent_today_paise,
-        now,
-        moment,
-    )
-    .await
-}
-
-/// [`decide`], with the tenant's catalog when the caller read it already (a
-/// plain read, so it may be read before the day lock is taken, which keeps
-/// it out of the tenant's critical section); `None` reads it here.
+/// One decision for `agent`'s `proposal`, with the tenant's catalog when the
+/// caller read it already (a plain read, so it may be read before the day
+/// lock is taken, which keeps it out of the tenant's critical section);
+/// `None` reads it here.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn decide_with_catalog(
     conn: &mut PgConnection,
