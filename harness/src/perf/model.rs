@@ -457,4 +457,25 @@ pub const HISTORY: &[HistoryEntry] = &[
              2026-12-02 (a niced cargo-mutants audit running beside it on 2 cores); the \
              same 500 results both ways (500 passed).",
     },
+    HistoryEntry {
+        change: "one round trip fewer under the day lock and one to two fewer per flow: a \
+             proposal's velocity and denial-rate rows come back with the delegation chains \
+             (`world::chains` with `RecentOf`; 11 statements where there were 12, 8 under the \
+             lock where there were 9), and checkout, pay and approve read the policy and the \
+             catalog in one statement (`world::policy_and_catalog`; approve before the day \
+             lock): a flow is 59 statements where it was 61 (counted in the Postgres log of \
+             `flow_webhook::the_documented_payment_captured_example_captures`)",
+        measure: "propose one tenant / tenant per client, 8 clients, per second, and p95; \
+             flow tenant per client, 8 clients; propose one tenant, 1 client",
+        before: "163/s, 213/s / 625/s, 667/s; p95 98.6 ms, 70.6 ms / 34.9 ms, 29.9 ms; flow \
+             139/s, 136/s; 1 client 201/s, 274/s (pgbench 2,321 and 2,334 TPS at 8 clients)",
+        after: "259/s, 220/s / 650/s, 561/s; p95 49.3 ms, 72.2 ms / 47.1 ms, 72.8 ms; flow \
+             153/s, 178/s; 1 client 352/s, 391/s (pgbench 2,573 and 2,267 TPS)",
+        how: "`harness perf --load-only --cell-seconds 2`, release builds of d8e8114 (before) \
+             and of these commits (after), run before, after, before, after on 2026-12-02 \
+             (1-minute load up to 6.7 on 2 cores: a niced cargo-mutants audit ran beside it). \
+             The one-tenant proposal at 1 client and the flow per tenant at 8 clients rose in \
+             both pairs (+75%, +43%; +10%, +31%); the rest moved both ways, within this \
+             machine's noise.",
+    },
 ];
