@@ -39,6 +39,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, Executor, PgConnection};
 
 use super::Progress;
+use super::stats::thousands;
 
 /// At least the 32 bytes `Gate::new` requires.
 pub(super) const SECRET: &[u8] = b"spendgate-perf-load-webhook-secret-0123456789";
@@ -539,6 +540,36 @@ impl Pgbench {
     }
 }
 
+/// The issue's goal for a proposal's p95, in milliseconds.
+const P95_GOAL_MS: f64 = 5.0;
+
+/// What the one-tenant proposals' throughput says about their latency: they
+/// are serialized by the tenant's day lock, so each holds it for about
+/// 1/throughput, and with N clients always waiting a proposal waits for the
+/// others' turns (Little's law: mean latency = N / throughput). A pure
+/// function of the figures; none without a one-tenant cell past 1 client.
+fn serialized_bound(rows: &[LoadRow], goal_ms: f64) -> Option<String> {
+    let (clients, per_sec) = rows
+        .iter()
+        .filter(|r| r.clients > 1)
+        .filter_map(|r| Some((r.clients, r.propose_one_tenant.as_ref()?.per_sec?)))
+        .filter(|(_, per_sec)| *per_sec > 0.0)
+        .min_by_key(|(clients, _)| clients.abs_diff(8))?;
+    let held_ms = 1000.0 / per_sec;
+    let mean_ms = held_ms * clients as f64;
+    let needed = clients as f64 * 1000.0 / goal_ms;
+    Some(format!(
+        "One tenant's proposals take turns on its day lock: at {clients} clients {} proposals/s \
+         is about {held_ms:.2} ms per turn, and a proposal waits for the other clients' turns \
+         (Little's law: mean latency ≈ {clients} / throughput ≈ {mean_ms:.1} ms). A p95 of \
+         {goal_ms} ms at {clients} clients on one tenant needs at least {}/s, a turn of at most \
+         {:.2} ms: fewer round trips under the lock, not more clients.",
+        thousands(per_sec.round() as u64),
+        thousands(needed.round() as u64),
+        goal_ms / clients as f64
+    ))
+}
+
 /// The `tps = N` figure of pgbench's report.
 fn parse_tps(stdout: &str) -> Option<f64> {
     stdout.lines().find_map(|line| {
@@ -620,6 +651,7 @@ pub(super) async fn measure(
         }
         rows.push(row);
     }
+    notes.extend(serialized_bound(&rows, P95_GOAL_MS));
     bench.drop().await?;
     gate.pool().close().await;
     drop(gate);
@@ -644,6 +676,47 @@ pub(super) async fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(clients: usize, one_tenant_per_sec: Option<f64>) -> LoadRow {
+        LoadRow {
+            clients,
+            pgbench_tps: None,
+            pgbench_error: None,
+            propose_one_tenant: one_tenant_per_sec.map(|per_sec| Cell {
+                completed: 1,
+                seconds: 1.0,
+                per_sec: Some(per_sec),
+                unexpected: 0,
+                first_unexpected: None,
+            }),
+            propose_tenant_per_client: None,
+            flow_one_tenant: None,
+            flow_tenant_per_client: None,
+        }
+    }
+
+    #[test]
+    fn the_serialized_bound_reads_the_one_tenant_cell_nearest_eight_clients() {
+        let rows = [
+            row(1, Some(300.0)),
+            row(4, Some(500.0)),
+            row(8, Some(250.0)),
+        ];
+        let note = serialized_bound(&rows, 5.0).unwrap();
+        // 250/s is 4 ms a turn; 8 clients wait about 32 ms; 5 ms needs 1,600/s.
+        assert!(note.contains("at 8 clients 250 proposals/s"), "{note}");
+        assert!(note.contains("4.00 ms per turn"), "{note}");
+        assert!(note.contains("≈ 32.0 ms"), "{note}");
+        assert!(note.contains("at least 1,600/s"), "{note}");
+        assert!(note.contains("at most 0.62 ms"), "{note}");
+    }
+
+    #[test]
+    fn no_serialized_bound_without_a_one_tenant_cell_past_one_client() {
+        assert_eq!(serialized_bound(&[row(1, Some(300.0))], 5.0), None);
+        assert_eq!(serialized_bound(&[row(8, None)], 5.0), None);
+        assert_eq!(serialized_bound(&[row(8, Some(0.0))], 5.0), None);
+    }
 
     #[test]
     fn pgbench_tps_is_read_from_its_report() {
