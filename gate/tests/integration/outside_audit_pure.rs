@@ -145,3 +145,58 @@ fn a_purchase_over_the_transaction_cap_reports_the_cap_it_hit() {
         })
     );
 }
+
+// --- gate/src/provider/model.rs (the provider's book, issue 14's second run) ---
+
+fn order_request(receipt: &str) -> gate::provider::OrderRequest {
+    gate::provider::OrderRequest {
+        receipt: receipt.to_owned(),
+        merchant: "cloudco".to_owned(),
+        amount_paise: 60_000,
+        currency: "INR".to_owned(),
+    }
+}
+
+#[test]
+fn an_order_status_is_spelled_as_razorpay_spells_it_in_text_and_in_json() {
+    use gate::provider::OrderStatus;
+    for (status, spelled) in [
+        (OrderStatus::Created, "created"),
+        (OrderStatus::Attempted, "attempted"),
+        (OrderStatus::Paid, "paid"),
+    ] {
+        assert_eq!(status.as_str(), spelled);
+        assert_eq!(
+            serde_json::to_value(status).unwrap(),
+            serde_json::json!(spelled)
+        );
+    }
+}
+
+#[test]
+fn a_snapshot_counts_as_captured_only_its_captured_payments() {
+    use gate::provider::{Book, PaymentStatus};
+    let mut book = Book::new();
+    let order = book.create(&order_request("auth_1"), 100);
+    let failed = book.fail_attempt(&order.id, 110).unwrap();
+    let captured = book.capture(&order.id, 120).unwrap();
+    let snapshot = book.snapshot(&order.id).unwrap();
+    assert_eq!(snapshot.payments, [failed.clone(), captured.clone()]);
+    let counted: Vec<_> = snapshot.captured().collect();
+    assert_eq!(counted, [&captured]);
+    assert_eq!(counted[0].status, PaymentStatus::Captured);
+    assert_eq!(failed.status, PaymentStatus::Failed);
+}
+
+#[test]
+fn a_book_lists_every_payment_in_the_order_they_happened() {
+    use gate::provider::Book;
+    let mut book = Book::new();
+    assert!(book.payments().is_empty());
+    let first = book.create(&order_request("auth_1"), 100);
+    let second = book.create(&order_request("auth_2"), 101);
+    let a = book.fail_attempt(&first.id, 110).unwrap();
+    let b = book.capture(&second.id, 111).unwrap();
+    let c = book.capture(&first.id, 112).unwrap();
+    assert_eq!(book.payments(), [a, b, c]);
+}
