@@ -200,3 +200,81 @@ fn a_book_lists_every_payment_in_the_order_they_happened() {
     let c = book.capture(&first.id, 112).unwrap();
     assert_eq!(book.payments(), [a, b, c]);
 }
+
+// --- gate/src/service/ledger.rs (the verification report, issue 14's second run) ---
+
+fn chain_report(
+    tenant: &str,
+    first: Option<i64>,
+    anchor: Option<i64>,
+) -> gate::service::ledger::ChainReport {
+    let broken = |seq: i64, problem: &str| gate::service::ledger::LedgerBreak {
+        tenant: tenant.to_owned(),
+        seq,
+        problem: problem.to_owned(),
+    };
+    gate::service::ledger::ChainReport {
+        tenant: tenant.to_owned(),
+        entries: 3,
+        last_seq: 3,
+        last_hash: "h".repeat(64),
+        first_break: first.map(|seq| broken(seq, "entry")),
+        anchor_break: anchor.map(|seq| broken(seq, "anchor")),
+    }
+}
+
+#[test]
+fn a_chain_is_intact_only_with_neither_an_entry_break_nor_an_anchor_break() {
+    assert!(chain_report("acme", None, None).intact());
+    assert!(!chain_report("acme", Some(2), None).intact());
+    assert!(!chain_report("acme", None, Some(3)).intact());
+    assert!(!chain_report("acme", Some(2), Some(3)).intact());
+}
+
+#[test]
+fn a_ledger_report_lists_every_break_in_tenant_order_and_finds_each_chain() {
+    use gate::service::ledger::LedgerReport;
+    let clean = LedgerReport {
+        chains: vec![
+            chain_report("acme", None, None),
+            chain_report("beta", None, None),
+        ],
+        entries: 6,
+    };
+    assert!(clean.intact());
+    assert_eq!(clean.breaks().count(), 0);
+    assert_eq!(clean.first_break(), None);
+
+    let broken = LedgerReport {
+        chains: vec![
+            chain_report("acme", None, None),
+            chain_report("beta", Some(2), Some(3)),
+            chain_report("gamma", None, Some(1)),
+        ],
+        entries: 9,
+    };
+    assert!(!broken.intact());
+    let found: Vec<_> = broken
+        .breaks()
+        .map(|b| (b.tenant.as_str(), b.seq, b.problem.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("beta", 2, "entry"),
+            ("beta", 3, "anchor"),
+            ("gamma", 1, "anchor")
+        ]
+    );
+    let first = broken.first_break().expect("a break");
+    assert_eq!((first.tenant.as_str(), first.seq), ("beta", 2));
+    assert_eq!(
+        broken.chain("gamma").map(|c| c.tenant.as_str()),
+        Some("gamma")
+    );
+    assert_eq!(
+        broken.chain("acme").map(|c| c.first_break.is_none()),
+        Some(true)
+    );
+    assert!(broken.chain("delta").is_none());
+}
