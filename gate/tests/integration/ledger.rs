@@ -540,6 +540,17 @@ async fn verify_names_a_missing_head_row_and_the_gate_will_not_append() -> TestR
             .map(|b| (b.tenant.as_str(), b.seq))
             .collect();
         assert_eq!(breaks, vec![("acme", 10), ("initech", 1)]);
+        // Verified on its own, by name: the tenant exists, so its missing
+        // head is a break there too (not "no chain").
+        let one = w.gate.verify_ledger_with(Some("initech"), None).await?;
+        assert_eq!(
+            one.first_break().map(|b| (b.tenant.as_str(), b.seq)),
+            Some(("initech", 1))
+        );
+        // A tenant that does not exist has no chain to break.
+        let none = w.gate.verify_ledger_with(Some("nobody"), None).await?;
+        assert!(none.intact(), "{none:?}");
+        assert_eq!(none.entries, 0);
         Ok(())
     })
     .await
