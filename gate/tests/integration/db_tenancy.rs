@@ -389,3 +389,22 @@ async fn a_database_that_is_down_is_a_clear_typed_error() {
         other => panic!("expected DbError::InvalidUrl, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_server_that_answers_and_refuses_the_role_is_a_refusal_not_unreachable() {
+    let Some(admin) = db::test_admin_url().unwrap_or_else(|e| panic!("{e}")) else {
+        return;
+    };
+    let url = db::with_user(&admin, "spendgate_no_such_role").unwrap_or_else(|e| panic!("{e}"));
+    let outcome = tokio::time::timeout(Duration::from_secs(30), db::connect(&url))
+        .await
+        .unwrap_or_else(|_| panic!("connecting as an unknown role hung"));
+    match outcome {
+        Err(err @ DbError::Rejected { .. }) => {
+            let message = err.to_string();
+            assert!(message.contains("refused the connection"), "{message}");
+            assert!(message.contains("spendgate_no_such_role"), "{message}");
+        }
+        other => panic!("expected DbError::Rejected, got {other:?}"),
+    }
+}

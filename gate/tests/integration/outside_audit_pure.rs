@@ -278,3 +278,50 @@ fn a_ledger_report_lists_every_break_in_tenant_order_and_finds_each_chain() {
     );
     assert!(broken.chain("delta").is_none());
 }
+
+// --- gate/src/provider/{mod, in_process}.rs (issue 14's third run) ---
+
+#[test]
+fn only_an_answer_that_proves_no_order_exists_is_a_definite_refusal() {
+    use gate::provider::ProviderError;
+    for definite in [
+        ProviderError::Rejected { status: 400 },
+        ProviderError::Mismatch {
+            order_id: "order_test_000001".into(),
+        },
+        ProviderError::LiveKeyRefused,
+        ProviderError::NotConfigured("no keys".into()),
+    ] {
+        assert!(definite.is_definite_refusal(), "{definite:?}");
+    }
+    // Each of these may hide an order that exists: the request waits for reconcile.
+    for maybe in [
+        ProviderError::Timeout,
+        ProviderError::Unavailable { status: 503 },
+        ProviderError::Transport("reset".into()),
+        ProviderError::Malformed("not json".into()),
+        ProviderError::UnknownOrder("order_test_000009".into()),
+        ProviderError::AlreadyPaid("order_test_000001".into()),
+    ] {
+        assert!(!maybe.is_definite_refusal(), "{maybe:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_in_process_provider_stamps_its_clock_and_lists_its_payments() {
+    use gate::provider::{InProcessProvider, PaymentProvider, PaymentStatus};
+    let provider = InProcessProvider::new();
+    provider.set_now(1_700_000_000);
+    let order = provider
+        .create_order(&order_request("auth_1"))
+        .await
+        .unwrap();
+    assert_eq!(order.created_at, 1_700_000_000);
+    assert!(provider.payments().is_empty());
+    provider.capture(&order.id).unwrap();
+    let payments = provider.payments();
+    assert_eq!(payments.len(), 1, "{payments:?}");
+    assert_eq!(payments[0].order_id, order.id);
+    assert_eq!(payments[0].status, PaymentStatus::Captured);
+    assert_eq!(payments[0].created_at, 1_700_000_000);
+}
