@@ -224,7 +224,9 @@ async fn reevaluate(
         &request.agent_id,
         &proposal,
         policy.as_ref(),
-        catalog,
+        // Read whenever the policy is enforceable; without one, decide
+        // refuses before it looks at a catalog.
+        catalog.unwrap_or_default(),
         today.reserved_paise,
         now,
         Moment::Approval,

@@ -47,10 +47,10 @@ pub(crate) fn refused(reason: Reason) -> Evaluation {
     }
 }
 
-/// One decision for `agent`'s `proposal`, with the tenant's catalog when the
-/// caller read it already (a plain read, so it may be read before the day
-/// lock is taken, which keeps it out of the tenant's critical section);
-/// `None` reads it here.
+/// One decision for `agent`'s `proposal` against the tenant's `catalog`, as
+/// the caller read it with the policy (`world::policy_and_catalog`: a plain
+/// read, taken before the day lock, which keeps it out of the tenant's
+/// critical section).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn decide_with_catalog(
     conn: &mut PgConnection,
@@ -58,7 +58,7 @@ pub(crate) async fn decide_with_catalog(
     agent: &str,
     proposal: &PurchaseProposal,
     policy: Option<&CurrentPolicy>,
-    catalog: Option<Catalog>,
+    catalog: Catalog,
     spent_today_paise: i64,
     now: DateTime<Utc>,
     moment: Moment,
@@ -80,10 +80,6 @@ pub(crate) async fn decide_with_catalog(
                 policy_version: version,
             });
         }
-    };
-    let catalog = match catalog {
-        Some(catalog) => catalog,
-        None => world::catalog(conn, tenant).await?,
     };
     // Velocity and the denial rate count this agent's recorded proposals,
     // read with the chains below (under the caller's day lock).

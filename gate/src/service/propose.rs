@@ -106,7 +106,9 @@ impl<P: PaymentProvider> Gate<P> {
                     actor,
                     p,
                     policy.as_ref(),
-                    catalog,
+                    // Read whenever the proposal parsed and the policy is
+                    // enforceable; without a policy decide refuses first.
+                    catalog.unwrap_or_default(),
                     today.reserved_paise,
                     now,
                     Moment::Proposal,

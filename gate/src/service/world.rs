@@ -60,8 +60,8 @@ pub(crate) async fn current_policy(
 }
 
 /// The tenant's current policy and, when `want_catalog` and the policy is
-/// enforceable, its catalog: [`current_policy`] and [`catalog`] in one
-/// statement. No policy, no catalog.
+/// enforceable, its catalog (the tenant's own rows only), in one statement:
+/// the one read of the catalog. No policy, no catalog.
 pub(crate) async fn policy_and_catalog(
     conn: &mut PgConnection,
     tenant: &str,
@@ -90,8 +90,8 @@ pub(crate) async fn policy_and_catalog(
     Ok((Some(current), catalog))
 }
 
-/// The one read of a tenant's catalog rows (`$1` the tenant), shared by
-/// [`catalog`] and [`policy_and_catalog`] so the two cannot drift apart.
+/// The one read of a tenant's catalog rows (`$1` the tenant), inside
+/// [`policy_and_catalog`].
 macro_rules! catalog_select {
     () => {
         "SELECT sku, merchant_id, price_paise, currency, category, max_quantity, available, \
@@ -110,18 +110,6 @@ struct CatalogRow {
     max_quantity: i32,
     available: bool,
     description: String,
-}
-
-pub(crate) async fn catalog(
-    conn: &mut PgConnection,
-    tenant: &str,
-) -> Result<Catalog, ServiceError> {
-    let rows: Vec<CatalogRow> = sqlx::query_as(catalog_select!())
-        .bind(tenant)
-        .fetch_all(conn)
-        .await
-        .ctx("reading the catalog")?;
-    Ok(catalog_of(rows))
 }
 
 fn catalog_of(rows: Vec<CatalogRow>) -> Catalog {

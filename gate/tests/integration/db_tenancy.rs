@@ -358,14 +358,18 @@ async fn a_failing_migration_is_named() {
     empty.drop().await.unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// `db::connect(url)`, which must answer within 30 s (`what` names the attempt).
+async fn connect_within_30s(url: &str, what: &str) -> Result<PgPool, DbError> {
+    tokio::time::timeout(Duration::from_secs(30), db::connect(url))
+        .await
+        .unwrap_or_else(|_| panic!("connecting {what} hung"))
+}
+
 #[tokio::test]
 async fn a_database_that_is_down_is_a_clear_typed_error() {
     // Needs no server: the socket folder does not exist.
     let url = "postgresql://postgres:s3cret@%2Fnonexistent%2Fspendgate-no-such-dir:5432/postgres";
-    let outcome = tokio::time::timeout(Duration::from_secs(30), db::connect(url))
-        .await
-        .unwrap_or_else(|_| panic!("connecting to a missing socket hung"));
-    match outcome {
+    match connect_within_30s(url, "to a missing socket").await {
         Err(err @ DbError::Unreachable { .. }) => {
             let message = err.to_string();
             assert!(message.contains("down or unreachable"), "{message}");
@@ -396,10 +400,7 @@ async fn a_server_that_answers_and_refuses_the_role_is_a_refusal_not_unreachable
         return;
     };
     let url = db::with_user(&admin, "spendgate_no_such_role").unwrap_or_else(|e| panic!("{e}"));
-    let outcome = tokio::time::timeout(Duration::from_secs(30), db::connect(&url))
-        .await
-        .unwrap_or_else(|_| panic!("connecting as an unknown role hung"));
-    match outcome {
+    match connect_within_30s(&url, "as an unknown role").await {
         Err(err @ DbError::Rejected { .. }) => {
             let message = err.to_string();
             assert!(message.contains("refused the connection"), "{message}");
