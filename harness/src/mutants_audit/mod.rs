@@ -27,13 +27,13 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::Value;
 
 use classification::Classification;
 use report::Report;
-use store::{Observations, RunRecord, Store, file_sha256, fold_stages};
+use store::{Observations, RunRecord, Stage, Store, file_sha256, fold_stages};
 
 /// Run cargo-mutants over `gate`, keep the verdicts, and write reports/outside-mutants.{md,json}.
 ///
@@ -58,6 +58,12 @@ pub struct MutantsAuditArgs {
     /// Run every mutant against the whole suite (no unit-test stage first).
     #[arg(long)]
     pub whole_suite_only: bool,
+    /// Between the unit tests and the whole suite, a stage that runs only the
+    /// tests this nextest filterset selects (e.g. 'test(/webhook|capture/)'):
+    /// what it catches is final (the whole suite would catch it too), and only
+    /// what it misses goes on to the whole suite. Needs cargo-nextest.
+    #[arg(long, value_name = "FILTERSET")]
+    pub focus: Option<String>,
     /// Run again, against the whole suite, only the mutants the store holds
     /// as missed (fresh verdicts; with --file, of those files): after tests
     /// were added for them.
@@ -120,20 +126,22 @@ pub fn run(args: MutantsAuditArgs) -> Result<ExitCode> {
         store.runs.extend(theirs.runs);
     }
     if !args.from_outcomes.is_empty() {
-        let unit = read_all(&args.unit_outcomes)?;
-        let full = read_all(&args.from_outcomes)?;
-        add_run(&mut store, &root, &args, &unit, &full)?;
+        let stages = vec![
+            (read_all(&args.unit_outcomes)?, Stage::Unit),
+            (read_all(&args.from_outcomes)?, Stage::Full),
+        ];
+        add_run(&mut store, &root, &args, &stages)?;
     } else if args.rerun_missed {
         let scope = missed_scope(&store, &root, &args.files)?;
         if scope.is_empty() {
             eprintln!("the store holds no fresh missed verdict to run again");
         } else {
-            let (unit, full) = run_stages(&root, &args, scope, true)?;
-            add_run(&mut store, &root, &args, &unit, &full)?;
+            let stages = run_stages(&root, &args, scope, true)?;
+            add_run(&mut store, &root, &args, &stages)?;
         }
     } else if !args.render_only && args.merge.is_empty() {
-        let (unit, full) = run_stages(&root, &args, scope_args(&args), args.whole_suite_only)?;
-        add_run(&mut store, &root, &args, &unit, &full)?;
+        let stages = run_stages(&root, &args, scope_args(&args), args.whole_suite_only)?;
+        add_run(&mut store, &root, &args, &stages)?;
     }
     store.save(&args.store)?;
 
@@ -238,14 +246,19 @@ fn escape_regex(text: &str) -> String {
 }
 
 /// Runs cargo-mutants over `scope` (cargo-mutants' selection arguments): the
-/// unit stage unless `whole_suite_only`, then the whole suite.
+/// unit stage unless `whole_suite_only`, the focused stage when `--focus` is
+/// given, then the whole suite. Returns each stage's observations, in order.
 fn run_stages(
     root: &Path,
     args: &MutantsAuditArgs,
     scope: Vec<String>,
     whole_suite_only: bool,
-) -> Result<(Observations, Observations)> {
+) -> Result<Vec<(Observations, Stage)>> {
     tool::ensure_cargo_mutants()?;
+    let test_tool = tool::test_tool();
+    if args.focus.is_some() && test_tool != "nextest" {
+        bail!("--focus takes a nextest filterset, and cargo-nextest is not installed");
+    }
     // The gate's tests need Postgres: the caller's, or a throwaway one for this run.
     let server = crate::db::Server::open_unless_given_blocking("harness mutants-audit")?;
     let env = server.as_ref().map(|s| s.child_env());
@@ -254,30 +267,39 @@ fn run_stages(
         .and_then(|(k, v)| Some((k.to_str()?, v.to_str()?)));
     let out = root.join("target/mutants-audit");
     std::fs::create_dir_all(&out)?;
-    // A fresh output folder: --iterate must see only this run's first stage.
+    // A fresh output folder: --iterate must see only this run's earlier stages.
     let _ = std::fs::remove_dir_all(out.join("mutants.out"));
     let _ = std::fs::remove_dir_all(out.join("mutants.out.old"));
-    let test_tool = tool::test_tool();
-    let stage = |lib_only, iterate| tool::Stage {
-        scope: &scope,
-        in_place: args.in_place,
-        test_tool,
-        lib_only,
-        iterate,
-        output: &out,
-        extra: &args.extra,
-        env,
-    };
-    let unit = if whole_suite_only {
-        Observations::default()
-    } else {
-        let file = stage(true, false).run(&out.join("unit-outcomes.json"))?;
-        read_all(&[file])?
-    };
-    let file = stage(false, !whole_suite_only).run(&out.join("full-outcomes.json"))?;
-    let full = read_all(&[file])?;
+    let mut plan = Vec::new();
+    if !whole_suite_only {
+        plan.push((Stage::Unit, "unit-outcomes.json"));
+    }
+    if args.focus.is_some() {
+        plan.push((Stage::Focused, "focused-outcomes.json"));
+    }
+    plan.push((Stage::Full, "full-outcomes.json"));
+    let mut observed = Vec::new();
+    for (i, (stage, keep)) in plan.into_iter().enumerate() {
+        let file = tool::Stage {
+            scope: &scope,
+            in_place: args.in_place,
+            test_tool,
+            lib_only: stage == Stage::Unit,
+            filter: if stage == Stage::Focused {
+                args.focus.as_deref()
+            } else {
+                None
+            },
+            iterate: i > 0,
+            output: &out,
+            extra: &args.extra,
+            env,
+        }
+        .run(&out.join(keep))?;
+        observed.push((read_all(&[file])?, stage));
+    }
     drop(server);
-    Ok((unit, full))
+    Ok(observed)
 }
 
 /// Folds a run's stages and records them in the store, with the SHA-256 of
@@ -286,14 +308,17 @@ fn add_run(
     store: &mut Store,
     root: &Path,
     args: &MutantsAuditArgs,
-    unit: &Observations,
-    full: &Observations,
+    stages: &[(Observations, Stage)],
 ) -> Result<()> {
-    let (folded, left) = fold_stages(&unit.mutants, &full.mutants, args.interrupted)?;
+    let views: Vec<(&[store::Observed], Stage)> = stages
+        .iter()
+        .map(|(o, s)| (o.mutants.as_slice(), *s))
+        .collect();
+    let (folded, left) = fold_stages(&views, args.interrupted)?;
     if left > 0 {
         eprintln!(
-            "{left} mutant(s) the unit tests did not settle were not reached by the \
-             interrupted whole-suite stage: no verdict, still to run"
+            "{left} mutant(s) an earlier stage did not settle were not reached by the \
+             interrupted later stage: no verdict, still to run"
         );
     }
     let mut hashes = BTreeMap::new();
@@ -314,7 +339,11 @@ fn add_run(
         commit,
         tool: format!(
             "cargo-mutants {}",
-            full.tool.as_deref().or(unit.tool.as_deref()).unwrap_or("?")
+            stages
+                .iter()
+                .rev()
+                .find_map(|(o, _)| o.tool.as_deref())
+                .unwrap_or("?")
         ),
         test_tool: if args.from_outcomes.is_empty() {
             tool::test_tool().to_owned()
@@ -323,7 +352,7 @@ fn add_run(
         },
         scope: invocation(args),
         mutants: folded.len(),
-        elapsed_secs: store::round2(unit.elapsed_secs + full.elapsed_secs),
+        elapsed_secs: store::round2(stages.iter().map(|(o, _)| o.elapsed_secs).sum()),
     };
     eprintln!(
         "recording {} verdicts over {} file(s)",
@@ -346,6 +375,9 @@ fn invocation(args: &MutantsAuditArgs) -> String {
     }
     if args.whole_suite_only {
         s.push_str(" --whole-suite-only");
+    }
+    if let Some(focus) = &args.focus {
+        let _ = write!(s, " --focus '{focus}'");
     }
     if args.rerun_missed {
         s.push_str(" --rerun-missed");

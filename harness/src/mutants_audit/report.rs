@@ -76,6 +76,9 @@ pub struct Timing {
     pub mean_secs_unit_stage: Option<f64>,
     #[serde(default)]
     pub mean_secs_full_stage: Option<f64>,
+    /// Mean seconds of a mutant settled by a focused subset (`--focus`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_secs_focused_stage: Option<f64>,
     /// `harness mutate`, schemata mode, from reports/mutations.json.
     pub project_schemata_secs_per_mutant: Option<f64>,
     /// `harness mutate`, rewrite mode, from reports/mutations.json.
@@ -139,8 +142,8 @@ impl Report {
         let mut per_file: BTreeMap<String, Counts> = BTreeMap::new();
         let mut pending: BTreeMap<String, usize> = BTreeMap::new();
         let (mut survivors, mut timeouts) = (Vec::new(), Vec::new());
-        let (mut all, mut build, mut test, mut unit, mut full) =
-            (vec![], vec![], vec![], vec![], vec![]);
+        let (mut all, mut build, mut test, mut unit, mut focused, mut full) =
+            (vec![], vec![], vec![], vec![], vec![], vec![]);
         let mut run = 0;
         for name in listed {
             let Some(v) = store
@@ -164,6 +167,7 @@ impl Report {
             }
             match v.stage {
                 Stage::Unit => unit.push(v.build_secs + v.test_secs),
+                Stage::Focused => focused.push(v.build_secs + v.test_secs),
                 Stage::Full => full.push(v.build_secs + v.test_secs),
             }
             match v.outcome {
@@ -229,6 +233,7 @@ impl Report {
                 mean_test_secs: mean(&test),
                 mean_secs_unit_stage: mean(&unit),
                 mean_secs_full_stage: mean(&full),
+                mean_secs_focused_stage: mean(&focused),
                 project_schemata_secs_per_mutant: project["schemata"]["mean_secs_per_mutant"]
                     .as_f64(),
                 project_rewrite_secs_per_mutant: project["rewrite"]["mean_secs_per_mutant"]
@@ -315,7 +320,8 @@ impl Report {
         let _ = writeln!(
             md,
             "Each mutant runs the gate library's unit tests first; only what they do not \
-             catch (and is not unviable) runs the whole suite against Postgres. A mutant \
+             catch (and is not unviable) runs the whole suite against Postgres, or first a \
+             focused subset of it when the run named one (`--focus`). A mutant \
              caught by a subset of the tests is caught by the whole suite, so the verdicts \
              are those of a whole-suite run.\n"
         );
@@ -339,6 +345,10 @@ impl Report {
                 self.timing.mean_secs_unit_stage,
             ),
             (
+                "a mutant settled by a focused subset of the suite (`--focus`)",
+                self.timing.mean_secs_focused_stage,
+            ),
+            (
                 "a mutant that needed the whole suite",
                 self.timing.mean_secs_full_stage,
             ),
@@ -352,6 +362,10 @@ impl Report {
             ),
         ];
         for (what, s) in rows {
+            // The focused stage's row only when some run had one.
+            if s.is_none() && what.contains("--focus") {
+                continue;
+            }
             let _ = writeln!(md, "| {what} | {} |", secs(s));
         }
         let _ = writeln!(
@@ -484,10 +498,18 @@ mod tests {
         };
         let v = fold_stages(
             &[
-                observed("gate/src/a.rs:1:1: m1", Outcome::Caught),
-                observed("gate/src/a.rs:2:1: m2", Outcome::Missed),
+                (
+                    &[
+                        observed("gate/src/a.rs:1:1: m1", Outcome::Caught),
+                        observed("gate/src/a.rs:2:1: m2", Outcome::Missed),
+                    ],
+                    Stage::Unit,
+                ),
+                (
+                    &[observed("gate/src/a.rs:2:1: m2", Outcome::Missed)],
+                    Stage::Full,
+                ),
             ],
-            &[observed("gate/src/a.rs:2:1: m2", Outcome::Missed)],
             false,
         )
         .unwrap()
@@ -505,8 +527,10 @@ mod tests {
 
         // b.rs run: complete. Then a.rs changes: its verdicts go stale.
         let (v, _) = fold_stages(
-            &[],
-            &[observed("gate/src/b.rs:1:1: m3", Outcome::Caught)],
+            &[(
+                &[observed("gate/src/b.rs:1:1: m3", Outcome::Caught)],
+                Stage::Full,
+            )],
             false,
         )
         .unwrap();

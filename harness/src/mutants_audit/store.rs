@@ -11,11 +11,11 @@
 //! - A new run replaces the verdicts of the mutants it ran (by cargo-mutants'
 //!   name, which holds file, line and column) and drops every stale verdict of
 //!   the files it ran; it never touches another file's verdicts.
-//! - A run in stages (the lib's unit tests first, then the whole suite for
-//!   what they missed) is folded into one verdict per mutant: caught or
-//!   unviable at the first stage is final; anything else is decided by the
-//!   whole suite, and a mutant the whole suite did not run is an error, not a
-//!   miss.
+//! - A run in stages (the lib's unit tests first, then optionally a focused
+//!   subset of the suite, then the whole suite for what they missed) is folded
+//!   into one verdict per mutant: caught or unviable at an earlier stage is
+//!   final; anything else is decided by the whole suite, and a mutant the
+//!   whole suite did not run is an error, not a miss.
 //! - The file is sorted JSON (mutants by name), so two runs over different
 //!   files merge in git without conflict.
 
@@ -61,6 +61,9 @@ impl Outcome {
 pub enum Stage {
     /// The gate library's own unit tests (`--lib`): fast, no integration build.
     Unit,
+    /// A subset of the whole suite chosen by a nextest filter (`--focus`),
+    /// against Postgres: what it catches, the whole suite catches.
+    Focused,
     /// The gate's whole test suite, against Postgres.
     Full,
 }
@@ -179,48 +182,64 @@ fn phase_secs(outcome: &Value, phase: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Folds a staged run into one verdict per mutant: `unit` (may be empty, for
-/// a run of the whole suite alone) then `full`. A mutant the unit tests did
-/// not settle and the whole suite never ran is an error, unless the run was
-/// `interrupted` (stopped during its whole-suite stage): then it gets no
-/// verdict and stays to run. Returns the verdicts and how many were left so.
+/// Folds a staged run into one verdict per mutant. `stages` are in the order
+/// they ran, each with the [`Stage`] it stands for; every stage but the last
+/// ran only a subset of the tests (the unit tests, a focused filter), the
+/// last the whole suite. A stage may be empty (a run of the whole suite
+/// alone). Caught or unviable at a stage is final; anything else goes on to
+/// the next stage, and the last stage decides. A mutant a stage left
+/// unsettled and the next stage never ran is an error, unless the run was
+/// `interrupted` (stopped during a later stage): then it gets no verdict and
+/// stays to run. Build and test seconds are summed over the stages a mutant
+/// went through. Returns the verdicts and how many were left to run.
 pub fn fold_stages(
-    unit: &[Observed],
-    full: &[Observed],
+    stages: &[(&[Observed], Stage)],
     interrupted: bool,
 ) -> Result<(Vec<(Observed, Stage)>, usize)> {
-    let by_name: BTreeMap<&str, &Observed> = full.iter().map(|o| (o.name.as_str(), o)).collect();
-    let mut out = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
-    let mut left = 0;
-    for u in unit {
-        if !seen.insert(u.name.clone()) {
-            bail!("mutant {} ran twice in the unit stage", u.name);
-        }
-        if u.outcome.settled_early() {
-            out.push((u.clone(), Stage::Unit));
-            continue;
-        }
-        let Some(f) = by_name.get(u.name.as_str()) else {
-            if interrupted {
-                left += 1;
-                continue;
+    let mut maps = Vec::with_capacity(stages.len());
+    let mut order: Vec<&str> = Vec::new();
+    let mut known = std::collections::BTreeSet::new();
+    for (observed, stage) in stages {
+        let mut by_name = BTreeMap::new();
+        for o in *observed {
+            if by_name.insert(o.name.as_str(), o).is_some() {
+                bail!("mutant {} ran twice in the {stage:?} stage", o.name);
             }
-            bail!(
-                "mutant {} was {:?} by the unit tests and the whole suite never ran it",
-                u.name,
-                u.outcome
-            );
-        };
-        let mut merged = (*f).clone();
-        merged.build_secs += u.build_secs;
-        merged.test_secs += u.test_secs;
-        out.push((merged, Stage::Full));
+            if known.insert(o.name.as_str()) {
+                order.push(o.name.as_str());
+            }
+        }
+        maps.push(by_name);
     }
-    for f in full {
-        if !seen.contains(&f.name) {
-            seen.insert(f.name.clone());
-            out.push((f.clone(), Stage::Full));
+    let last = stages.len().saturating_sub(1);
+    let mut out = Vec::new();
+    let mut left = 0;
+    'mutant: for name in order {
+        let (mut build, mut test) = (0.0, 0.0);
+        let first = maps
+            .iter()
+            .position(|m| m.contains_key(name))
+            .unwrap_or(last);
+        for (i, (map, (_, stage))) in maps.iter().zip(stages).enumerate().skip(first) {
+            let Some(o) = map.get(name) else {
+                if interrupted {
+                    left += 1;
+                    continue 'mutant;
+                }
+                let before = stages[i - 1].1;
+                bail!(
+                    "mutant {name} was not settled by the {before:?} stage and the {stage:?} stage never ran it"
+                );
+            };
+            build += o.build_secs;
+            test += o.test_secs;
+            if o.outcome.settled_early() || i == last {
+                let mut merged = (*o).clone();
+                merged.build_secs = build;
+                merged.test_secs = test;
+                out.push((merged, *stage));
+                continue 'mutant;
+            }
         }
     }
     Ok((out, left))
@@ -337,7 +356,8 @@ mod tests {
             obs("d", Outcome::Timeout),
         ];
         let full = [obs("c", Outcome::Caught), obs("d", Outcome::Missed)];
-        let (folded, _) = fold_stages(&unit, &full, false).unwrap();
+        let (folded, _) =
+            fold_stages(&[(&unit, Stage::Unit), (&full, Stage::Full)], false).unwrap();
         let got: Vec<_> = folded
             .iter()
             .map(|(o, s)| (o.name.as_str(), o.outcome, *s, o.test_secs))
@@ -355,8 +375,53 @@ mod tests {
 
     #[test]
     fn a_unit_stage_miss_the_whole_suite_never_ran_is_an_error_not_a_miss() {
-        let err = fold_stages(&[obs("c", Outcome::Missed)], &[], false).unwrap_err();
+        let err = fold_stages(
+            &[
+                (&[obs("c", Outcome::Missed)], Stage::Unit),
+                (&[], Stage::Full),
+            ],
+            false,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("never ran it"), "{err}");
+    }
+
+    #[test]
+    fn a_focused_stage_settles_what_it_catches_and_passes_the_rest_to_the_whole_suite() {
+        let unit = [
+            obs("a", Outcome::Caught),
+            obs("b", Outcome::Missed),
+            obs("c", Outcome::Missed),
+        ];
+        let focused = [obs("b", Outcome::Caught), obs("c", Outcome::Missed)];
+        let full = [obs("c", Outcome::Missed)];
+        let stages: [(&[Observed], Stage); 3] = [
+            (&unit, Stage::Unit),
+            (&focused, Stage::Focused),
+            (&full, Stage::Full),
+        ];
+        let (folded, left) = fold_stages(&stages, false).unwrap();
+        let got: Vec<_> = folded
+            .iter()
+            .map(|(o, s)| (o.name.as_str(), o.outcome, *s, o.test_secs))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", Outcome::Caught, Stage::Unit, 2.0),
+                ("b", Outcome::Caught, Stage::Focused, 4.0),
+                ("c", Outcome::Missed, Stage::Full, 6.0),
+            ]
+        );
+        assert_eq!(left, 0);
+        // A focused miss the whole suite never ran is not a verdict.
+        let stages: [(&[Observed], Stage); 3] = [
+            (&unit, Stage::Unit),
+            (&focused, Stage::Focused),
+            (&[], Stage::Full),
+        ];
+        let err = fold_stages(&stages, false).unwrap_err();
+        assert!(err.to_string().contains("Focused stage"), "{err}");
     }
 
     #[test]
@@ -367,7 +432,8 @@ mod tests {
             obs("c", Outcome::Missed),
         ];
         let full = [obs("b", Outcome::Caught)];
-        let (folded, left) = fold_stages(&unit, &full, true).unwrap();
+        let (folded, left) =
+            fold_stages(&[(&unit, Stage::Unit), (&full, Stage::Full)], true).unwrap();
         let names: Vec<_> = folded.iter().map(|(o, s)| (o.name.as_str(), *s)).collect();
         assert_eq!(names, [("a", Stage::Unit), ("b", Stage::Full)]);
         assert_eq!(left, 1);
@@ -386,13 +452,15 @@ mod tests {
             elapsed_secs: 1.0,
         };
         let old = BTreeMap::from([("gate/src/a.rs".to_owned(), "h1".to_owned())]);
-        let (v, _) = fold_stages(&[], &[obs("x:1:1: m", Outcome::Missed)], false).unwrap();
+        let (v, _) =
+            fold_stages(&[(&[obs("x:1:1: m", Outcome::Missed)], Stage::Full)], false).unwrap();
         store.record(run(1), v, &old).unwrap();
         assert!(Store::is_fresh(&store.verdicts["x:1:1: m"], &old));
         let new = BTreeMap::from([("gate/src/a.rs".to_owned(), "h2".to_owned())]);
         assert!(!Store::is_fresh(&store.verdicts["x:1:1: m"], &new));
         // The rerun of the changed file drops the old verdict and keeps its own.
-        let (v, _) = fold_stages(&[], &[obs("x:2:1: m", Outcome::Caught)], false).unwrap();
+        let (v, _) =
+            fold_stages(&[(&[obs("x:2:1: m", Outcome::Caught)], Stage::Full)], false).unwrap();
         store.record(run(1), v, &new).unwrap();
         assert_eq!(store.verdicts.len(), 1);
         assert_eq!(store.verdicts["x:2:1: m"].outcome, Outcome::Caught);

@@ -90,6 +90,8 @@ pub struct Stage<'a> {
     pub test_tool: &'a str,
     /// Only the library's unit tests (`--lib` for build and test).
     pub lib_only: bool,
+    /// Only the tests this nextest filterset selects (`-E`), e.g. `test(/pay/)`.
+    pub filter: Option<&'a str>,
     /// Skip what an earlier stage in the same output folder caught or found unviable.
     pub iterate: bool,
     pub output: &'a Path,
@@ -111,6 +113,10 @@ impl Stage<'_> {
         }
         if self.lib_only {
             cmd.arg("--cargo-arg=--lib");
+        }
+        if let Some(filter) = self.filter {
+            cmd.arg("--cargo-test-arg=-E")
+                .arg(format!("--cargo-test-arg={filter}"));
         }
         if self.iterate {
             cmd.arg("--iterate");
