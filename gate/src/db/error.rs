@@ -87,3 +87,81 @@ pub(super) fn query_error(action: impl Into<String>) -> impl FnOnce(sqlx::Error)
     let action = action.into();
     move |cause| DbError::Query { action, cause }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::error::Error as StdError;
+
+    use sqlx::error::{DatabaseError, ErrorKind};
+
+    use super::*;
+
+    /// A server's answer with a chosen SQLSTATE, as a driver would report it.
+    #[derive(Debug)]
+    struct Answer(&'static str);
+
+    impl std::fmt::Display for Answer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "server said {}", self.0)
+        }
+    }
+
+    impl StdError for Answer {}
+
+    impl DatabaseError for Answer {
+        fn message(&self) -> &str {
+            "the server answered"
+        }
+        fn code(&self) -> Option<Cow<'_, str>> {
+            Some(Cow::Borrowed(self.0))
+        }
+        fn as_error(&self) -> &(dyn StdError + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn StdError + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn StdError + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::Other
+        }
+    }
+
+    fn classify(code: &'static str) -> DbError {
+        connect_error(
+            "postgres://app:***@db/x",
+            sqlx::Error::Database(Box::new(Answer(code))),
+        )
+    }
+
+    #[test]
+    fn a_server_still_starting_or_stopping_is_unreachable_not_a_refusal() {
+        assert!(matches!(classify("57P03"), DbError::Unreachable { .. }));
+    }
+
+    #[test]
+    fn a_server_that_answers_with_any_other_code_refused_the_connection() {
+        // 28P01: bad password; 3D000: no such database; 28000: no such role.
+        for code in ["28P01", "3D000", "28000"] {
+            assert!(matches!(classify(code), DbError::Rejected { .. }), "{code}");
+        }
+    }
+
+    #[test]
+    fn nothing_answering_is_unreachable() {
+        for cause in [sqlx::Error::PoolTimedOut, sqlx::Error::PoolClosed] {
+            assert!(matches!(
+                connect_error("postgres://x", cause),
+                DbError::Unreachable { .. }
+            ));
+        }
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        assert!(matches!(
+            connect_error("postgres://x", sqlx::Error::Io(io)),
+            DbError::Unreachable { .. }
+        ));
+    }
+}
