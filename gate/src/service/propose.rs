@@ -23,7 +23,7 @@ use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
 use super::request_state::RequestState;
-use super::requests::{self, NewRequest, Transition};
+use super::requests::{self, Birth, NewRequest, Transition};
 use super::rows::RequestRow;
 use super::world;
 use super::{Gate, ProposeOutcome};
@@ -134,6 +134,18 @@ impl<P: PaymentProvider> Gate<P> {
             }
         }
 
+        // A refused or stepped-up proposal is born in its state (one
+        // statement); an allowed one is born PROPOSED and moves to AUTHORIZED
+        // with the reservation just taken.
+        let (born, to) = match (decision, &reservation) {
+            (Decision::Allow, Some(_)) => (Birth::Proposed, RequestState::Authorized),
+            (Decision::StepUp(_), _) => (Birth::PendingApproval, RequestState::PendingApproval),
+            (d, _) => {
+                let reason = d.reason().unwrap_or(Reason::DelegationMissing);
+                decision = Decision::Deny(reason);
+                (Birth::Denied(reason), RequestState::Denied)
+            }
+        };
         let row = requests::insert(
             &mut tx,
             &NewRequest {
@@ -145,34 +157,17 @@ impl<P: PaymentProvider> Gate<P> {
                 purchase: decided.evaluation.purchase.as_ref(),
                 decision,
                 policy_version: decided.policy_version,
+                born,
                 now,
             },
         )
         .await?;
-        let to = match (decision, &reservation) {
-            (Decision::Allow, Some(r)) => {
-                Transition::new(&row, RequestState::Authorized)
-                    .taking(r)
-                    .apply(&mut tx, now)
-                    .await?;
-                RequestState::Authorized
-            }
-            (Decision::StepUp(_), _) => {
-                Transition::new(&row, RequestState::PendingApproval)
-                    .apply(&mut tx, now)
-                    .await?;
-                RequestState::PendingApproval
-            }
-            (d, _) => {
-                let reason = d.reason().unwrap_or(Reason::DelegationMissing);
-                decision = Decision::Deny(reason);
-                Transition::new(&row, RequestState::Denied)
-                    .because(reason)
-                    .apply(&mut tx, now)
-                    .await?;
-                RequestState::Denied
-            }
-        };
+        if let (Birth::Proposed, Some(r)) = (born, &reservation) {
+            Transition::new(&row, RequestState::Authorized)
+                .taking(r)
+                .apply(&mut tx, now)
+                .await?;
+        }
 
         let entries = vec![
             Entry::new(

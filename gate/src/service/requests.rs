@@ -1,9 +1,11 @@
 //! Payment request rows: recording a proposal and moving it through its states.
 //!
-//! Guarantees: a request is inserted PROPOSED and then moved, in the same
-//! transaction, by a typed [`Transition`] from the state it was locked in to
-//! the next; [`Transition::apply`] is the one function that changes a
-//! request's state, the move to NEEDS_REVIEW included. Leaving a reserving
+//! Guarantees: a request is inserted in the state it is born in
+//! ([`Birth`]): DENIED or PENDING_APPROVAL when its first decision refused it
+//! or asked for a human (states that hold no money), else PROPOSED, and then
+//! moved, in the same transaction, by a typed [`Transition`] from the state it
+//! was locked in to the next; [`Transition::apply`] is the one function that
+//! changes a stored request's state, the move to NEEDS_REVIEW included. Leaving a reserving
 //! state (AUTHORIZED, CHECKOUT_ISSUED, PROVIDER_PENDING, CAPTURED) for any
 //! other releases the daily and the delegation budget together with the
 //! state change; entering AUTHORIZED records the reservation just taken;
@@ -34,10 +36,36 @@ pub(crate) struct NewRequest<'a> {
     pub purchase: Option<&'a Purchase>,
     pub decision: Decision,
     pub policy_version: Option<i32>,
+    pub born: Birth,
     pub now: DateTime<Utc>,
 }
 
-/// Inserts the request (PROPOSED) and returns it.
+/// The state a request is inserted in. Only states that hold no reservation
+/// and grant nothing may be a birth state (the database's
+/// `request_state_transition` refuses any other); AUTHORIZED is reached from
+/// PROPOSED by a [`Transition`] that records the reservation just taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Birth {
+    /// To be moved on in the same transaction.
+    Proposed,
+    /// Refused by its first decision, for this reason.
+    Denied(Reason),
+    /// Its first decision asked for a human.
+    PendingApproval,
+}
+
+impl Birth {
+    /// The state and the refusal recorded with it.
+    fn columns(self) -> (RequestState, Option<&'static str>) {
+        match self {
+            Birth::Proposed => (RequestState::Proposed, None),
+            Birth::Denied(reason) => (RequestState::Denied, Some(reason.code())),
+            Birth::PendingApproval => (RequestState::PendingApproval, None),
+        }
+    }
+}
+
+/// Inserts the request in its birth state and returns it.
 pub(crate) async fn insert(
     conn: &mut PgConnection,
     new: &NewRequest<'_>,
@@ -52,10 +80,11 @@ pub(crate) async fn insert(
     let sql = format!(
         "INSERT INTO payment_requests (tenant_id, agent_id, idempotency_key, body_sha256, sku, \
          quantity, purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, \
-         state, policy_version, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'PROPOSED', $14, $15, $15) \
+         state, state_reason, policy_version, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17) \
          RETURNING {REQUEST_COLUMNS}"
     );
+    let (state, state_reason) = new.born.columns();
     sqlx::query_as(sqlx::AssertSqlSafe(sql))
         .bind(new.tenant)
         .bind(new.agent)
@@ -75,6 +104,8 @@ pub(crate) async fn insert(
         .bind(new.purchase.map(Purchase::digest))
         .bind(new.decision.kind())
         .bind(new.decision.reason().map(Reason::code))
+        .bind(state)
+        .bind(state_reason)
         .bind(new.policy_version)
         .bind(new.now)
         .fetch_one(conn)

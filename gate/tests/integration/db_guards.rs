@@ -356,6 +356,51 @@ async fn request_state_transition_refuses_a_request_born_authorized() -> TestRes
 }
 
 #[tokio::test]
+async fn request_state_transition_lets_a_request_be_born_refused_or_waiting_but_never_holding_money()
+-> TestResult {
+    on_world(async |w| {
+        // A refusal and a wait for a human hold nothing: a proposal may be born in them.
+        exec(
+            w.pool(),
+            "INSERT INTO payment_requests (tenant_id, agent_id, body_sha256, decision, reason, state, \
+             state_reason, created_at, updated_at) \
+             VALUES ('acme', 'buyer-agent', repeat('b', 64), 'deny', 'SKU_UNKNOWN', 'DENIED', \
+             'SKU_UNKNOWN', now(), now())",
+        )
+        .await?;
+        let pending = pending(w).await?;
+        let born_like = |state: &str| {
+            format!(
+                "INSERT INTO payment_requests (tenant_id, agent_id, body_sha256, sku, quantity, purpose, \
+                 merchant_id, currency, amount_paise, purchase_digest, decision, reason, state, \
+                 policy_version, reserved_day, reserved_paise, delegation_id, authorized_at, \
+                 created_at, updated_at) \
+                 SELECT tenant_id, agent_id, repeat('c', 64), sku, quantity, purpose, merchant_id, \
+                 currency, amount_paise, purchase_digest, 'step_up', reason, '{state}', policy_version, \
+                 CASE WHEN '{state}' = 'PENDING_APPROVAL' THEN NULL ELSE current_date END, \
+                 CASE WHEN '{state}' = 'PENDING_APPROVAL' THEN 0 ELSE amount_paise END, \
+                 CASE WHEN '{state}' = 'PENDING_APPROVAL' THEN NULL ELSE 'd-buyer' END, \
+                 CASE WHEN '{state}' = 'PENDING_APPROVAL' THEN NULL ELSE now() END, now(), now() \
+                 FROM payment_requests WHERE id = '{pending}'"
+            )
+        };
+        assert_eq!(exec(w.pool(), &born_like("PENDING_APPROVAL")).await?, 1);
+        // Every state that holds a reservation or grants spending is reached
+        // only by a move, even with every column a live request needs
+        // (CAPTURED is refused first by request_captured_by_event, which fires
+        // before it).
+        for state in ["AUTHORIZED", "CHECKOUT_ISSUED", "PROVIDER_PENDING"] {
+            assert_refused_by(
+                exec(w.pool(), &born_like(state)).await,
+                "request_state_transition",
+            );
+        }
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
 async fn ck_request_reservation_matches_state_refuses_ending_a_request_without_releasing()
 -> TestResult {
     let Some(w) = world().await? else {
