@@ -28,6 +28,8 @@ pub mod clock;
 mod decide;
 mod error;
 mod grants;
+#[cfg(test)]
+mod grants_db_refusals;
 mod identity;
 mod invariants;
 pub mod ledger;
