@@ -330,3 +330,32 @@ async fn an_agent_whose_oldest_delegation_is_spent_buys_through_its_next_one() -
     })
     .await
 }
+
+/// An id already granted is refused by the gate's own check, before the
+/// database's primary key would refuse it: the outcome names no constraint,
+/// and the hop the id names is untouched.
+#[tokio::test]
+async fn a_reused_delegation_id_is_refused_before_the_database_sees_it() -> TestResult {
+    on_world(async |w| {
+        let again = w
+            .gate
+            .grant(
+                "acme",
+                &grant("d-buyer", "finance-lead", "buyer-agent", 1000),
+            )
+            .await?;
+        assert_eq!(again.decision, Decision::Deny(Reason::DelegationInvalid));
+        assert_eq!(
+            again.constraint, None,
+            "the gate refuses a reused id itself; the primary key is only the backstop"
+        );
+        let budget: i64 = sqlx::query_scalar(
+            "SELECT budget_paise FROM delegations WHERE tenant_id = 'acme' AND id = 'd-buyer'",
+        )
+        .fetch_one(w.pool())
+        .await?;
+        assert_eq!(budget, 200000);
+        Ok(())
+    })
+    .await
+}
