@@ -478,4 +478,23 @@ pub const HISTORY: &[HistoryEntry] = &[
              both pairs (+75%, +43%; +10%, +31%); the rest moved both ways, within this \
              machine's noise.",
     },
+    HistoryEntry {
+        change: "a refused or stepped-up proposal is born in its state: one INSERT where there \
+             were an INSERT and an UPDATE (migration 20261202000001 lets \
+             `request_state_transition` accept a request created DENIED or PENDING_APPROVAL, \
+             states that hold no money; `requests::Birth`): a denied proposal is 10 statements \
+             where there were 11, 7 under the day lock where there were 8. In \
+             pg_stat_statements (track = all, one `perf --load-only` run) that UPDATE was the \
+             statement with the largest total after the day-lock wait: 0.36 ms mean over \
+             24,064 calls, 8.7 s",
+        measure: "propose one tenant / tenant per client, 8 clients, per second",
+        before: "306/s, 190/s / 678/s, 790/s (pgbench 3,482 and 4,870 TPS)",
+        after: "411/s, 461/s / 637/s, 898/s (pgbench 7,050 and 5,071 TPS)",
+        how: "`harness perf --load-only --cell-seconds 2`, release builds of 5b23cbc (before) \
+             and 2040018 (after), run before, after, before, after on 2026-12-02 beside a niced \
+             cargo-mutants audit (1-minute load 7-8 on 2 cores). pgbench itself moved 2x \
+             between runs, so only the one-tenant proposal, higher in both pairs (+34%, \
+             +143%), is read as a change; tenant per client moved both ways, within this \
+             machine's noise.",
+    },
 ];
