@@ -6,6 +6,7 @@
 //! `--check` fails (exit 1) on any survivor of the committed report that the
 //! file does not list, and on any entry that does not say enough.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -19,6 +20,11 @@ use super::report::Report;
 #[serde(deny_unknown_fields)]
 pub struct Classification {
     pub version: u32,
+    /// Per source file, a nextest filterset selecting the tests that exercise
+    /// it: a run of `--file F ...` without `--focus` uses the union of its
+    /// files' filtersets as its focused stage (when every file has one).
+    #[serde(default)]
+    pub focus: BTreeMap<String, String>,
     #[serde(default)]
     pub survivors: Vec<Classified>,
 }
@@ -50,6 +56,25 @@ impl Classification {
             bail!("{}: version {} is not 1", path.display(), c.version);
         }
         Ok(c)
+    }
+
+    /// The focused stage for a run over `files`: the union of their
+    /// filtersets, or `None` when there are no files or one has none.
+    pub fn focus_for(&self, files: &[String]) -> Option<String> {
+        let parts: Option<Vec<&str>> = files
+            .iter()
+            .map(|f| self.focus.get(f).map(String::as_str))
+            .collect();
+        let parts = parts.filter(|p| !p.is_empty())?;
+        Some(if parts.len() == 1 {
+            parts[0].to_owned()
+        } else {
+            parts
+                .iter()
+                .map(|p| format!("({p})"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
     }
 
     pub fn verdict_of(&self, key: &str) -> Option<&str> {
@@ -132,4 +157,29 @@ pub fn check(report: &Path, classification: &Path) -> Result<ExitCode> {
         classification.display()
     );
     Ok(ExitCode::from(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_is_focused_only_when_every_file_has_a_filterset() {
+        let c = Classification {
+            version: 1,
+            focus: BTreeMap::from([
+                ("a.rs".to_owned(), "test(/a/)".to_owned()),
+                ("b.rs".to_owned(), "test(/b/)".to_owned()),
+            ]),
+            survivors: vec![],
+        };
+        let files = |f: &[&str]| f.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(c.focus_for(&files(&["a.rs"])).as_deref(), Some("test(/a/)"));
+        assert_eq!(
+            c.focus_for(&files(&["a.rs", "b.rs"])).as_deref(),
+            Some("(test(/a/)) | (test(/b/))")
+        );
+        assert_eq!(c.focus_for(&files(&["a.rs", "c.rs"])), None);
+        assert_eq!(c.focus_for(&[]), None);
+    }
 }

@@ -61,7 +61,9 @@ pub struct MutantsAuditArgs {
     /// Between the unit tests and the whole suite, a stage that runs only the
     /// tests this nextest filterset selects (e.g. 'test(/webhook|capture/)'):
     /// what it catches is final (the whole suite would catch it too), and only
-    /// what it misses goes on to the whole suite. Needs cargo-nextest.
+    /// what it misses goes on to the whole suite. Needs cargo-nextest. Without
+    /// it, a run of `--file`s uses their filtersets from the classification
+    /// file's `focus:` map, when every file has one.
     #[arg(long, value_name = "FILTERSET")]
     pub focus: Option<String>,
     /// Run again, against the whole suite, only the mutants the store holds
@@ -113,6 +115,10 @@ pub fn run(args: MutantsAuditArgs) -> Result<ExitCode> {
     }
     let root = crate::workspace::root()?;
     let classes = Classification::load(&args.classification)?;
+    let mut args = args;
+    if args.focus.is_none() {
+        args.focus = classes.focus_for(&args.files);
+    }
     let mut store = Store::load(&args.store)?;
     for other in &args.merge {
         let theirs = Store::load(other)?;
