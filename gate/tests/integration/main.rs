@@ -35,6 +35,7 @@ mod purity;
 mod race_mixed;
 mod races;
 mod razorpay_contract;
+mod razorpay_keys_env;
 mod razorpay_live;
 mod registry_gaps;
 mod row_locks;
