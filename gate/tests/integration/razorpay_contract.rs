@@ -248,6 +248,19 @@ async fn a_receipt_longer_than_40_characters_is_never_sent() {
 }
 
 #[tokio::test]
+async fn a_receipt_of_exactly_40_characters_is_sent() {
+    let fake = crate::fake_razorpay::start().await;
+    let receipt = "r".repeat(40);
+    let order = adapter(&fake)
+        .create_order(&request(&receipt))
+        .await
+        .unwrap();
+    assert_eq!(order.receipt, receipt);
+    assert_eq!(fake.seen().len(), 1, "one create request was made");
+    no_violations(&fake);
+}
+
+#[tokio::test]
 async fn the_gate_over_the_adapter_pays_reconciles_and_balances_its_books() -> TestResult {
     let Some(db) = fresh().await? else {
         return Ok(());
