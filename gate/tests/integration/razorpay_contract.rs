@@ -178,6 +178,39 @@ async fn a_5xx_is_unavailable_and_not_a_definite_refusal() {
     no_violations(&fake);
 }
 
+/// Only Razorpay's "does not exist" is "no such order": a fetch that meets a
+/// 5xx or another 4xx is an error, never an order the gate would treat as
+/// absent (and so as unpaid).
+#[tokio::test]
+async fn a_fetch_that_fails_is_an_error_and_only_an_unknown_id_is_no_order() {
+    let fake = crate::fake_razorpay::start().await;
+    let rzp = adapter(&fake);
+    let order = rzp
+        .create_order(&request("auth_fetch_fails"))
+        .await
+        .unwrap();
+    fake.set_mode(FakeMode::ReadsServerError);
+    assert_eq!(
+        rzp.fetch_order(&order.id).await.unwrap_err(),
+        ProviderError::Unavailable { status: 503 }
+    );
+    fake.set_mode(FakeMode::ReadsClientError);
+    assert_eq!(
+        rzp.fetch_order(&order.id).await.unwrap_err(),
+        ProviderError::Rejected { status: 400 }
+    );
+    fake.set_mode(FakeMode::Ok);
+    assert!(
+        rzp.fetch_order("order_NoSuchOrder01")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let found = rzp.fetch_order(&order.id).await.unwrap();
+    assert_eq!(found.map(|s| s.order.id), Some(order.id));
+    no_violations(&fake);
+}
+
 #[tokio::test]
 async fn a_slow_answer_is_a_timeout_and_create_then_timeout_leaves_a_findable_order() {
     let fake = crate::fake_razorpay::start().await;

@@ -38,6 +38,11 @@ pub enum FakeMode {
     ClientError,
     /// Creates the order, then answers after 30 seconds.
     CreateThenTimeout,
+    /// Creates orders as `Ok` does; every read (GET) answers 503.
+    ReadsServerError,
+    /// Creates orders as `Ok` does; every read (GET) answers 400 with a
+    /// description other than "does not exist".
+    ReadsClientError,
 }
 
 /// One request the fake received.
@@ -207,7 +212,19 @@ fn check(
         base64(format!("{KEY_ID}:{KEY_SECRET}").as_bytes())
     );
     match headers.get("authorization").and_then(|v| v.to_str().ok()) {
-        Some(given) if given == expected => Ok(()),
+        Some(given) if given == expected => match (method, s.mode) {
+            ("GET", FakeMode::ReadsServerError) => Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "SERVER_ERROR",
+                "We are facing some trouble completing your request at the moment",
+            )),
+            ("GET", FakeMode::ReadsClientError) => Err(error(
+                StatusCode::BAD_REQUEST,
+                "BAD_REQUEST_ERROR",
+                "The merchant account is suspended (placeholder)",
+            )),
+            _ => Ok(()),
+        },
         Some(_) => Err(error(
             StatusCode::UNAUTHORIZED,
             "BAD_REQUEST_ERROR",
@@ -344,7 +361,11 @@ async fn create_order(
         };
         let mode = s.mode;
         let answer = match mode {
-            FakeMode::Ok | FakeMode::Slow | FakeMode::CreateThenTimeout => {
+            FakeMode::Ok
+            | FakeMode::Slow
+            | FakeMode::CreateThenTimeout
+            | FakeMode::ReadsServerError
+            | FakeMode::ReadsClientError => {
                 let now = s.now;
                 Some(s.book.create(&request, now))
             }
