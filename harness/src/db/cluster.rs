@@ -278,6 +278,16 @@ async fn start_fresh(dir: &Path, binaries: &Binaries, runner: Runner) -> Result<
          synchronous_commit = off\n\
          full_page_writes = off\n"
     )?;
+    // `harness perf --db` breaks the server's time down by statement with
+    // pg_stat_statements, which must be preloaded; loaded only when the
+    // machine's Postgres has it (Debian's keeps it beside the binaries).
+    let statement_stats = binaries
+        .dir
+        .parent()
+        .is_some_and(|root| root.join("lib/pg_stat_statements.so").is_file());
+    if statement_stats {
+        writeln!(conf, "shared_preload_libraries = 'pg_stat_statements'")?;
+    }
     drop(conf);
 
     let log = dir.join(SERVER_LOG);
@@ -316,6 +326,14 @@ async fn start_fresh(dir: &Path, binaries: &Binaries, runner: Runner) -> Result<
             tail(&log)
         )
     })?;
+    if statement_stats {
+        // In the `postgres` database, where `harness perf` reads it (the
+        // view holds every database's statements); as the superuser, since
+        // the gate's roles may not create extensions.
+        enable_statement_stats(&url)
+            .await
+            .context("creating pg_stat_statements in the throwaway cluster")?;
+    }
     state.status = "up".into();
     state.pid = Some(pid);
     write_state(dir, &state)?;
@@ -341,6 +359,15 @@ async fn already_up(dir: &Path) -> Option<Running> {
         version: state.version,
         started: false,
     })
+}
+
+async fn enable_statement_stats(url: &str) -> Result<()> {
+    let pool = gate::db::connect(url).await?;
+    sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .execute(&pool)
+        .await?;
+    pool.close().await;
+    Ok(())
 }
 
 async fn answer(url: &str) -> Result<()> {

@@ -39,6 +39,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, Executor, PgConnection};
 
 use super::Progress;
+use super::statements::{self, Breakdown};
 use super::stats::thousands;
 
 /// At least the 32 bytes `Gate::new` requires.
@@ -136,8 +137,15 @@ pub struct Load {
     pub clock_speed: u32,
     pub rows: Vec<LoadRow>,
     pub latency: Vec<LatencyRow>,
+    /// Where the server's time went in the four cells at [`PROFILED_CLIENTS`]
+    /// clients (pg_stat_statements), when the server could say.
+    pub statements: Option<Breakdown>,
     pub seconds: f64,
 }
+
+/// The client count whose cells `pg_stat_statements` breaks down (the
+/// goals' count), or the largest count of a plan without it.
+pub const PROFILED_CLIENTS: usize = 8;
 
 /// A clock that starts at the standard world's "now" and runs
 /// [`CLOCK_SPEED`] times faster than the wall clock.
@@ -593,6 +601,12 @@ pub(super) async fn measure(
     let bench = Pgbench::init(&owner).await?;
     let most = plan.clients.iter().copied().max().unwrap_or(1);
     let (db, gate) = world(admin_url, most).await?;
+    let profiled = if plan.clients.contains(&PROFILED_CLIENTS) {
+        PROFILED_CLIENTS
+    } else {
+        most
+    };
+    let mut breakdown = None;
     let mut cell_no = 0;
     let mut rows = Vec::new();
     let mut latency = Vec::new();
@@ -612,6 +626,17 @@ pub(super) async fn measure(
             flow_tenant_per_client: None,
         };
         let keep = plan.latency_clients.contains(&clients);
+        let before = if clients == profiled {
+            match statements::snapshot(admin_url, db.name()).await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    notes.push(format!("No statement breakdown: {e:#}."));
+                    None
+                }
+            }
+        } else {
+            None
+        };
         for (shape, work) in [
             (Shape::OneTenant, Work::Propose),
             (Shape::TenantPerClient, Work::Propose),
@@ -642,6 +667,13 @@ pub(super) async fn measure(
             }
             *slot = Some(c);
         }
+        if let Some(before) = &before {
+            let window = format!("the four cells at {clients} clients");
+            match statements::snapshot(admin_url, db.name()).await {
+                Ok(after) => breakdown = Some(statements::between(before, &after, &window)),
+                Err(e) => notes.push(format!("No statement breakdown: {e:#}.")),
+            }
+        }
         if keep {
             for shape in [Shape::OneTenant, Shape::TenantPerClient] {
                 cell_no += 1;
@@ -667,6 +699,7 @@ pub(super) async fn measure(
             clock_speed: CLOCK_SPEED,
             rows,
             latency,
+            statements: breakdown,
             seconds: started.elapsed().as_secs_f64(),
         },
         notes,

@@ -37,6 +37,7 @@ mod model;
 mod plan;
 mod pure_engine;
 mod render;
+mod statements;
 mod stats;
 
 use std::path::Path;

@@ -1,5 +1,6 @@
 //! The load phase's section of `performance.md`: throughput against
-//! pgbench, the goals, latency percentiles and the history of changes.
+//! pgbench, the goals, latency percentiles, where the server's time went
+//! and the history of changes.
 //!
 //! Guarantees: a pure function of the [`Load`] struct (and the fixed
 //! `model::HISTORY`); a figure that was not measured prints `n/a`.
@@ -8,7 +9,8 @@ use std::fmt::Write as _;
 
 use crate::perf::load::{Cell, LatencyRow, Load, LoadRow, Shape};
 use crate::perf::model::HISTORY;
-use crate::perf::stats::{format_rate, ratio};
+use crate::perf::statements::Breakdown;
+use crate::perf::stats::{format_rate, ratio, thousands};
 
 /// Goals of issue 13, as ratios to pgbench at 8 clients.
 pub const PROPOSE_ONE_TENANT_GOAL: f64 = 0.1;
@@ -196,6 +198,7 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
         );
     }
     s.push('\n');
+    s.push_str(&statements_section(load.statements.as_ref()));
     s.push_str("### History: changes made for speed (before → after, side by side)\n\n");
     if HISTORY.is_empty() {
         s.push_str("No change recorded yet.\n\n");
@@ -213,9 +216,50 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
     s
 }
 
+/// Where the server's time went (pg_stat_statements), or why it is not known.
+fn statements_section(b: Option<&Breakdown>) -> String {
+    let mut s = String::from("### Where the server's time goes (pg_stat_statements)\n\n");
+    let Some(b) = b else {
+        s.push_str(
+            "Not measured in this run: the server did not load pg_stat_statements (see the \
+             notes).\n\n",
+        );
+        return s;
+    };
+    let _ = writeln!(
+        s,
+        "Postgres' own execution time of the gate's statements over {}: {} statements, \
+         {:.1} s in all. These times include waiting for row locks and for a CPU, so they show \
+         where the gate waits as well as where it works. The {} with the most time:\n",
+        b.window,
+        thousands(u64::try_from(b.calls).unwrap_or(0)),
+        b.total_ms / 1000.0,
+        b.top.len()
+    );
+    s.push_str("| statement | calls | mean | total | share |\n|---|---:|---:|---:|---:|\n");
+    for c in &b.top {
+        let mut query: String = c.query.chars().take(110).collect();
+        if query.len() < c.query.len() {
+            query.push('…');
+        }
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {:.3} ms | {:.2} s | {:.1}% |",
+            query.replace('`', "'").replace('|', "\\|"),
+            thousands(u64::try_from(c.calls).unwrap_or(0)),
+            c.mean_ms,
+            c.total_ms / 1000.0,
+            c.share * 100.0
+        );
+    }
+    s.push('\n');
+    s
+}
+
 #[cfg(test)]
 pub(in crate::perf::render) mod tests {
     use super::*;
+    use crate::perf::statements::StatementCost;
 
     fn cell(per_sec: f64) -> Option<Cell> {
         Some(Cell {
@@ -254,6 +298,18 @@ pub(in crate::perf::render) mod tests {
                 p99_ms: 9.0,
                 max_ms: 12.0,
             }],
+            statements: Some(Breakdown {
+                window: "the four cells at 8 clients".into(),
+                total_ms: 2000.0,
+                calls: 1000,
+                top: vec![StatementCost {
+                    query: "SELECT a | b FROM t".into(),
+                    calls: 500,
+                    total_ms: 1500.0,
+                    mean_ms: 3.0,
+                    share: 0.75,
+                }],
+            }),
             seconds: 40.0,
         }
     }
@@ -274,6 +330,20 @@ pub(in crate::perf::render) mod tests {
         for h in HISTORY {
             assert!(md.contains(h.before) && md.contains(h.after), "{md}");
         }
+    }
+
+    #[test]
+    fn the_statement_breakdown_is_a_table_and_its_absence_is_said() {
+        let md = section(Some(&fixed()), None);
+        assert!(
+            md.contains("| `SELECT a \\| b FROM t` | 500 | 3.000 ms | 1.50 s | 75.0% |"),
+            "{md}"
+        );
+        assert!(md.contains("over the four cells at 8 clients: 1,000 statements, 2.0 s"));
+        let mut none = fixed();
+        none.statements = None;
+        let md = section(Some(&none), None);
+        assert!(md.contains("Not measured in this run"), "{md}");
     }
 
     #[test]
