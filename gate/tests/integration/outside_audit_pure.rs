@@ -325,3 +325,30 @@ async fn the_in_process_provider_stamps_its_clock_and_lists_its_payments() {
     assert_eq!(payments[0].status, PaymentStatus::Captured);
     assert_eq!(payments[0].created_at, 1_700_000_000);
 }
+
+/// The spec's `books_balanced` needs all three: the provider's captures on
+/// the books to the paisa, no day and no hop whose spend differs from the
+/// requests holding it. Each failing alone unbalances the books.
+#[test]
+fn the_books_balance_only_when_captures_days_and_hops_all_agree() {
+    use gate::service::Books;
+    use std::collections::BTreeMap;
+    let even = Books {
+        captured_paise: 60000,
+        unbalanced_days: BTreeMap::new(),
+        unbalanced_hops: BTreeMap::new(),
+        kept_unsettled: 0,
+    };
+    assert!(even.balanced(60000));
+    assert!(!even.balanced(60001), "a paisa the books do not have");
+    let day = Books {
+        unbalanced_days: BTreeMap::from([("2026-09-03".to_owned(), (60000, 0))]),
+        ..even.clone()
+    };
+    assert!(!day.balanced(60000), "a day holding what no request holds");
+    let hop = Books {
+        unbalanced_hops: BTreeMap::from([("d-buyer".to_owned(), (60000, 0))]),
+        ..even.clone()
+    };
+    assert!(!hop.balanced(60000), "a hop spent by no request");
+}
