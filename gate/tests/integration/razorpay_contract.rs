@@ -361,3 +361,51 @@ async fn the_gate_over_the_adapter_pays_reconciles_and_balances_its_books() -> T
     db.drop().await?;
     Ok(())
 }
+
+/// A reconcile that cannot ask the provider counts the failure and leaves
+/// the request as it was; asked again once the provider answers, it settles.
+#[tokio::test]
+async fn a_reconcile_the_provider_cannot_answer_counts_the_error_and_changes_nothing() -> TestResult
+{
+    let Some(db) = fresh().await? else {
+        return Ok(());
+    };
+    let fake = crate::fake_razorpay::start().await;
+    let gate = Gate::new(
+        db.pool().clone(),
+        adapter(&fake),
+        SECRET,
+        Arc::new(ManualClock::new(gate::service::standard::now())),
+    )?
+    .with_provider_timeout(Duration::from_secs(5));
+    gate.seed(&gate::service::standard::seed()).await?;
+    fake.set_mode(FakeMode::CreateThenTimeout);
+    let request = request_id(
+        &gate
+            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+            .await?,
+    );
+    let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
+    let paid = gate.pay("acme", &authority, "finance-lead").await?;
+    assert_eq!(paid.decision, Decision::Deny(Reason::ProviderUnavailable));
+    fake.set_mode(FakeMode::ReadsServerError);
+    let r = gate.reconcile(None).await?;
+    assert_eq!(
+        (r.examined, r.provider_errors, r.orders_recorded),
+        (1, 1, 0)
+    );
+    assert_eq!(
+        gate.request_state("acme", &request).await?.as_deref(),
+        Some("PROVIDER_PENDING")
+    );
+    fake.set_mode(FakeMode::Ok);
+    let r = gate.reconcile(None).await?;
+    assert_eq!(
+        (r.examined, r.provider_errors, r.orders_recorded),
+        (1, 0, 1)
+    );
+    no_violations(&fake);
+    drop(gate);
+    db.drop().await?;
+    Ok(())
+}
