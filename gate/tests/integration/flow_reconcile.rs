@@ -467,3 +467,84 @@ async fn sixty_four_deliveries_of_one_kept_capture_keep_it_once() -> TestResult 
     })
     .await
 }
+
+async fn reconcile_entries(w: &World, authority: &str) -> BoxResult<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM ledger_entries WHERE kind = 'reconcile' AND entry::jsonb->>'subject' = $1",
+    )
+    .bind(authority)
+    .fetch_one(w.pool())
+    .await?)
+}
+
+/// A reconcile writes a ledger entry for an authority exactly when it changed
+/// something: an order recorded, a payment applied, a request failed. A
+/// reconcile that finds nothing new writes nothing, and an authority at the
+/// very instant it expires has not expired yet.
+#[tokio::test]
+async fn a_reconcile_is_on_the_ledger_exactly_when_it_changed_something() -> TestResult {
+    on_world(async |w| {
+        // No order at the provider: nothing changes until the authority expires.
+        w.gate.provider().set_mode(Mode::Timeout, Some(1));
+        let (request, authority) = checked_out(&w.gate).await?;
+        w.gate.pay("acme", &authority, "finance-lead").await?;
+        let before = ledger_len(w).await?;
+        let r = w.gate.reconcile(Some("acme")).await?;
+        assert_eq!((r.examined, r.still_pending), (1, 1));
+        assert_eq!(
+            ledger_len(w).await?,
+            before,
+            "nothing changed, nothing written"
+        );
+        let expires: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+            "SELECT expires_at FROM checkout_authorities WHERE tenant_id = 'acme' AND id = $1",
+        )
+        .bind(&authority)
+        .fetch_one(w.pool())
+        .await?;
+        w.clock.set(expires);
+        let r = w.gate.reconcile(Some("acme")).await?;
+        assert_eq!(
+            (r.failed, r.still_pending),
+            (0, 1),
+            "not expired at its last instant"
+        );
+        assert_eq!(ledger_len(w).await?, before);
+        w.clock.set(expires + Minutes::seconds(1));
+        let r = w.gate.reconcile(Some("acme")).await?;
+        assert_eq!((r.failed, r.still_pending), (1, 0));
+        assert_eq!(
+            reconcile_entries(w, &authority).await?,
+            1,
+            "the failure is written"
+        );
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("FAILED")
+        );
+
+        // An order the gate never heard of: recording it alone is written.
+        w.gate.provider().set_mode(Mode::Late, Some(1));
+        let (_, late) = checked_out(&w.gate).await?;
+        w.gate.pay("acme", &late, "finance-lead").await?;
+        let r = w.gate.reconcile(Some("acme")).await?;
+        assert_eq!((r.orders_recorded, r.captured, r.still_pending), (1, 0, 1));
+        assert_eq!(
+            reconcile_entries(w, &late).await?,
+            1,
+            "the order is written"
+        );
+        // A capture on that known order: applying it alone is written.
+        customer_pays(w.gate.provider(), &late, w.gate.now())?;
+        let r = w.gate.reconcile(Some("acme")).await?;
+        assert_eq!((r.orders_recorded, r.captured), (0, 1));
+        assert_eq!(
+            reconcile_entries(w, &late).await?,
+            2,
+            "the capture is written"
+        );
+        assert!(balanced(w).await?);
+        Ok(())
+    })
+    .await
+}
