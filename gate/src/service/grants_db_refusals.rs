@@ -89,64 +89,77 @@ async fn a_grant_the_database_accepts_is_written() -> TestResult {
 
 #[tokio::test]
 async fn each_database_refusal_of_a_grant_comes_back_as_its_reason_and_guard() -> TestResult {
-    on_standard_world(async |conn| {
-        // More than the parent has left (within its budget: more than its
-        // budget would widen it).
-        let g = grant("d-most", "d-buyer", "procurement-agent", 150000);
-        assert_eq!(refusal_of(conn, &g, false).await?, None);
-        let g = grant("d-big", "d-buyer", "renewals-agent", 60000);
-        assert_eq!(
-            refusal_of(conn, &g, false).await?,
-            refused(
-                Reason::DelegationBudgetExhausted,
-                "ck_delegation_budget_partitioned"
-            )
-        );
-        // Nothing to spend.
-        let g = grant("d-zero", "d-buyer", "procurement-agent", 0);
-        assert_eq!(
-            refusal_of(conn, &g, false).await?,
-            refused(Reason::DelegationWidens, "ck_delegation_budget_positive")
-        );
-        // Living longer than the parent's terms allow: a sku the parent does not cover.
-        let mut g = grant("d-wide", "d-buyer", "procurement-agent", 1000);
-        g.skus = Some(vec!["CLOUD-TEAM".to_owned()]);
-        assert_eq!(
-            refusal_of(conn, &g, false).await?,
+    let scoped = |mut g: Grant, sku: &str| {
+        g.skus = Some(vec![sku.to_owned()]);
+        g
+    };
+    use Reason::DelegationWidens;
+    use Reason::{DelegationBudgetExhausted, DelegationGrantorNotPermitted, DelegationInvalid};
+    // In order: (why, the grant, a root hop, the refusal expected; None is accepted).
+    let cases = [
+        (
+            "within the parent's budget",
+            grant("d-most", "d-buyer", "procurement-agent", 150000),
+            false,
             None,
-            "the parent allows every sku"
-        );
-        let mut g = grant("d-wider", "d-wide", "renewals-agent", 500);
-        g.skus = Some(vec!["GPU-HOUR".to_owned()]);
-        assert_eq!(
-            refusal_of(conn, &g, false).await?,
-            refused(Reason::DelegationWidens, "delegation_attenuates")
-        );
-        // A root hop from a human who may not approve.
-        let g = grant("d-intern", "intern", "buyer-agent", 1000);
-        assert_eq!(
-            refusal_of(conn, &g, true).await?,
+        ),
+        (
+            "more than the parent has left (within its budget)",
+            grant("d-big", "d-buyer", "renewals-agent", 60000),
+            false,
             refused(
-                Reason::DelegationGrantorNotPermitted,
-                "delegation_attenuates"
-            )
-        );
-        // A root hop from a grantor who is nobody in the tenant: the trigger
-        // refuses it before the grantor's foreign key is checked.
-        let g = grant("d-stranger", "globex-finance", "buyer-agent", 1000);
-        assert_eq!(
-            refusal_of(conn, &g, true).await?,
-            refused(
-                Reason::DelegationGrantorNotPermitted,
-                "delegation_attenuates"
-            )
-        );
-        // An id already taken (a concurrent twin's).
-        let g = grant("d-buyer", "finance-lead", "buyer-agent", 1000);
-        assert_eq!(
-            refusal_of(conn, &g, true).await?,
-            refused(Reason::DelegationInvalid, "pk_delegations")
-        );
+                DelegationBudgetExhausted,
+                "ck_delegation_budget_partitioned",
+            ),
+        ),
+        (
+            "nothing to spend",
+            grant("d-zero", "d-buyer", "procurement-agent", 0),
+            false,
+            refused(DelegationWidens, "ck_delegation_budget_positive"),
+        ),
+        (
+            "the parent allows every sku",
+            scoped(
+                grant("d-wide", "d-buyer", "procurement-agent", 1000),
+                "CLOUD-TEAM",
+            ),
+            false,
+            None,
+        ),
+        (
+            "a sku the parent does not cover",
+            scoped(
+                grant("d-wider", "d-wide", "renewals-agent", 500),
+                "GPU-HOUR",
+            ),
+            false,
+            refused(DelegationWidens, "delegation_attenuates"),
+        ),
+        (
+            "a root hop from a human who may not approve",
+            grant("d-intern", "intern", "buyer-agent", 1000),
+            true,
+            refused(DelegationGrantorNotPermitted, "delegation_attenuates"),
+        ),
+        // The trigger refuses it before the grantor's foreign key is checked.
+        (
+            "a root hop from a grantor who is nobody in the tenant",
+            grant("d-stranger", "globex-finance", "buyer-agent", 1000),
+            true,
+            refused(DelegationGrantorNotPermitted, "delegation_attenuates"),
+        ),
+        (
+            "an id already taken (a concurrent twin's)",
+            grant("d-buyer", "finance-lead", "buyer-agent", 1000),
+            true,
+            refused(DelegationInvalid, "pk_delegations"),
+        ),
+    ];
+    on_standard_world(async |conn| {
+        for (why, g, root, expected) in &cases {
+            assert_eq!(refusal_of(conn, g, *root).await?, *expected, "{why}");
+        }
         Ok(())
     })
     .await

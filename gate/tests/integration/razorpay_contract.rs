@@ -30,6 +30,23 @@ fn adapter_with(fake: &crate::fake_razorpay::Fake, id: &str, secret: &str) -> Ra
     .expect("a loopback base URL is accepted")
 }
 
+/// The gate on `db`, seeded with the standard world, paying through the
+/// adapter against `fake` (a provider timeout long enough for loopback).
+async fn gate_over(
+    db: &gate::db::FreshDatabase,
+    fake: &crate::fake_razorpay::Fake,
+) -> Result<Gate<RazorpayProvider>, Box<dyn std::error::Error + Send + Sync>> {
+    let gate = Gate::new(
+        db.pool().clone(),
+        adapter(fake),
+        SECRET,
+        Arc::new(ManualClock::new(gate::service::standard::now())),
+    )?
+    .with_provider_timeout(Duration::from_secs(5));
+    gate.seed(&gate::service::standard::seed()).await?;
+    Ok(gate)
+}
+
 fn request(receipt: &str) -> OrderRequest {
     OrderRequest {
         receipt: receipt.into(),
@@ -299,14 +316,7 @@ async fn the_gate_over_the_adapter_pays_reconciles_and_balances_its_books() -> T
         return Ok(());
     };
     let fake = crate::fake_razorpay::start().await;
-    let gate = Gate::new(
-        db.pool().clone(),
-        adapter(&fake),
-        SECRET,
-        Arc::new(ManualClock::new(gate::service::standard::now())),
-    )?
-    .with_provider_timeout(Duration::from_secs(5));
-    gate.seed(&gate::service::standard::seed()).await?;
+    let gate = gate_over(&db, &fake).await?;
     assert_eq!(gate.provider_health().mode, "test");
     assert!(gate.provider_health().has_keys);
     let mut requests = Vec::new();
@@ -371,14 +381,7 @@ async fn a_reconcile_the_provider_cannot_answer_counts_the_error_and_changes_not
         return Ok(());
     };
     let fake = crate::fake_razorpay::start().await;
-    let gate = Gate::new(
-        db.pool().clone(),
-        adapter(&fake),
-        SECRET,
-        Arc::new(ManualClock::new(gate::service::standard::now())),
-    )?
-    .with_provider_timeout(Duration::from_secs(5));
-    gate.seed(&gate::service::standard::seed()).await?;
+    let gate = gate_over(&db, &fake).await?;
     fake.set_mode(FakeMode::CreateThenTimeout);
     let request = request_id(
         &gate

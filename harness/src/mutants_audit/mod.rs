@@ -116,8 +116,15 @@ pub fn run(args: MutantsAuditArgs) -> Result<ExitCode> {
     let root = crate::workspace::root()?;
     let classes = Classification::load(&args.classification)?;
     let mut args = args;
-    if args.focus.is_none() {
+    let runs_stages = args.from_outcomes.is_empty() && !args.render_only && args.merge.is_empty();
+    if args.focus.is_none() && runs_stages {
+        // The map's filtersets need nextest; without it the run goes on
+        // without a focused stage (an explicit --focus is refused instead).
         args.focus = classes.focus_for(&args.files);
+        if args.focus.is_some() && tool::test_tool() != "nextest" {
+            eprintln!("cargo-nextest is not installed: running without the focus map's stage");
+            args.focus = None;
+        }
     }
     let mut store = Store::load(&args.store)?;
     for other in &args.merge {
