@@ -13,7 +13,10 @@
 //! (so reconcile can find it again) and recorded under
 //! `uq_provider_order_per_authority`, once, whoever records it first (pay or
 //! reconcile). The answer must be the order asked for (`matches_request`:
-//! receipt, merchant, amount, currency), else it is never recorded. A
+//! receipt, merchant, amount, currency), else it is never recorded; an
+//! answer whose id is already another authority's order (or that differs
+//! from the order this authority already has) is the same mismatch, never a
+//! database error. A
 //! provider that definitely made no order (a 4xx, a mismatching answer) is
 //! `PROVIDER_REJECTED`: the request FAILS and its budgets come back. One that
 //! did not answer in time, failed with a 5xx or could not be reached may
@@ -271,6 +274,17 @@ impl<P: PaymentProvider> Gate<P> {
             what: format!("the request of authority {} vanished", authority.id),
         })?;
         let inserted = insert_order(&mut tx, authority, order_id, now).await?;
+        if !inserted && !order_is_authoritys(&mut tx, authority, order_id).await? {
+            // The id is already another authority's order, or this authority
+            // already has a different one: the provider mixed up its answers.
+            drop(tx);
+            let cause = ProviderError::Mismatch {
+                order_id: order_id.to_owned(),
+            };
+            tracing::warn!(authority = %authority.id, "the provider's order is not this authority's: {cause}");
+            self.provider_rejected(authority, &cause).await?;
+            return Ok(Outcome::refused(Reason::ProviderRejected));
+        }
         if inserted {
             let entry = Entry::new(
                 Some(&authority.tenant_id),
@@ -366,7 +380,10 @@ impl<P: PaymentProvider> Gate<P> {
     }
 }
 
-/// Inserts the order row for `authority`; false when it was already there.
+/// Inserts the order row for `authority`; false when the authority already
+/// has an order (`uq_provider_order_per_authority`) or the id is already
+/// recorded (`pk_provider_orders`, `uq_provider_order_id`), perhaps for
+/// another authority: a conflict is an answer, never an engine error.
 /// `fk_provider_order_matches_authority` makes the row carry exactly the
 /// authority's request, merchant, amount and currency.
 pub(crate) async fn insert_order(
@@ -379,7 +396,7 @@ pub(crate) async fn insert_order(
         "INSERT INTO provider_orders (tenant_id, provider_order_id, authority_id, request_id, \
          merchant_id, amount_paise, currency, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-         ON CONFLICT ON CONSTRAINT uq_provider_order_per_authority DO NOTHING \
+         ON CONFLICT DO NOTHING \
          RETURNING provider_order_id",
     )
     .bind(&authority.tenant_id)
@@ -394,6 +411,22 @@ pub(crate) async fn insert_order(
     .await
     .ctx("recording the provider order")?;
     Ok(inserted.is_some())
+}
+
+/// Whether `order_id` is recorded as `authority`'s own order.
+async fn order_is_authoritys(
+    conn: &mut sqlx::PgConnection,
+    authority: &AuthorityRow,
+    order_id: &str,
+) -> Result<bool, ServiceError> {
+    let owner: Option<(String, String)> = sqlx::query_as(
+        "SELECT tenant_id, authority_id FROM provider_orders WHERE provider_order_id = $1",
+    )
+    .bind(order_id)
+    .fetch_optional(&mut *conn)
+    .await
+    .ctx("reading the provider order's owner")?;
+    Ok(owner.is_some_and(|(tenant, id)| tenant == authority.tenant_id && id == authority.id))
 }
 
 /// The provider's answer must be the order asked for: the same receipt (the

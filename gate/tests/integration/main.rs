@@ -31,6 +31,7 @@ mod lifetimes;
 mod outside_audit_gaps;
 mod outside_audit_pure;
 mod policy_properties;
+mod provider_lies;
 mod purity;
 mod race_mixed;
 mod races;
