@@ -23,6 +23,12 @@ pub struct Machine {
     pub load_after: Option<[f64; 3]>,
     /// The Postgres server's version, when the database phase ran.
     pub postgres: Option<String>,
+    /// Whether the kernel groups processes by session for scheduling
+    /// (/proc/sys/kernel/sched_autogroup_enabled). When on, `nice` only
+    /// ranks processes within their own session: a niced job started from
+    /// another session (a background audit, a build) still takes an equal
+    /// share of the CPUs from this run.
+    pub autogroup: Option<bool>,
 }
 
 impl Machine {
@@ -42,6 +48,9 @@ impl Machine {
             load_before: load_average(),
             load_after: None,
             postgres: None,
+            autogroup: std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled")
+                .ok()
+                .and_then(|t| parse_flag(&t)),
         }
     }
 }
@@ -60,6 +69,15 @@ pub fn status_kib(status: &str, field: &str) -> Option<u64> {
         let rest = line.strip_prefix(field)?.strip_prefix(':')?;
         rest.split_whitespace().next()?.parse().ok()
     })
+}
+
+/// A /proc/sys flag's text: `1` is on, `0` off, anything else unknown.
+pub fn parse_flag(text: &str) -> Option<bool> {
+    match text.trim() {
+        "1" => Some(true),
+        "0" => Some(false),
+        _ => None,
+    }
 }
 
 /// The three load averages of /proc/loadavg text.
@@ -118,6 +136,14 @@ mod tests {
         assert_eq!(status_kib(text, "VmSwap"), None);
         // A field name that is only a prefix of another does not match it.
         assert_eq!(status_kib(text, "Vm"), None);
+    }
+
+    #[test]
+    fn reads_a_proc_sys_flag() {
+        assert_eq!(parse_flag("1\n"), Some(true));
+        assert_eq!(parse_flag("0"), Some(false));
+        assert_eq!(parse_flag("2\n"), None);
+        assert_eq!(parse_flag(""), None);
     }
 
     #[test]

@@ -104,8 +104,19 @@ fn machine_section(r: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "| load average 1/5/15 min, end | {} |\n",
+        "| load average 1/5/15 min, end | {} |",
         load(m.load_after)
+    );
+    let _ = writeln!(
+        s,
+        "| scheduler autogroup | {} |\n",
+        match m.autogroup {
+            Some(true) =>
+                "on: `nice` ranks processes only within their session, so a niced \
+                           job from another session still takes an equal share of the CPUs",
+            Some(false) => "off",
+            None => "n/a",
+        }
     );
     s
 }
@@ -578,6 +589,7 @@ mod tests {
                 load_before: Some([1.0, 0.5, 0.25]),
                 load_after: None,
                 postgres: Some("16.4".into()),
+                autogroup: Some(true),
             },
             decisions: Decisions {
                 mix: vec![MixEntry {
@@ -710,6 +722,7 @@ mod tests {
         assert!(md.contains("| `nproc` | 2 |"));
         assert!(md.contains("| CPU (/proc/cpuinfo) | Test CPU |"));
         assert!(md.contains("| load average 1/5/15 min, end | n/a |"));
+        assert!(md.contains("| scheduler autogroup | on: `nice` ranks processes only within"));
         assert!(md.contains(
             "| pure engine decisions, one core (`evaluate`) | 450,000/s | ≥ 200,000/s | yes (2.25× the goal) |"
         ));
