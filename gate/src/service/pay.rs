@@ -109,10 +109,14 @@ impl<P: PaymentProvider> Gate<P> {
             tx.rollback().await.ctx("ending a refused payment")?;
             return Ok(Err(Reason::TenantUnknown));
         }
+        // The authority and the agent that asked for its request, in one read.
         let sql = format!(
-            "SELECT {AUTHORITY_COLUMNS} FROM checkout_authorities WHERE tenant_id = $1 AND id = $2"
+            "SELECT {AUTHORITY_COLUMNS}, \
+                    (SELECT r.agent_id FROM payment_requests r \
+                      WHERE r.tenant_id = a.tenant_id AND r.id = a.request_id) AS requester \
+               FROM checkout_authorities a WHERE a.tenant_id = $1 AND a.id = $2"
         );
-        let found: Option<AuthorityRow> = if crate::ident::is_ident(authority_id) {
+        let found: Option<FoundAuthority> = if crate::ident::is_ident(authority_id) {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(tenant)
                 .bind(authority_id)
@@ -122,7 +126,11 @@ impl<P: PaymentProvider> Gate<P> {
         } else {
             None
         };
-        let Some(found) = found else {
+        let Some(FoundAuthority {
+            authority: found,
+            requester,
+        }) = found
+        else {
             self.close_refused(tx, now, refuse(Some(tenant), Reason::RequestNotAuthorized))
                 .await?;
             return Ok(Err(Reason::RequestNotAuthorized));
@@ -132,14 +140,6 @@ impl<P: PaymentProvider> Gate<P> {
         {
             // An authority is consumed by the agent that asked for it, or by
             // a human of the tenant who may approve.
-            let requester: Option<String> = sqlx::query_scalar(
-                "SELECT agent_id FROM payment_requests WHERE tenant_id = $1 AND id = $2",
-            )
-            .bind(&tenant)
-            .bind(&found.request_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .ctx("reading the requesting agent")?;
             let refusal = match who {
                 Err(reason) => Some(reason),
                 Ok(Who::Agent) if requester.as_deref() == Some(actor) => {
@@ -378,6 +378,15 @@ impl<P: PaymentProvider> Gate<P> {
         ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a provider failure")
     }
+}
+
+/// An authority as pay first reads it, with the agent that asked for its
+/// request.
+#[derive(sqlx::FromRow)]
+struct FoundAuthority {
+    #[sqlx(flatten)]
+    authority: AuthorityRow,
+    requester: Option<String>,
 }
 
 /// Inserts the order row for `authority`; false when the authority already
