@@ -55,7 +55,10 @@ pub struct MutantsAuditArgs {
     /// mutant. Use a checkout of its own: do not edit the tree meanwhile.
     #[arg(long)]
     pub in_place: bool,
-    /// Run every mutant against the whole suite (no unit-test stage first).
+    /// Skip the unit-test stage: every mutant goes to the focused stage
+    /// (`--focus` or the focus map), when there is one, and what that misses
+    /// to the whole suite; without a focus, every mutant runs the whole suite.
+    /// For a file that only the database tests reach.
     #[arg(long)]
     pub whole_suite_only: bool,
     /// Between the unit tests and the whole suite, a stage that runs only the
