@@ -74,6 +74,12 @@ pub struct MutantsAuditArgs {
     /// were added for them.
     #[arg(long, conflicts_with = "shard")]
     pub rerun_missed: bool,
+    /// Run every file that still has mutants without a current verdict, one
+    /// file at a time (most mutants first), each with its focus map entry;
+    /// the store is saved after each file, so a run stopped between files
+    /// loses nothing and the next `--remaining` goes on where it stopped.
+    #[arg(long, conflicts_with_all = ["shard", "rerun_missed", "files", "focus"])]
+    pub remaining: bool,
     /// Add these cargo-mutants outcomes.json files (whole-suite runs over this
     /// same tree) to the store instead of running cargo-mutants.
     #[arg(long = "from-outcomes", value_name = "FILE")]
@@ -155,21 +161,15 @@ pub fn run(args: MutantsAuditArgs) -> Result<ExitCode> {
             let stages = run_stages(&root, &args, scope, true)?;
             add_run(&mut store, &root, &args, &stages)?;
         }
+    } else if args.remaining {
+        run_remaining(&mut store, &root, &mut args, &classes)?;
     } else if !args.render_only && args.merge.is_empty() {
         let stages = run_stages(&root, &args, scope_args(&args), args.whole_suite_only)?;
         add_run(&mut store, &root, &args, &stages)?;
     }
     store.save(&args.store)?;
 
-    tool::ensure_cargo_mutants()?;
-    let listed = tool::list_mutants(&root)?;
-    let mut current = BTreeMap::new();
-    for name in &listed {
-        let file = name.split(':').next().unwrap_or(name);
-        if !current.contains_key(file) {
-            current.insert(file.to_owned(), file_sha256(&root, file)?);
-        }
-    }
+    let (listed, current) = crate_mutants(&root)?;
     let report = Report::build(
         &store,
         &listed,
@@ -191,6 +191,83 @@ pub fn run(args: MutantsAuditArgs) -> Result<ExitCode> {
         json_path.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every mutant cargo-mutants lists in `gate` now, and the SHA-256 of each
+/// file they are in.
+fn crate_mutants(root: &Path) -> Result<(Vec<String>, BTreeMap<String, String>)> {
+    tool::ensure_cargo_mutants()?;
+    let listed = tool::list_mutants(root)?;
+    let mut current = BTreeMap::new();
+    for name in &listed {
+        let file = name.split(':').next().unwrap_or(name);
+        if !current.contains_key(file) {
+            current.insert(file.to_owned(), file_sha256(root, file)?);
+        }
+    }
+    Ok((listed, current))
+}
+
+/// The files with mutants the store holds no current verdict for, most such
+/// mutants first (then by name), with how many.
+pub fn pending_files(
+    store: &Store,
+    listed: &[String],
+    current: &BTreeMap<String, String>,
+) -> Vec<(String, usize)> {
+    let mut pending: BTreeMap<&str, usize> = BTreeMap::new();
+    for name in listed {
+        let fresh = store
+            .verdicts
+            .get(name)
+            .is_some_and(|v| Store::is_fresh(v, current));
+        if !fresh {
+            *pending
+                .entry(name.split(':').next().unwrap_or(name))
+                .or_default() += 1;
+        }
+    }
+    let mut files: Vec<(String, usize)> = pending
+        .into_iter()
+        .map(|(f, n)| (f.to_owned(), n))
+        .collect();
+    files.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    files
+}
+
+/// `--remaining`: each pending file in turn, its verdicts saved as it ends.
+fn run_remaining(
+    store: &mut Store,
+    root: &Path,
+    args: &mut MutantsAuditArgs,
+    classes: &Classification,
+) -> Result<()> {
+    let (listed, current) = crate_mutants(root)?;
+    let files = pending_files(store, &listed, &current);
+    if files.is_empty() {
+        eprintln!("every mutant of the crate has a current verdict: nothing to run");
+        return Ok(());
+    }
+    let total: usize = files.iter().map(|(_, n)| n).sum();
+    eprintln!("{total} mutants in {} files still to run:", files.len());
+    for (file, n) in &files {
+        eprintln!("  {n:>4}  {file}");
+    }
+    for (i, (file, n)) in files.iter().enumerate() {
+        args.files = vec![file.clone()];
+        args.focus = classes.focus_for(&args.files);
+        if args.focus.is_some() && tool::test_tool() != "nextest" {
+            args.focus = None;
+        }
+        eprintln!("[{}/{}] {file}: {n} mutants", i + 1, files.len());
+        let stages = run_stages(root, args, scope_args(args), args.whole_suite_only)?;
+        add_run(store, root, args, &stages)?;
+        store.save(&args.store)?;
+    }
+    // The report that follows covers the whole crate, not the last file.
+    args.files.clear();
+    args.focus = None;
+    Ok(())
 }
 
 /// One line for `harness triage`: the audit's headline from the committed report.
@@ -398,6 +475,9 @@ fn invocation(args: &MutantsAuditArgs) -> String {
     if args.rerun_missed {
         s.push_str(" --rerun-missed");
     }
+    if args.remaining {
+        s.push_str(" --remaining");
+    }
     if !args.from_outcomes.is_empty() {
         s.push_str(" --from-outcomes ..");
     }
@@ -425,5 +505,53 @@ mod tests {
         assert!(escaped.contains(r"replace \* with \+"), "{escaped}");
         assert!(escaped.contains(r"\(\)"), "{escaped}");
         assert!(!escape_regex("abc:12").contains('\\'));
+    }
+
+    #[test]
+    fn pending_files_are_those_without_a_current_verdict_most_first() {
+        let verdict = |file: &str, sha: &str| store::Verdict {
+            file: file.into(),
+            line: 1,
+            file_sha256: sha.into(),
+            outcome: store::Outcome::Caught,
+            stage: Stage::Full,
+            build_secs: 1.0,
+            test_secs: 1.0,
+        };
+        let mut store = Store {
+            version: 1,
+            runs: vec![],
+            verdicts: BTreeMap::new(),
+        };
+        let a1 = "gate/src/a.rs:1:1: replace x with y in f".to_owned();
+        let a2 = "gate/src/a.rs:2:1: replace x with z in f".to_owned();
+        let b1 = "gate/src/b.rs:1:1: delete ! in g".to_owned();
+        let b2 = "gate/src/b.rs:2:1: delete - in g".to_owned();
+        let c1 = "gate/src/c.rs:9:1: replace h -> bool with true".to_owned();
+        store
+            .verdicts
+            .insert(a1.clone(), verdict("gate/src/a.rs", "aaa"));
+        // b.rs changed since its verdict: stale, so still to run.
+        store
+            .verdicts
+            .insert(b1.clone(), verdict("gate/src/b.rs", "old"));
+        store
+            .verdicts
+            .insert(c1.clone(), verdict("gate/src/c.rs", "ccc"));
+        let current = BTreeMap::from([
+            ("gate/src/a.rs".to_owned(), "aaa".to_owned()),
+            ("gate/src/b.rs".to_owned(), "new".to_owned()),
+            ("gate/src/c.rs".to_owned(), "ccc".to_owned()),
+        ]);
+        let listed = vec![a1, a2, b1, b2, c1];
+        assert_eq!(
+            pending_files(&store, &listed, &current),
+            vec![
+                ("gate/src/b.rs".to_owned(), 2),
+                ("gate/src/a.rs".to_owned(), 1)
+            ]
+        );
+        let all_fresh = vec![listed[0].clone(), listed[4].clone()];
+        assert!(pending_files(&store, &all_fresh, &current).is_empty());
     }
 }
