@@ -40,3 +40,4 @@ mod razorpay_keys_env;
 mod razorpay_live;
 mod registry_gaps;
 mod row_locks;
+mod webhook_envelope;
