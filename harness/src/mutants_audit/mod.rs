@@ -389,10 +389,25 @@ fn run_stages(
             env,
         }
         .run(&out.join(keep))?;
-        observed.push((read_all(&[file])?, stage));
+        let seen = read_all(&[file])?;
+        let settled = leaves_nothing(&seen);
+        observed.push((seen, stage));
+        if settled {
+            // cargo-mutants --iterate would find no mutant for a later stage,
+            // and writes no outcomes.json when it finds none.
+            break;
+        }
     }
     drop(server);
     Ok(observed)
+}
+
+/// Whether a stage settled every mutant it ran (caught or unviable), so
+/// that no later stage has a mutant to run: only a miss or a timeout goes on.
+fn leaves_nothing(seen: &Observations) -> bool {
+    seen.mutants
+        .iter()
+        .all(|m| matches!(m.outcome, store::Outcome::Caught | store::Outcome::Unviable))
 }
 
 /// Folds a run's stages and records them in the store, with the SHA-256 of
@@ -505,6 +520,31 @@ mod tests {
         assert!(escaped.contains(r"replace \* with \+"), "{escaped}");
         assert!(escaped.contains(r"\(\)"), "{escaped}");
         assert!(!escape_regex("abc:12").contains('\\'));
+    }
+
+    #[test]
+    fn only_a_stage_that_missed_or_timed_out_leaves_work_for_the_next() {
+        let seen = |outcomes: &[store::Outcome]| Observations {
+            mutants: outcomes
+                .iter()
+                .enumerate()
+                .map(|(i, o)| store::Observed {
+                    name: format!("gate/src/a.rs:{i}:1: m{i}"),
+                    file: "gate/src/a.rs".into(),
+                    line: i as u64,
+                    outcome: *o,
+                    build_secs: 1.0,
+                    test_secs: 1.0,
+                })
+                .collect(),
+            elapsed_secs: 1.0,
+            tool: None,
+        };
+        use store::Outcome::*;
+        assert!(leaves_nothing(&seen(&[Caught, Unviable, Caught])));
+        assert!(leaves_nothing(&seen(&[])));
+        assert!(!leaves_nothing(&seen(&[Caught, Missed])));
+        assert!(!leaves_nothing(&seen(&[Timeout, Caught])));
     }
 
     #[test]
