@@ -504,8 +504,10 @@ pub const HISTORY: &[HistoryEntry] = &[
              the row lock. Also found while measuring it: this machine's kernel has \
              sched_autogroup_enabled = 1, so the `nice -n 19` audit the entries above ran \
              beside was not niced against the benchmark (each session is its own scheduling \
-             group with an equal share); the Machine table now says so, and a background \
-             job must have its group's nice set (/proc/PID/autogroup) to stay out of a run",
+             group with an equal share: the audit took 26% of a load run's CPU ticks with its \
+             group at nice 0 and still 20% at nice 19, the lock-bound cells leaving CPUs idle); \
+             the Machine table now says so, and a background job must have its group's nice \
+             set (/proc/PID/autogroup) to stay out of a run",
         measure: "propose one tenant, 1 / 2 / 4 / 8 / 16 clients, per second",
         before: "309, 391, 434, 424, 399/s; again 315, 401, 320, 445, 371/s",
         after: "367, 349, 344, 444, 390/s; again 284, 393, 420, 378, 228/s",
