@@ -23,6 +23,8 @@
 mod admin;
 mod approve;
 mod budget;
+#[cfg(test)]
+mod budget_db_refusals;
 mod checkout;
 pub mod clock;
 mod decide;
