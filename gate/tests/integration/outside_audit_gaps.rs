@@ -5,8 +5,9 @@
 //! boundaries that a mutant could move so that the gate refuses too much
 //! (a hop with exactly nothing left, through checkout and pay; a child
 //! granted its untouched parent's whole budget; a zero approval threshold; a
-//! body of exactly 4096 bytes); and a release that finds only one of its two
-//! rows is an error that gives nothing back.
+//! body of exactly 4096 bytes); a release that finds only one of its two
+//! rows is an error that gives nothing back; and an agent without a
+//! delegation is still held to the denial rate.
 
 use crate::support::*;
 use gate::proposal::MAX_BODY_BYTES;
@@ -355,6 +356,29 @@ async fn a_reused_delegation_id_is_refused_before_the_database_sees_it() -> Test
         .fetch_one(w.pool())
         .await?;
         assert_eq!(budget, 200000);
+        Ok(())
+    })
+    .await
+}
+
+/// An agent that holds no delegation is still held to the rate limits. Its
+/// denied proposals are recorded, and its recent ones are read on their own
+/// when it has no hop to read them with (`world::recent`). So once it has
+/// five denials in the hour, the next proposal is refused
+/// DENIAL_RATE_LIMIT, not DELEGATION_MISSING again.
+#[tokio::test]
+async fn an_agent_without_a_delegation_is_still_held_to_the_denial_rate() -> TestResult {
+    on_world(async |w| {
+        for i in 0..5 {
+            let p = w.propose_as("renewals-agent", "SNACK-BOX", 1).await?;
+            assert_eq!(
+                p.decision,
+                Decision::Deny(Reason::DelegationMissing),
+                "proposal {i}"
+            );
+        }
+        let p = w.propose_as("renewals-agent", "SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, Decision::Deny(Reason::DenialRateLimit));
         Ok(())
     })
     .await
