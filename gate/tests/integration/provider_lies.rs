@@ -191,6 +191,47 @@ impl Lying {
         .await?)
     }
 
+    /// From now on, asked for `authority_b`, the provider answers with the
+    /// order of `receipt_a`, relabelled with b's receipt (so it matches b's
+    /// terms), and a capture on it.
+    fn mix_up(&self, receipt_a: &str, authority_b: &str) {
+        let (receipt_a, receipt_b) = (receipt_a.to_owned(), authority_b.to_owned());
+        self.provider()
+            .doctor(authority_b, move |provider, answer| {
+                if let Some(mut snap) = honest(provider, &receipt_a) {
+                    snap.order.receipt = receipt_b.clone();
+                    snap.payments
+                        .push(captured("pay_mixed", &snap.order.id, 60_000, "INR"));
+                    *answer = Some(snap);
+                }
+            });
+    }
+
+    /// Reconciles, and checks that neither request moved: both examined,
+    /// no order recorded, nothing captured, both still PROVIDER_PENDING.
+    async fn neither_moved(&self, request_a: &str, request_b: &str) -> TestResult {
+        let r = self.gate.reconcile(Some("acme")).await?;
+        assert_eq!(
+            (
+                r.examined,
+                r.orders_recorded,
+                r.captured,
+                r.needs_review,
+                r.still_pending
+            ),
+            (2, 0, 0, 0, 2),
+            "{r:?}"
+        );
+        for request in [request_a, request_b] {
+            assert_eq!(
+                self.state(request).await?.as_deref(),
+                Some("PROVIDER_PENDING")
+            );
+        }
+        assert_eq!(self.payments_recorded().await?, 0);
+        Ok(())
+    }
+
     async fn finish(self) -> TestResult {
         assert!(self.gate.verify_ledger().await?.intact());
         let Lying { db, gate } = self;
@@ -286,33 +327,8 @@ async fn reconcile_ignores_an_answer_that_names_another_requests_order() -> Test
         .inner
         .order_for_receipt(&authority_a)
         .ok_or("no order for a")?;
-    let receipt_b = authority_b.clone();
-    // Asked for b, the provider answers with a's order, relabelled with b's
-    // receipt (so it matches b's terms), and a capture on it.
-    w.provider().doctor(&authority_b, move |provider, answer| {
-        if let Some(mut snap) = honest(provider, &order_a.receipt) {
-            snap.order.receipt = receipt_b.clone();
-            snap.payments
-                .push(captured("pay_mixed", &snap.order.id, 60_000, "INR"));
-            *answer = Some(snap);
-        }
-    });
-    let r = w.gate.reconcile(Some("acme")).await?;
-    assert_eq!(
-        (
-            r.examined,
-            r.orders_recorded,
-            r.captured,
-            r.needs_review,
-            r.still_pending
-        ),
-        (2, 0, 0, 0, 2),
-        "{r:?}"
-    );
-    for request in [&request_a, &request_b] {
-        assert_eq!(w.state(request).await?.as_deref(), Some("PROVIDER_PENDING"));
-    }
-    assert_eq!(w.payments_recorded().await?, 0);
+    w.mix_up(&order_a.receipt, &authority_b);
+    w.neither_moved(&request_a, &request_b).await?;
     assert_eq!(w.gate.captured_paise("acme").await?, 0);
     w.finish().await
 }
@@ -398,31 +414,8 @@ async fn reconcile_does_not_record_another_requests_order_for_a_late_request() -
     let (request_a, authority_a) = w.paid().await?;
     w.provider().inner.set_mode(Mode::Timeout, Some(1));
     let (request_b, authority_b) = w.paid().await?;
-    let receipt_b = authority_b.clone();
-    w.provider().doctor(&authority_b, move |provider, answer| {
-        if let Some(mut snap) = honest(provider, &authority_a) {
-            snap.order.receipt = receipt_b.clone();
-            snap.payments
-                .push(captured("pay_mixed", &snap.order.id, 60_000, "INR"));
-            *answer = Some(snap);
-        }
-    });
-    let r = w.gate.reconcile(Some("acme")).await?;
-    assert_eq!(
-        (
-            r.examined,
-            r.orders_recorded,
-            r.captured,
-            r.needs_review,
-            r.still_pending
-        ),
-        (2, 0, 0, 0, 2),
-        "{r:?}"
-    );
-    for request in [&request_a, &request_b] {
-        assert_eq!(w.state(request).await?.as_deref(), Some("PROVIDER_PENDING"));
-    }
-    assert_eq!(w.payments_recorded().await?, 0);
+    w.mix_up(&authority_a, &authority_b);
+    w.neither_moved(&request_a, &request_b).await?;
     w.finish().await
 }
 
