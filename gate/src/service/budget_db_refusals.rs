@@ -12,40 +12,14 @@
 //! own, so that adding to it leaves `budget.rs` (and the outside audit's
 //! verdicts over it) unchanged.
 
-use std::sync::Arc;
-
 use chrono::NaiveDate;
 use sqlx::Connection;
 
 use super::budget::{Reservation, reserve};
-use super::clock::ManualClock;
 use super::error::ServiceError;
-use super::{Gate, standard};
-use crate::provider::InProcessProvider;
+use super::grants_db_refusals::{TestResult, on_standard_world};
+use super::standard;
 use crate::reason::Reason;
-
-type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-/// Runs `check` on a connection to a fresh database seeded with the standard
-/// world (acme: `d-buyer`, 200000 paise, nothing spent); no database
-/// configured skips it, as every database test does.
-async fn on_standard_world(
-    check: impl AsyncFnOnce(&mut sqlx::PgConnection) -> TestResult,
-) -> TestResult {
-    let Some(db) = crate::db::fresh_test_database().await? else {
-        return Ok(());
-    };
-    let clock = Arc::new(ManualClock::new(standard::now()));
-    let gate = Gate::new(
-        db.pool().clone(),
-        InProcessProvider::new(),
-        b"spendgate-budget-db-refusals-secret-0123456789".to_vec(),
-        clock,
-    )?;
-    gate.seed(&standard::seed()).await?;
-    let mut conn = db.pool().acquire().await?;
-    check(&mut conn).await
-}
 
 fn today() -> NaiveDate {
     standard::now().date_naive()

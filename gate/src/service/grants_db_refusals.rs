@@ -21,7 +21,7 @@ use super::{Gate, standard};
 use crate::provider::InProcessProvider;
 use crate::reason::Reason;
 
-type TestResult = Result<(), Box<dyn std::error::Error>>;
+pub(super) type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 fn grant(id: &str, from: &str, to: &str, budget_paise: i64) -> Grant {
     Grant {
@@ -36,8 +36,9 @@ fn grant(id: &str, from: &str, to: &str, budget_paise: i64) -> Grant {
 
 /// Runs `check` on a connection to a fresh database seeded with the standard
 /// world (acme: `d-buyer`, 200000, from finance-lead to buyer-agent); no
-/// database configured skips it, as every database test does.
-async fn on_standard_world(
+/// database configured skips it, as every database test does. Shared with
+/// `budget_db_refusals`.
+pub(super) async fn on_standard_world(
     check: impl AsyncFnOnce(&mut sqlx::PgConnection) -> TestResult,
 ) -> TestResult {
     let Some(db) = crate::db::fresh_test_database().await? else {
