@@ -11,11 +11,15 @@
 //!   the instant, so an entry cannot be moved, renumbered or re-dated). The
 //!   [`LedgerKey`] is held by the gate and never stored in the database: the
 //!   database's owner can edit rows, but cannot compute a hash that verifies.
-//! - [`append`] takes the row lock of each head it writes to (through
-//!   [`super::lock`], in tenant order) and nothing else of the ledger's. It is
-//!   the last thing an operation does before it commits, so a chain never
-//!   forks and an entry exists exactly when the operation it records
-//!   committed. An entry with no tenant is NOT written: a call naming an
+//! - [`append`] takes the row lock of each head it writes to, in tenant
+//!   order, and nothing else of the ledger's. It writes a tenant's entries
+//!   and moves its head in one statement that only moves a head still at the
+//!   number and hash the entries were chained from: first the head the key's
+//!   last append left (a hint, which saves the round trip that reads the
+//!   head), and when that head has moved, the head read under its lock
+//!   (through [`super::lock`]). It is the last thing an operation does
+//!   before it commits, so a chain never forks and an entry exists exactly
+//!   when the operation it records committed. An entry with no tenant is NOT written: a call naming an
 //!   unknown tenant has no chain to record it under, so it writes nothing
 //!   (the spec's one exception to "every refusal is on the ledger"). The
 //!   database refuses UPDATE, DELETE and TRUNCATE of entries
@@ -35,8 +39,9 @@
 //!   ledger is never loaded whole and concurrent appends never look like
 //!   breaks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use hmac::digest::KeyInit;
@@ -60,9 +65,16 @@ const BLOCK: usize = 64;
 
 /// The secret the chain hashes are keyed with. The gate holds it; the
 /// database never sees it. Its `Debug` never shows it.
+///
+/// A key also remembers, for each tenant, the head its last append left
+/// (clones share what it remembers). [`append`] chains from that head first
+/// and saves the round trip that reads the head; it is a hint, never
+/// trusted: the write moves the head only if the head is still there, and
+/// otherwise the head is read under its lock and the entries chained again.
 #[derive(Clone)]
 pub struct LedgerKey {
     mac: Hmac<Sha256>,
+    last_heads: Arc<Mutex<HashMap<String, LedgerHeadRow>>>,
 }
 
 /// A ledger key that cannot be used.
@@ -99,6 +111,7 @@ impl LedgerKey {
         }
         Ok(LedgerKey {
             mac: hmac_with(bytes),
+            last_heads: Arc::default(),
         })
     }
 
@@ -118,7 +131,26 @@ impl LedgerKey {
         mac.update(KEY_DOMAIN);
         LedgerKey {
             mac: hmac_with(&mac.finalize().into_bytes()),
+            last_heads: Arc::default(),
         }
+    }
+
+    /// The head this key's last append to `tenant`'s chain left, if any.
+    fn last_head(&self, tenant: &str) -> Option<LedgerHeadRow> {
+        let heads = self
+            .last_heads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        heads.get(tenant).cloned()
+    }
+
+    /// Remembers `head` as the head of `tenant`'s chain after an append.
+    fn remember(&self, tenant: &str, head: LedgerHeadRow) {
+        let mut heads = self
+            .last_heads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        heads.insert(tenant.to_owned(), head);
     }
 }
 
@@ -208,62 +240,96 @@ pub(crate) async fn append(
     }
     let at = stored_instant(at);
     for (tenant, entries) in chains {
-        let head: LedgerHeadRow = lock(conn, LedgerHeadKey { tenant: &tenant })
-            .await
-            .ctx("locking the tenant's ledger head")?
-            .ok_or(ServiceError::LedgerHeadMissing)?;
-        let (mut seq, mut prev) = (head.seq, head.hash);
-        // The tenant's entries go in with one statement, in chain order.
-        let mut rows = Rows::default();
-        for e in entries {
-            seq += 1;
-            let canonical = Canonical {
-                seq,
-                at: instant_text(at),
-                tenant: tenant.clone(),
-                kind: e.kind.to_owned(),
-                subject: e.subject,
-                body: e.body,
-            };
-            let text = serde_json::to_string(&canonical).map_err(|e| ServiceError::Corrupt {
-                what: format!("a ledger entry does not serialize: {e}"),
-            })?;
-            let hash = chain_hash(key, &prev, &text);
-            rows.seqs.push(seq);
-            rows.kinds.push(e.kind.to_owned());
-            rows.texts.push(text);
-            rows.prevs.push(std::mem::replace(&mut prev, hash.clone()));
-            rows.hashes.push(hash);
-        }
-        // The entries and the head they end at, in one statement (one round
-        // trip inside the tenant's critical section): the head row is the
-        // one locked above (`fk_ledger_entry_head` is checked at the end of
-        // the statement, against the head row as it stands).
-        let moved = sqlx::query(
-            "WITH appended AS ( \
-                 INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
-                 SELECT $1, u.seq, u.kind, $2, u.entry, u.prev_hash, u.hash \
-                 FROM UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) \
-                   WITH ORDINALITY AS u(seq, kind, entry, prev_hash, hash, n) ORDER BY u.n) \
-             UPDATE ledger_head SET seq = $8, hash = $9 WHERE tenant_id = $1",
-        )
-        .bind(&tenant)
-        .bind(at)
-        .bind(&rows.seqs)
-        .bind(&rows.kinds)
-        .bind(&rows.texts)
-        .bind(&rows.prevs)
-        .bind(&rows.hashes)
-        .bind(seq)
-        .bind(&prev)
-        .execute(&mut *conn)
-        .await
-        .ctx("appending to the ledger")?;
-        if moved.rows_affected() != 1 {
-            return Err(ServiceError::LedgerHeadMissing);
-        }
+        // The head this key's last append left, when it is still the head:
+        // one statement. Otherwise (no hint, or the head moved since) the
+        // head is locked and read, and the entries chained from it.
+        let hinted = match key.last_head(&tenant) {
+            Some(hint) => write(conn, key, &tenant, at, hint, &entries).await?,
+            None => None,
+        };
+        let end = match hinted {
+            Some(end) => end,
+            None => {
+                let head: LedgerHeadRow = lock(conn, LedgerHeadKey { tenant: &tenant })
+                    .await
+                    .ctx("locking the tenant's ledger head")?
+                    .ok_or(ServiceError::LedgerHeadMissing)?;
+                write(conn, key, &tenant, at, head, &entries)
+                    .await?
+                    .ok_or(ServiceError::LedgerHeadMissing)?
+            }
+        };
+        // Remembered before the caller commits: if it rolls back instead,
+        // the next append finds the head elsewhere and reads it.
+        key.remember(&tenant, end);
     }
     Ok(())
+}
+
+/// Chains `entries` from `head` and, in one statement, writes them and moves
+/// `tenant`'s head to the last of them, only if the head is still at
+/// `head`'s number and hash (a head another transaction holds is waited
+/// for, then compared as it committed). Returns the new head, or `None`
+/// when the head was elsewhere and nothing was written.
+async fn write(
+    conn: &mut PgConnection,
+    key: &LedgerKey,
+    tenant: &str,
+    at: DateTime<Utc>,
+    head: LedgerHeadRow,
+    entries: &[Entry],
+) -> Result<Option<LedgerHeadRow>, ServiceError> {
+    let (mut seq, mut prev) = (head.seq, head.hash.clone());
+    let mut rows = Rows::default();
+    for e in entries {
+        seq += 1;
+        let canonical = Canonical {
+            seq,
+            at: instant_text(at),
+            tenant: tenant.to_owned(),
+            kind: e.kind.to_owned(),
+            subject: e.subject.clone(),
+            body: e.body.clone(),
+        };
+        let text = serde_json::to_string(&canonical).map_err(|e| ServiceError::Corrupt {
+            what: format!("a ledger entry does not serialize: {e}"),
+        })?;
+        let hash = chain_hash(key, &prev, &text);
+        rows.seqs.push(seq);
+        rows.kinds.push(e.kind.to_owned());
+        rows.texts.push(text);
+        rows.prevs.push(std::mem::replace(&mut prev, hash.clone()));
+        rows.hashes.push(hash);
+    }
+    // The head moves first, and the entries go in only behind a head that
+    // moved (`fk_ledger_entry_head` is checked at the end of the statement).
+    let moved: i64 = sqlx::query_scalar(
+        "WITH moved AS ( \
+             UPDATE ledger_head SET seq = $8, hash = $9 \
+              WHERE tenant_id = $1 AND seq = $10 AND hash = $11 \
+             RETURNING tenant_id), \
+         appended AS ( \
+             INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+             SELECT moved.tenant_id, u.seq, u.kind, $2, u.entry, u.prev_hash, u.hash \
+             FROM moved, UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) \
+               WITH ORDINALITY AS u(seq, kind, entry, prev_hash, hash, n) ORDER BY u.n) \
+         SELECT count(*) FROM moved",
+    )
+    .bind(tenant)
+    .bind(at)
+    .bind(&rows.seqs)
+    .bind(&rows.kinds)
+    .bind(&rows.texts)
+    .bind(&rows.prevs)
+    .bind(&rows.hashes)
+    .bind(seq)
+    .bind(&prev)
+    .bind(head.seq)
+    .bind(&head.hash)
+    .fetch_one(&mut *conn)
+    .await
+    .ctx("appending to the ledger")?;
+    Ok((moved == 1).then_some(LedgerHeadRow { seq, hash: prev }))
 }
 
 /// One tenant's new entries, column by column, for one INSERT.
@@ -1131,5 +1197,129 @@ mod tests {
                 "{text}\n  gave: {got}\n  want: {expected}"
             );
         }
+    }
+
+    // ---- the remembered head -------------------------------------------------
+
+    type DbResult = Result<(), Box<dyn std::error::Error>>;
+
+    /// A fresh database seeded with the standard world, the secret its gate
+    /// keys the ledger from, and a connection to it; `None` when no
+    /// database is configured (the test then passes without running, as
+    /// every database test does).
+    async fn seeded()
+    -> Result<Option<(crate::db::FreshDatabase, Vec<u8>)>, Box<dyn std::error::Error>> {
+        use super::super::{Gate, clock::ManualClock, standard};
+        let Some(db) = crate::db::fresh_test_database().await? else {
+            return Ok(None);
+        };
+        let secret = b"spendgate-ledger-hint-test-secret-0123456789".to_vec();
+        let clock = Arc::new(ManualClock::new(standard::now()));
+        let gate = Gate::new(
+            db.pool().clone(),
+            crate::provider::InProcessProvider::new(),
+            secret.clone(),
+            clock,
+        )?;
+        gate.seed(&standard::seed()).await?;
+        Ok(Some((db, secret)))
+    }
+
+    fn probe(what: &str) -> Vec<Entry> {
+        vec![Entry::new(
+            Some("acme"),
+            "probe",
+            what,
+            Value::String(what.into()),
+        )]
+    }
+
+    /// `key` appends `what` to acme's chain in a transaction of its own,
+    /// committed or rolled back.
+    async fn append_one(
+        conn: &mut PgConnection,
+        key: &LedgerKey,
+        what: &str,
+        commit: bool,
+    ) -> DbResult {
+        use sqlx::Connection;
+        let mut tx = conn.begin().await?;
+        append(&mut tx, key, super::super::standard::now(), probe(what)).await?;
+        if commit {
+            tx.commit().await?;
+        } else {
+            tx.rollback().await?;
+        }
+        Ok(())
+    }
+
+    /// The head a key remembers is never trusted. `a` remembers a head whose
+    /// transaction rolled back; `b` (the same secret, a memory of its own)
+    /// then writes that number at another hash. `a`'s next append must not
+    /// chain from the head it remembers (the number matches, the hash does
+    /// not), nor `b`'s from its own once `a` has moved the head on (the
+    /// number is behind): each reads the head under its lock instead, and the
+    /// chain verifies whole, in the order the appends committed.
+    #[tokio::test]
+    async fn a_remembered_head_that_moved_is_read_again_and_the_chain_stays_whole() -> DbResult {
+        let Some((db, secret)) = seeded().await? else {
+            return Ok(());
+        };
+        let (a, b) = (
+            LedgerKey::derived_from_secret(&secret),
+            LedgerKey::derived_from_secret(&secret),
+        );
+        let mut conn = db.pool().acquire().await?;
+        append_one(&mut conn, &a, "rolled back", false).await?;
+        append_one(&mut conn, &b, "b first", true).await?;
+        let (remembered, there) = (a.last_head("acme"), b.last_head("acme"));
+        let (Some(remembered), Some(there)) = (remembered, there) else {
+            return Err("both keys remember a head after appending".into());
+        };
+        assert_eq!(remembered.seq, there.seq);
+        assert_ne!(remembered.hash, there.hash);
+        for (key, what) in [(&a, "a after"), (&b, "b after"), (&b, "b again")] {
+            append_one(&mut conn, key, what, true).await?;
+        }
+        let report = verify(db.pool(), &a, Some("acme"), None).await?;
+        assert!(report.intact(), "{report:#?}");
+        let subjects: Vec<String> = sqlx::query_scalar(
+            "SELECT entry::json->>'subject' FROM ledger_entries \
+             WHERE tenant_id = 'acme' AND kind = 'probe' ORDER BY seq",
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        assert_eq!(subjects, ["b first", "a after", "b after", "b again"]);
+        drop(conn);
+        db.drop().await?;
+        Ok(())
+    }
+
+    /// What the hint saves: with the head it remembers still the head, an
+    /// append reads the head row once fewer than without one (the read
+    /// under the lock), counted by Postgres in the appending transaction.
+    #[tokio::test]
+    async fn a_current_remembered_head_saves_the_read_of_the_head() -> DbResult {
+        use sqlx::Connection;
+        let Some((db, secret)) = seeded().await? else {
+            return Ok(());
+        };
+        let key = LedgerKey::derived_from_secret(&secret);
+        let mut conn = db.pool().acquire().await?;
+        let mut reads = Vec::new();
+        for what in ["first, nothing remembered", "second, the head remembered"] {
+            let mut tx = conn.begin().await?;
+            let scans = "SELECT COALESCE(idx_scan, 0) + COALESCE(seq_scan, 0) \
+                         FROM pg_stat_xact_user_tables WHERE relname = 'ledger_head'";
+            let before: i64 = sqlx::query_scalar(scans).fetch_one(&mut *tx).await?;
+            append(&mut tx, &key, super::super::standard::now(), probe(what)).await?;
+            let after: i64 = sqlx::query_scalar(scans).fetch_one(&mut *tx).await?;
+            tx.commit().await?;
+            reads.push(after - before);
+        }
+        assert_eq!(reads[1] + 1, reads[0], "reads of ledger_head: {reads:?}");
+        drop(conn);
+        db.drop().await?;
+        Ok(())
     }
 }
