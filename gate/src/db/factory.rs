@@ -14,8 +14,9 @@
 //!   most once per migration set even when many test processes race for it
 //!   (a Postgres advisory lock), and marked as a template only after every
 //!   migration applied; a half-built one is dropped and rebuilt. Nobody may
-//!   connect to it, so cloning never finds it busy (and retries for a while
-//!   if it does).
+//!   connect to it, so cloning never finds it busy (if it does, the clone
+//!   is tried again for `BUSY_TEMPLATE_PATIENCE`, then fails with the
+//!   busy error).
 //! - When the mutation runner asks for it (`SPENDGATE_DROP_GUARDS`, see
 //!   `super::drop_guards`), [`fresh_database`] drops the named schema guards
 //!   from the NEW database before handing it out, and fails rather than hand
@@ -47,7 +48,7 @@
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
@@ -65,6 +66,11 @@ pub const SKIP_ENV: &str = "SPENDGATE_SKIP_DB";
 
 /// Postgres SQLSTATE `object_in_use`: the template is being accessed.
 const OBJECT_IN_USE: &str = "55006";
+
+/// How long a clone keeps trying, in all, while its template is busy.
+/// Postgres itself waits about 5 s for the template's other sessions to go
+/// before it answers `object_in_use`, so this is two or three attempts.
+const BUSY_TEMPLATE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// A database of its own, migrated, dropped by [`FreshDatabase::drop`].
 pub struct FreshDatabase {
@@ -262,10 +268,23 @@ async fn ensure_template(
     shown: &str,
 ) -> Result<String, DbError> {
     let name = template_name();
-    if template_state(admin, &name).await? == Some(true) {
-        return Ok(name);
+    ensure_template_named(admin, admin_options, shown, &name).await?;
+    Ok(name)
+}
+
+/// Makes sure a migrated template called `name` exists, building it when it
+/// does not under an advisory lock keyed by the name (so that racing test
+/// processes build it once).
+async fn ensure_template_named(
+    admin: &PgPool,
+    admin_options: &PgConnectOptions,
+    shown: &str,
+    name: &str,
+) -> Result<(), DbError> {
+    if template_state(admin, name).await? == Some(true) {
+        return Ok(());
     }
-    let digest = migrations_digest();
+    let digest = Sha256::digest(name.as_bytes());
     let mut key = [0u8; 8];
     key.copy_from_slice(&digest[..8]);
     let key = i64::from_be_bytes(key);
@@ -278,7 +297,7 @@ async fn ensure_template(
         .execute(&mut *conn)
         .await
         .map_err(query_error("taking the template lock"))?;
-    let built = build_template(&mut conn, admin_options, &name, shown).await;
+    let built = build_template(&mut conn, admin_options, name, shown).await;
     let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)")
         .bind(key)
         .execute(&mut *conn)
@@ -286,7 +305,7 @@ async fn ensure_template(
         .map_err(query_error("releasing the template lock"));
     built?;
     unlocked?;
-    Ok(name)
+    Ok(())
 }
 
 /// `Some(is_template)` when a database of that name exists.
@@ -357,14 +376,13 @@ async fn create_database(admin: &PgPool, template: Option<&str>) -> Result<Strin
         quote_ident(&name),
         quote_ident(template)
     );
-    let mut attempts = 0;
+    let deadline = Instant::now() + BUSY_TEMPLATE_PATIENCE;
     loop {
         match admin.execute(sqlx::AssertSqlSafe(sql.as_str())).await {
             Ok(_) => return Ok(name),
             Err(sqlx::Error::Database(e))
-                if e.code().as_deref() == Some(OBJECT_IN_USE) && attempts < 100 =>
+                if e.code().as_deref() == Some(OBJECT_IN_USE) && Instant::now() < deadline =>
             {
-                attempts += 1;
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(cause) => {
@@ -469,5 +487,129 @@ mod tests {
         let message = DbError::NotConfigured.to_string();
         assert!(message.contains("DATABASE_URL is not set"), "{message}");
         assert!(message.contains("SPENDGATE_SKIP_DB=1"), "{message}");
+    }
+
+    // ---- templates and the busy-template retry, on the server ---------------
+
+    type DbResult = Result<(), Box<dyn std::error::Error>>;
+
+    /// The owner's pool and options on the test server; `None` when no
+    /// database is configured (the test then passes without running).
+    async fn owner() -> Result<Option<(PgPool, PgConnectOptions)>, DbError> {
+        let Some(url) = test_admin_url()? else {
+            return Ok(None);
+        };
+        let urls = server_urls(&url).await?;
+        let options = parse(&urls.owner)?;
+        let admin = pool(options.clone(), &redact_url(&urls.owner), 4).await?;
+        Ok(Some((admin, options)))
+    }
+
+    fn unique(prefix: &str) -> String {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        format!("{prefix}_{}_{nanos:x}", std::process::id())
+    }
+
+    async fn migrations_in(options: &PgConnectOptions, name: &str) -> Result<i64, DbError> {
+        let db = pool(options.clone().database(name), name, 1).await?;
+        let count = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations WHERE success")
+            .fetch_one(&db)
+            .await
+            .map_err(query_error("counting migrations"));
+        db.close().await;
+        count
+    }
+
+    /// A template that does not exist yet is built, migrated and marked as a
+    /// template; asked again, it is found and left as it is. The build's own
+    /// template is the one `template_name` names.
+    #[tokio::test]
+    async fn a_missing_template_is_built_migrated_and_marked_then_found() -> DbResult {
+        let Some((admin, options)) = owner().await? else {
+            return Ok(());
+        };
+        let name = unique("spendgate_tpl_test");
+        assert_eq!(template_state(&admin, &name).await?, None);
+        ensure_template_named(&admin, &options, "test", &name).await?;
+        assert_eq!(template_state(&admin, &name).await?, Some(true));
+        ensure_template_named(&admin, &options, "test", &name).await?;
+        let clone = create_database(&admin, Some(&name)).await?;
+        let applied = migrations_in(&options, &clone).await?;
+        assert_eq!(applied, i64::try_from(MIGRATOR.iter().count())?);
+        drop_with(&mut *admin.acquire().await?, &clone).await?;
+        admin
+            .execute(sqlx::AssertSqlSafe(format!(
+                "ALTER DATABASE {} WITH IS_TEMPLATE false",
+                quote_ident(&name)
+            )))
+            .await?;
+        drop_with(&mut *admin.acquire().await?, &name).await?;
+        assert_eq!(
+            ensure_template(&admin, &options, "test").await?,
+            template_name()
+        );
+        admin.close().await;
+        Ok(())
+    }
+
+    /// A connection to `template` held by the caller: while it is open, a
+    /// clone of `template` finds it busy (SQLSTATE 55006).
+    async fn hold(options: &PgConnectOptions, template: &str) -> Result<PgConnection, DbError> {
+        PgConnection::connect_with(&options.clone().database(template))
+            .await
+            .map_err(|cause| connect_error(template, cause))
+    }
+
+    /// A template busy for longer than Postgres waits (about 5 s) is tried
+    /// again: the clone succeeds once the other session has gone.
+    #[tokio::test]
+    async fn a_template_busy_past_postgres_own_wait_is_tried_again() -> DbResult {
+        let Some((admin, options)) = owner().await? else {
+            return Ok(());
+        };
+        let template = create_database(&admin, None).await?;
+        let held = hold(&options, &template).await?;
+        let cloning = {
+            let (admin, template) = (admin.clone(), template.clone());
+            tokio::spawn(async move { create_database(&admin, Some(&template)).await })
+        };
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        held.close().await?;
+        let clone = cloning.await??;
+        for name in [&clone, &template] {
+            drop_with(&mut *admin.acquire().await?, name).await?;
+        }
+        admin.close().await;
+        Ok(())
+    }
+
+    /// A template that stays busy is given up on once the patience is spent
+    /// (about ten seconds), with the busy error, never waited for forever.
+    #[tokio::test]
+    async fn a_template_busy_for_good_is_given_up_on_with_the_busy_error() -> DbResult {
+        let Some((admin, options)) = owner().await? else {
+            return Ok(());
+        };
+        let template = create_database(&admin, None).await?;
+        let held = hold(&options, &template).await?;
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(60),
+            create_database(&admin, Some(&template)),
+        )
+        .await;
+        held.close().await?;
+        let busy = match outcome {
+            Ok(Err(DbError::Query { cause, .. })) => cause
+                .as_database_error()
+                .and_then(|e| e.code())
+                .is_some_and(|c| c == OBJECT_IN_USE),
+            _ => false,
+        };
+        drop_with(&mut *admin.acquire().await?, &template).await?;
+        admin.close().await;
+        assert!(busy, "not the busy error within 60 s");
+        Ok(())
     }
 }

@@ -724,6 +724,29 @@ async fn revoke_writes_its_kind_under_the_revoking_tenant() -> TestResult {
     .await
 }
 
+/// A refused cancellation and a refused expiry each write their own kind:
+/// the ledger says which of the two was refused.
+#[tokio::test]
+async fn a_refused_cancel_and_a_refused_expiry_write_their_own_kinds() -> TestResult {
+    on_world(async |w| {
+        let cancelled = w.gate.cancel("acme", "req-none", "buyer-agent").await?;
+        assert!(!cancelled.is_ok(), "{cancelled:?}");
+        assert_eq!(
+            last_entry(w, "acme").await?,
+            written("cancellation.refused", "acme")
+        );
+        let expired = w.gate.expire("acme", "req-none").await?;
+        assert!(!expired.is_ok(), "{expired:?}");
+        assert_eq!(
+            last_entry(w, "acme").await?,
+            written("expiry.refused", "acme")
+        );
+        assert!(w.gate.verify_ledger().await?.intact());
+        Ok(())
+    })
+    .await
+}
+
 #[tokio::test]
 async fn cancel_and_expire_write_their_kinds_under_the_requests_tenant() -> TestResult {
     on_world(async |w| {

@@ -10,6 +10,7 @@ mod fake_razorpay;
 mod support;
 
 mod core_refusals;
+mod db_factory;
 mod db_guards;
 mod db_guards_state;
 mod db_provider_guards;

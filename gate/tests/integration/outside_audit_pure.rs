@@ -352,3 +352,28 @@ fn the_books_balance_only_when_captures_days_and_hops_all_agree() {
     };
     assert!(!hop.balanced(60000), "a hop spent by no request");
 }
+
+/// A password given as the FIRST query parameter is redacted too (the query
+/// is split just past its `?`; a split one byte off would leave `?password`
+/// as the first key and the password in the clear).
+#[test]
+fn a_password_as_the_first_query_parameter_is_redacted() {
+    assert_eq!(
+        gate::db::redact_url("postgres:///db?password=hunter2&host=/tmp"),
+        "postgres:///db?password=***&host=/tmp"
+    );
+    assert_eq!(
+        gate::db::redact_url("postgresql://h/db?PASSWORD=hunter2"),
+        "postgresql://h/db?PASSWORD=***"
+    );
+}
+
+/// A user given as the FIRST query parameter is the one replaced, in place,
+/// and no second `user=` is added.
+#[test]
+fn a_user_as_the_first_query_parameter_is_replaced_in_place() {
+    assert_eq!(
+        gate::db::with_user("postgres:///db?user=postgres&host=/tmp", "spendgate_app").ok(),
+        Some("postgres:///db?user=spendgate_app&host=/tmp".to_owned())
+    );
+}
