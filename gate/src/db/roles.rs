@@ -84,10 +84,25 @@ pub async fn ensure_roles(admin_url: &str) -> Result<ServerUrls, DbError> {
     let mut conn = PgConnection::connect_with(&parse(admin_url)?)
         .await
         .map_err(|cause| connect_error(&shown, cause))?;
-    let ensured = create_roles(&mut conn, &shown, url_password(admin_url)).await;
+    let ensured = create_roles(&mut conn, &shown, url_password(admin_url), ROLES).await;
     let _ = conn.close().await;
     ensured.map(|()| urls)
 }
+
+/// The names of the two roles [`create_roles`] makes: [`ROLES`] everywhere
+/// but in the tests, which make roles of their own so that they can watch
+/// them being created without touching the roles other tests connect as.
+#[derive(Debug, Clone, Copy)]
+struct RoleNames<'n> {
+    owner: &'n str,
+    app: &'n str,
+}
+
+/// [`OWNER_ROLE`] and [`APP_ROLE`].
+const ROLES: RoleNames<'static> = RoleNames {
+    owner: OWNER_ROLE,
+    app: APP_ROLE,
+};
 
 /// The advisory lock key [`ensure_roles`] serializes on ("spendgate roles").
 const ROLES_LOCK: i64 = 0x7370_656e_6472_6f6c;
@@ -96,6 +111,7 @@ async fn create_roles(
     conn: &mut PgConnection,
     shown: &str,
     password: Option<String>,
+    names: RoleNames<'_>,
 ) -> Result<(), DbError> {
     let mut tx = conn
         .begin()
@@ -112,7 +128,7 @@ async fn create_roles(
     .fetch_one(&mut *tx)
     .await
     .map_err(query_error("reading the connected role"))?;
-    for (role, attributes) in [(OWNER_ROLE, "LOGIN CREATEDB"), (APP_ROLE, "LOGIN")] {
+    for (role, attributes) in [(names.owner, "LOGIN CREATEDB"), (names.app, "LOGIN")] {
         let exists: bool =
             sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
                 .bind(role)
@@ -128,8 +144,9 @@ async fn create_roles(
                 message: format!(
                     "{MIGRATION_DATABASE_URL_ENV} is not set, so this URL was taken for an \
                      administrator's, but role {role} does not exist and {me} may not create \
-                     it: create {OWNER_ROLE} and {APP_ROLE} (README, \"Deploying\") and set \
-                     {DATABASE_URL_ENV} and {MIGRATION_DATABASE_URL_ENV}"
+                     it: create {} and {} (README, \"Deploying\") and set \
+                     {DATABASE_URL_ENV} and {MIGRATION_DATABASE_URL_ENV}",
+                    names.owner, names.app
                 ),
             });
         }
@@ -150,7 +167,8 @@ async fn create_roles(
     if may_create {
         grant_membership(
             &mut tx,
-            APP_ROLE,
+            names.owner,
+            names.app,
             "making the owner a member of the application role",
         )
         .await?;
@@ -158,6 +176,7 @@ async fn create_roles(
         // the database, which belongs to no role the owner is a member of.
         grant_membership(
             &mut tx,
+            names.owner,
             "pg_signal_backend",
             "letting the owner end sessions in its databases",
         )
@@ -168,21 +187,22 @@ async fn create_roles(
         .map_err(query_error("committing the roles"))
 }
 
-/// Makes the owner a member of `role` unless it already is.
+/// Makes `owner` a member of `role` unless it already is.
 async fn grant_membership(
     tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    owner: &str,
     role: &str,
     what: &'static str,
 ) -> Result<(), DbError> {
     let member: bool = sqlx::query_scalar("SELECT pg_has_role($1, $2, 'MEMBER')")
-        .bind(OWNER_ROLE)
+        .bind(owner)
         .bind(role)
         .fetch_one(&mut **tx)
         .await
         .map_err(query_error(what))?;
     if !member {
         (&mut **tx)
-            .execute(sqlx::AssertSqlSafe(format!("GRANT {role} TO {OWNER_ROLE}")))
+            .execute(sqlx::AssertSqlSafe(format!("GRANT {role} TO {owner}")))
             .await
             .map_err(query_error(what))?;
     }
@@ -256,5 +276,71 @@ mod tests {
             }
         );
         assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    /// Roles of this test's own, made by `create_roles` as on a fresh
+    /// server: both created with their attributes, the owner a member of
+    /// the application role and of `pg_signal_backend`; a second run finds
+    /// them and changes nothing. Skipped unless the test URL may create
+    /// roles (the throwaway cluster's superuser may).
+    #[tokio::test]
+    async fn on_a_server_without_them_both_roles_are_made_with_their_memberships()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let Some(url) = crate::db::test_admin_url()? else {
+            return Ok(());
+        };
+        let mut conn = PgConnection::connect_with(&parse(&url)?).await?;
+        let may_create: bool = sqlx::query_scalar(
+            "SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user",
+        )
+        .fetch_one(&mut conn)
+        .await?;
+        if !may_create {
+            return Ok(());
+        }
+        let tag = format!("{}_{}", std::process::id(), line!());
+        let (owner, app) = (format!("sg_test_owner_{tag}"), format!("sg_test_app_{tag}"));
+        let names = RoleNames {
+            owner: &owner,
+            app: &app,
+        };
+        let check = async |conn: &mut PgConnection| -> Result<(), Box<dyn std::error::Error>> {
+            let made: Vec<(String, bool, bool)> = sqlx::query_as(
+                "SELECT rolname::text, rolcanlogin, rolcreatedb FROM pg_roles \
+                 WHERE rolname IN ($1, $2) ORDER BY rolname DESC",
+            )
+            .bind(&owner)
+            .bind(&app)
+            .fetch_all(&mut *conn)
+            .await?;
+            assert_eq!(
+                made,
+                [(owner.clone(), true, true), (app.clone(), true, false)]
+            );
+            let member: (bool, bool) = sqlx::query_as(
+                "SELECT pg_has_role($1, $2, 'MEMBER'), pg_has_role($1, 'pg_signal_backend', 'MEMBER')",
+            )
+            .bind(&owner)
+            .bind(&app)
+            .fetch_one(&mut *conn)
+            .await?;
+            assert_eq!(member, (true, true));
+            Ok(())
+        };
+        // Twice: made, then found. The roles go whatever the outcome.
+        let checked = async {
+            for _ in 0..2 {
+                create_roles(&mut conn, "test", None, names).await?;
+                check(&mut conn).await?;
+            }
+            Ok::<(), Box<dyn std::error::Error>>(())
+        }
+        .await;
+        for role in [&app, &owner] {
+            conn.execute(sqlx::AssertSqlSafe(format!("DROP ROLE IF EXISTS {role}")))
+                .await?;
+        }
+        conn.close().await?;
+        checked
     }
 }

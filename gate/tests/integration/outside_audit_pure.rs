@@ -377,3 +377,23 @@ fn a_user_as_the_first_query_parameter_is_replaced_in_place() {
         Some("postgres:///db?user=spendgate_app&host=/tmp".to_owned())
     );
 }
+
+/// `ServerUrls` shows both URLs, each with its password redacted.
+#[test]
+fn server_urls_show_both_urls_without_their_passwords() {
+    let urls = gate::db::ServerUrls {
+        app: "postgres://spendgate_app:hunter2@db.example/x".into(),
+        owner: "postgres://spendgate_owner:swordfish@db.example/x".into(),
+    };
+    let shown = format!("{urls:?}");
+    for part in [
+        "postgres://spendgate_app:***@db.example/x",
+        "postgres://spendgate_owner:***@db.example/x",
+    ] {
+        assert!(shown.contains(part), "{shown}");
+    }
+    assert!(
+        !shown.contains("hunter2") && !shown.contains("swordfish"),
+        "{shown}"
+    );
+}
