@@ -6,7 +6,9 @@
 //! results and the mutation registry. A class with no attack scenario is
 //! listed as such, never dropped. "Stopped at" is the layer of each reason
 //! code the attacks were refused with; "database guards" are the named
-//! constraints, indexes and triggers whose refusal the gate reported;
+//! constraints, indexes and triggers whose refusal the gate reported outside
+//! races (a `concurrent` step reports counts only: which copy meets the
+//! gate's check and which the database's guard is the scheduler's choice);
 //! "source guards" are the registered guards (`mutations/registry.yaml`)
 //! that produce one of the reasons seen.
 
@@ -118,7 +120,8 @@ impl AttackMatrix {
              Do not edit by hand: a test fails when this file differs from a fresh regeneration.\n\n\
              - *reasons seen*: every reason code the class's attacks were refused or stepped up with;\n\
              - *stopped at*: the gate layer each of those codes belongs to;\n\
-             - *database guards*: named constraints, indexes and triggers whose refusal the gate reported;\n\
+             - *database guards*: named constraints, indexes and triggers whose refusal the gate reported \
+             (a race reports counts only: which copy meets which guard is the scheduler's choice);\n\
              - *source guards*: registered guards that produce one of the reasons seen;\n\
              - *registered*: guards the mutation registry lists against this class.\n\n",
         );

@@ -221,14 +221,16 @@ impl<'a> Driver<'a> {
         }
         let mut counts: BTreeMap<DecisionKind, u32> = BTreeMap::new();
         while let Some(joined) = set.join_next().await {
-            let (outcome, _, guard) = match joined {
+            // A race reports counts only: which copy meets the gate's own check
+            // and which the database's guard is the scheduler's choice, so the
+            // guards a copy reached are not part of the result (as its reasons are not).
+            let (outcome, _, _) = match joined {
                 Ok(sent) => sent?,
                 Err(e) if e.is_panic() => {
                     bail!("a concurrent copy panicked: {}", panic_text(e.into_panic()))
                 }
                 Err(e) => bail!("a concurrent copy was cancelled: {e}"),
             };
-            self.guards.extend(guard);
             if let StepOutcome::Decided { kind, .. } = outcome {
                 *counts.entry(kind).or_default() += 1;
             }

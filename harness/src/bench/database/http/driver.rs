@@ -172,7 +172,7 @@ impl HttpDriver<'_> {
                 }
                 Err(e) => bail!("a concurrent copy was cancelled: {e}"),
             };
-            self.cx.guards.extend(sent.guard);
+            // Counts only, as in the database driver: a race's guards are the scheduler's choice.
             if let StepOutcome::Decided { kind, .. } = sent.outcome {
                 *counts.entry(kind).or_default() += 1;
             }
