@@ -410,7 +410,7 @@ pub(super) async fn measure(
     let started = Instant::now();
     let mut notes = Vec::new();
     let most = plan.clients.iter().copied().max().unwrap_or(1);
-    let (db, gate) = load::world(admin_url, most).await?;
+    let (db, gate) = load::world(admin_url, most, load::one_per_client(most)).await?;
     let now = gate.now();
     let mut keys = Vec::new();
     for i in 0..most {

@@ -59,6 +59,9 @@ pub struct LoadPlan {
     pub cell: Duration,
     /// The client counts whose latencies are reported.
     pub latency_clients: Vec<usize>,
+    /// The gate pool's size, at most; `None`: one connection per client of
+    /// the largest count.
+    pub pool: Option<u32>,
 }
 
 /// The two shapes of load.
@@ -132,6 +135,8 @@ pub struct LatencyRow {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Load {
     pub cell_seconds: f64,
+    /// Connections in the gate's pool.
+    pub pool: u32,
     pub pgbench: String,
     pub pgbench_scale: u32,
     pub clock_speed: u32,
@@ -338,15 +343,22 @@ pub(super) async fn flow(
     Ok((!hook.is_ok()).then(|| format!("webhook: {:?}", hook.decision)))
 }
 
+/// A pool of one connection per client of `clients`.
+pub(super) fn one_per_client(clients: usize) -> u32 {
+    u32::try_from(clients.max(1)).unwrap_or(u32::MAX)
+}
+
 /// One fresh database for the whole phase, seeded with `acme` and one copy
-/// per client of the largest count, and a gate on a pool of one connection
-/// per client of the largest count (a cell of fewer clients uses fewer).
+/// per client of the largest count, and a gate on a pool of `pool`
+/// connections (a cell of fewer clients uses fewer; one of more clients
+/// queues them for a connection).
 pub(super) async fn world(
     admin_url: &str,
     clients: usize,
+    pool: u32,
 ) -> Result<(FreshDatabase, Arc<LoadGate>)> {
     let db = gate::db::fresh_database(admin_url).await?;
-    let size = u32::try_from(clients.max(1)).unwrap_or(u32::MAX);
+    let size = pool.max(1);
     let pool = PgPoolOptions::new()
         .max_connections(size)
         .min_connections(size)
@@ -600,7 +612,8 @@ pub(super) async fn measure(
     let owner = gate::db::server_urls(admin_url).await?.owner;
     let bench = Pgbench::init(&owner).await?;
     let most = plan.clients.iter().copied().max().unwrap_or(1);
-    let (db, gate) = world(admin_url, most).await?;
+    let pool = plan.pool.unwrap_or_else(|| one_per_client(most));
+    let (db, gate) = world(admin_url, most, pool).await?;
     let profiled = if plan.clients.contains(&PROFILED_CLIENTS) {
         PROFILED_CLIENTS
     } else {
@@ -691,6 +704,7 @@ pub(super) async fn measure(
     Ok((
         Load {
             cell_seconds: plan.cell.as_secs_f64(),
+            pool,
             pgbench: format!(
                 "pgbench -i -s {PGBENCH_SCALE}; pgbench -n -c N -j N -T {} -M prepared",
                 plan.cell.as_secs().max(1)

@@ -76,6 +76,7 @@ fn run_load(args: &PerfArgs, url: &str, progress: &Progress) -> Result<(load::Lo
         clients: vec![1, 2, 4, 8, 16],
         cell: Duration::from_secs(args.cell_seconds.unwrap_or(if args.quick { 1 } else { 3 })),
         latency_clients: vec![1, 8],
+        pool: args.pool,
     };
     let (load, mut notes) = runtime.block_on(load::measure(url, &plan, progress))?;
     notes.push(

@@ -540,4 +540,23 @@ pub const HISTORY: &[HistoryEntry] = &[
              clients rose in both pairs (+6%, +19%; +49%, +16%; +8%, +26%); at 1 and 16 \
              clients they moved both ways, within this machine's noise.",
     },
+    HistoryEntry {
+        change: "tried and not kept as the default: a gate pool smaller than the clients \
+             (`harness perf --pool N`, new), so that a cell of 8 or 16 clients queues them for \
+             a connection in the process and Postgres runs at most N backends on its 2 cores. \
+             One connection per client stays the default: it was best for the tenant-per-client \
+             proposal, and no size helped the one-tenant proposal beyond noise; only the \
+             one-tenant flow rose with 4, in both rounds",
+        measure: "8 clients, per second: propose one tenant / tenant per client; flow one \
+             tenant / tenant per client; propose p95 one tenant / tenant per client",
+        before: "one per client (16): 798, 646 / 1,780, 1,368; flow 223, 214 / 317, 302; \
+             p95 10.9, 13.7 / 7.0, 8.9 ms",
+        after: "pool 4: 695, 693 / 1,362, 1,283; flow 256, 261 / 320, 294; p95 12.8, 12.4 / \
+             7.9, 8.2 ms. Pool 2: 710, 731 / 1,138, 1,103; flow 235, 230 / 265, 264; p95 \
+             13.3, 12.0 / 7.9, 8.7 ms",
+        how: "`harness perf --load-only --cell-seconds 2`, one release build, default, \
+             `--pool 4`, `--pool 2`, then the three again, on one throwaway server on \
+             2026-12-03 with nothing else running (1-minute load 1.5-2.9; pgbench at 8 \
+             clients 4,760-5,444 TPS across the six runs).",
+    },
 ];

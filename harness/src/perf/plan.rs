@@ -56,6 +56,12 @@ pub struct PerfArgs {
     /// Seconds per load cell [default: 3; 1 with --quick].
     #[arg(long, value_name = "S")]
     pub cell_seconds: Option<u64>,
+    /// Connections in the load phase's gate pool, at most [default: one per
+    /// client of the largest count]. A cell with more clients than this
+    /// queues them for a connection in the process, as a deployed gate with
+    /// a pool sized for its server does.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pool: Option<u32>,
     /// Also run the wire phase: the HTTP service on a loopback port under N
     /// concurrent clients beside the in-process gate, propose and the full
     /// purchase, p50/p95/p99 and requests/s (DATABASE_URL, or a throwaway Postgres).
@@ -151,5 +157,18 @@ mod tests {
         assert_eq!(plan(&["--quick"]).db_generated, 100);
         assert_eq!(plan(&["--db-generated", "200"]).db_generated, 200);
         assert_eq!(plan(&["--quick", "--db-generated", "0"]).db_generated, 0);
+    }
+
+    #[test]
+    fn a_pool_is_one_connection_or_more_and_absent_by_default() {
+        let parse = |argv: &[&str]| {
+            Cli::try_parse_from(std::iter::once("perf").chain(argv.iter().copied()))
+                .map(|cli| cli.args.pool)
+        };
+        assert_eq!(parse(&[]).unwrap(), None);
+        assert_eq!(parse(&["--pool", "4"]).unwrap(), Some(4));
+        for bad in ["0", "-1", "four"] {
+            assert!(parse(&["--pool", bad]).is_err(), "--pool {bad}");
+        }
     }
 }
