@@ -52,6 +52,8 @@ async fn the_owner_options_reach_this_database_as_the_owner_and_debug_hides_them
             .await?;
     conn.close().await?;
     assert_eq!((user.as_str(), database.as_str()), (OWNER_ROLE, db.name()));
+    // A Debug derived over the connect options would print their `password`
+    // field (Some or None), so its absence says the options are not shown.
     let shown = format!("{db:?}");
     assert!(shown.contains(db.name()), "{shown}");
     assert!(!shown.contains("password"), "{shown}");

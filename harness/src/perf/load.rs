@@ -348,6 +348,15 @@ pub(super) fn one_per_client(clients: usize) -> u32 {
     u32::try_from(clients.max(1)).unwrap_or(u32::MAX)
 }
 
+/// The load pool's size: `asked` (`--pool`), never more than one connection
+/// per client of the largest count `most` (a larger pool would only open
+/// connections nobody uses, or more than the server allows), and that when
+/// nothing was asked.
+fn pool_size(asked: Option<u32>, most: usize) -> u32 {
+    let most = one_per_client(most);
+    asked.map_or(most, |asked| asked.clamp(1, most))
+}
+
 /// One fresh database for the whole phase, seeded with `acme` and one copy
 /// per client of the largest count, and a gate on a pool of `pool`
 /// connections (a cell of fewer clients uses fewer; one of more clients
@@ -612,7 +621,7 @@ pub(super) async fn measure(
     let owner = gate::db::server_urls(admin_url).await?.owner;
     let bench = Pgbench::init(&owner).await?;
     let most = plan.clients.iter().copied().max().unwrap_or(1);
-    let pool = plan.pool.unwrap_or_else(|| one_per_client(most));
+    let pool = pool_size(plan.pool, most);
     let (db, gate) = world(admin_url, most, pool).await?;
     let profiled = if plan.clients.contains(&PROFILED_CLIENTS) {
         PROFILED_CLIENTS
@@ -723,6 +732,15 @@ pub(super) async fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pool_is_what_was_asked_but_never_more_than_the_clients() {
+        assert_eq!(pool_size(None, 16), 16);
+        assert_eq!(pool_size(Some(4), 16), 4);
+        assert_eq!(pool_size(Some(4_000_000_000), 16), 16);
+        assert_eq!(pool_size(Some(0), 16), 1);
+        assert_eq!(pool_size(None, 0), 1);
+    }
 
     fn row(clients: usize, one_tenant_per_sec: Option<f64>) -> LoadRow {
         LoadRow {
