@@ -18,6 +18,7 @@ use serde_json::json;
 
 use super::budget;
 use super::decide::{self, Moment};
+use super::decision_state::{self, Ask};
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
@@ -217,21 +218,34 @@ async fn reevaluate(
     // `propose` reads them): the catalog stays out of the tenant's critical
     // section.
     let (policy, catalog) = world::policy_and_catalog(tx, tenant, true).await?;
-    let today = budget::lock_day(tx, tenant, now.date_naive(), policy.as_ref()).await?;
-    let decided = decide::decide_with_catalog(
+    // The day and the agent's hops locked, then their chains read, in one
+    // round trip (velocity and the denial rate do not count at approval).
+    let judge = decide::judges(policy.as_ref());
+    let state = decision_state::read(
         tx,
-        tenant,
+        Ask {
+            tenant,
+            agent: &request.agent_id,
+            day: now.date_naive(),
+            policy: policy.as_ref(),
+            judge,
+            since: Moment::Approval.counted_since(now, policy.as_ref()),
+            key: None,
+        },
+    )
+    .await?;
+    let today = state.today;
+    let decided = decide::decide_with_catalog(
         &request.agent_id,
         &proposal,
         policy.as_ref(),
         // Read whenever the policy is enforceable; without one, decide
         // refuses before it looks at a catalog.
-        catalog.unwrap_or_default(),
-        today.reserved_paise,
+        &catalog.unwrap_or_default(),
+        state.chains,
+        &state.recent.spend_state(today.reserved_paise),
         now,
-        Moment::Approval,
-    )
-    .await?;
+    );
     let purchase = decided.evaluation.purchase.clone();
     let mut decision = match decided.evaluation.decision {
         // The amount still needs a human, and one just agreed.

@@ -14,8 +14,7 @@ use chrono::NaiveDate;
 use sqlx::{Connection, PgConnection};
 
 use super::error::{Ctx, ServiceError};
-use super::lock::{DayKey, lock};
-use super::rows::{DailyRow, RequestRow};
+use super::rows::RequestRow;
 use super::world::CurrentPolicy;
 use crate::reason::Reason;
 
@@ -54,56 +53,18 @@ impl Day {
 /// serialized (ISO 4217's "no currency"); nothing is ever reserved under it.
 const NO_CURRENCY: &str = "XXX";
 
-/// Makes sure the tenant's row for `day` in the policy's currency exists,
-/// locks it, and returns what it holds. Holding it serializes the tenant's
-/// decisions for the day.
-pub(crate) async fn lock_day(
-    conn: &mut PgConnection,
-    tenant: &str,
-    day: NaiveDate,
-    policy: Option<&CurrentPolicy>,
-) -> Result<Day, ServiceError> {
-    let cap_paise = policy.map_or(0, CurrentPolicy::daily_cap);
-    let currency = policy
-        .and_then(|p| p.policy.as_ref().ok())
-        .map_or(NO_CURRENCY, |p| p.currency.as_str())
-        .to_owned();
-    // Locked where it exists (every proposal of a day but its first: one
-    // round trip); opened first, then locked, on the day's first proposal.
-    for _ in 0..2 {
-        let row: Option<DailyRow> = lock(
-            conn,
-            DayKey {
-                tenant,
-                day,
-                currency: &currency,
-            },
-        )
-        .await
-        .ctx("locking the day's reservations")?;
-        if let Some(row) = row {
-            return Ok(Day {
-                day,
-                currency,
-                cap_paise,
-                reserved_paise: row.reserved_paise,
-            });
-        }
-        sqlx::query(
-            "INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) \
-             VALUES ($1, $2, $3, 0, $4) ON CONFLICT (tenant_id, day, currency) DO NOTHING",
-        )
-        .bind(tenant)
-        .bind(day)
-        .bind(&currency)
-        .bind(cap_paise)
-        .execute(&mut *conn)
-        .await
-        .ctx("opening the day's reservations")?;
+impl Day {
+    /// The currency and the cap `policy` gives a day's reservations: the
+    /// policy's own, or (no enforceable policy) a currency nothing is priced
+    /// in and a cap of zero.
+    pub fn terms(policy: Option<&CurrentPolicy>) -> (String, i64) {
+        let cap_paise = policy.map_or(0, CurrentPolicy::daily_cap);
+        let currency = policy
+            .and_then(|p| p.policy.as_ref().ok())
+            .map_or(NO_CURRENCY, |p| p.currency.as_str())
+            .to_owned();
+        (currency, cap_paise)
     }
-    Err(ServiceError::Corrupt {
-        what: format!("the reservations row of {tenant} for {day} vanished"),
-    })
 }
 
 fn refused_by(err: &sqlx::Error, constraint: &str) -> bool {

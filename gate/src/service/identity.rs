@@ -36,13 +36,49 @@ impl Who {
     }
 }
 
+/// The columns that look one actor up in one tenant (`$1` the tenant, `$2`
+/// the actor), read into a [`Lookup`]: shared by [`resolve`] and the
+/// statements that read more beside it.
+macro_rules! lookup_columns {
+    () => {
+        "EXISTS (SELECT 1 FROM tenants WHERE id = $1) AS tenant_known, \
+         EXISTS (SELECT 1 FROM agents WHERE tenant_id = $1 AND id = $2) AS is_agent, \
+         (SELECT may_approve FROM people WHERE tenant_id = $1 AND id = $2) AS may_approve, \
+         (SELECT is_operator FROM people WHERE tenant_id = $1 AND id = $2) AS is_operator, \
+         (EXISTS (SELECT 1 FROM agents WHERE id = $2 AND tenant_id <> $1) \
+          OR EXISTS (SELECT 1 FROM people WHERE id = $2 AND tenant_id <> $1)) AS elsewhere"
+    };
+}
+pub(crate) use lookup_columns;
+
+/// What the database knows of one actor id, relative to one tenant.
 #[derive(sqlx::FromRow)]
-struct Lookup {
+pub(crate) struct Lookup {
     tenant_known: bool,
     is_agent: bool,
     may_approve: Option<bool>,
     is_operator: Option<bool>,
     elsewhere: bool,
+}
+
+impl Lookup {
+    /// The identity found, or the refusal, in the module's order.
+    pub(crate) fn verdict(&self) -> Result<Who, Reason> {
+        if !self.tenant_known {
+            Err(Reason::TenantUnknown)
+        } else if self.is_agent {
+            Ok(Who::Agent)
+        } else if let Some(may_approve) = self.may_approve {
+            Ok(Who::Person {
+                may_approve,
+                is_operator: self.is_operator.unwrap_or(false),
+            })
+        } else if self.elsewhere {
+            Err(Reason::TenantMismatch)
+        } else {
+            Err(Reason::ActorUnknown)
+        }
+    }
 }
 
 /// Resolves `actor` inside `tenant`. A tenant or actor that is not an
@@ -52,43 +88,37 @@ pub(crate) async fn resolve(
     tenant: &str,
     actor: &str,
 ) -> Result<Result<Who, Reason>, ServiceError> {
+    if let Some(refusal) = refused_unasked(conn, tenant, actor).await? {
+        return Ok(Err(refusal));
+    }
+    let found: Lookup = sqlx::query_as(concat!("SELECT ", lookup_columns!()))
+        .bind(tenant)
+        .bind(actor)
+        .fetch_one(&mut *conn)
+        .await
+        .ctx("resolving the caller")?;
+    Ok(found.verdict())
+}
+
+/// The refusal of a pair that is never looked up, because the actor or the
+/// tenant is not an identifier (an actor's refusal still says whether the
+/// tenant exists); `None` when the pair may be looked up.
+pub(crate) async fn refused_unasked(
+    conn: &mut PgConnection,
+    tenant: &str,
+    actor: &str,
+) -> Result<Option<Reason>, ServiceError> {
     if !is_ident(actor) {
-        return Ok(Err(if tenant_exists(conn, tenant).await? {
+        return Ok(Some(if tenant_exists(conn, tenant).await? {
             Reason::ActorUnknown
         } else {
             Reason::TenantUnknown
         }));
     }
     if !is_ident(tenant) {
-        return Ok(Err(Reason::TenantUnknown));
+        return Ok(Some(Reason::TenantUnknown));
     }
-    let found: Lookup = sqlx::query_as(
-        "SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1) AS tenant_known, \
-                EXISTS (SELECT 1 FROM agents WHERE tenant_id = $1 AND id = $2) AS is_agent, \
-                (SELECT may_approve FROM people WHERE tenant_id = $1 AND id = $2) AS may_approve, \
-                (SELECT is_operator FROM people WHERE tenant_id = $1 AND id = $2) AS is_operator, \
-                (EXISTS (SELECT 1 FROM agents WHERE id = $2 AND tenant_id <> $1) \
-                 OR EXISTS (SELECT 1 FROM people WHERE id = $2 AND tenant_id <> $1)) AS elsewhere",
-    )
-    .bind(tenant)
-    .bind(actor)
-    .fetch_one(&mut *conn)
-    .await
-    .ctx("resolving the caller")?;
-    Ok(if !found.tenant_known {
-        Err(Reason::TenantUnknown)
-    } else if found.is_agent {
-        Ok(Who::Agent)
-    } else if let Some(may_approve) = found.may_approve {
-        Ok(Who::Person {
-            may_approve,
-            is_operator: found.is_operator.unwrap_or(false),
-        })
-    } else if found.elsewhere {
-        Err(Reason::TenantMismatch)
-    } else {
-        Err(Reason::ActorUnknown)
-    })
+    Ok(None)
 }
 
 /// True when `tenant` exists (never for a string that is not an identifier).

@@ -1,23 +1,28 @@
 //! The one place a row lock is taken, and the one order locks are taken in.
 //!
-//! Guarantees: every `SELECT ... FOR UPDATE` of the gate is the one in
-//! [`lock`] and [`lock_all`] (a test parses `gate/src` and fails if any other
-//! file holds a row-lock clause). They take a key, never a row: they return
-//! the row as read under the lock, so a caller always decides on the locked,
-//! current version and never on a copy it read before.
+//! Guarantees: every `SELECT ... FOR UPDATE` of the gate's Rust is the one
+//! in [`lock`] and [`lock_all`] (a test parses `gate/src` and fails if any
+//! other file holds a row-lock clause). They take a key, never a row: they
+//! return the row as read under the lock, so a caller always decides on the
+//! locked, current version and never on a copy it read before. The only
+//! other locks are the database function `decision_state`'s
+//! (`super::decision_state`): the day and the agent's hops a decision is
+//! made on, locked and read in one round trip, in this order and with the
+//! same rank comments (tests read the migrations and check both).
 //!
 //! Keys are typed: each lockable row ([`Lockable`]) names the one key type
 //! that selects it ([`Lockable::Key`]), so a row cannot be locked with
 //! another row's key (a [`RequestKey`] cannot lock a checkout authority, nor
 //! a [`TenantKey`] a ledger head), and each key binds its parts with their
-//! own types (a day is bound as a date, never as text). Each locking
+//! own types. Each locking
 //! statement opens with a comment naming its key's rank and row, so a lock
 //! wait or deadlock that Postgres logs says which ranks met.
 //!
 //! The one lock order. Every operation takes the locks it needs in this order
 //! and never another, so two operations never wait on each other in a cycle.
-//! Each key type carries its place in it ([`LockKey::RANK`]); a test checks
-//! that every key's rank is the number of the item below that names its row:
+//! Each key type carries its place in it ([`LockKey::RANK`]), as does each
+//! lock of `decision_state` (its comment); a test checks that every rank is
+//! the number of the item below that names its row:
 //! 1. the tenant row, `FOR NO KEY UPDATE` (only `set_policy`, to number
 //!    versions). It never blocks the key-share locks that foreign-key
 //!    checks of other writers take on the same row, so a publication cannot
@@ -26,12 +31,11 @@
 //!    only before its request: no operation locks an authority after a
 //!    request);
 //! 3. the request;
-//! 4. the tenant's day of reservations in one currency;
+//! 4. the tenant's day of reservations in one currency (`decision_state`);
 //! 5. delegation hops, from the leaf upwards (a revocation locks the revoked
 //!    branch deepest first, and a release walks from the leaf to the root);
 //! 6. the tenant's ledger head, last, just before commit.
 
-use chrono::NaiveDate;
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::QueryAs;
 use sqlx::{FromRow, PgConnection, Postgres};
@@ -142,45 +146,6 @@ impl LockKey for RequestKey<'_> {
     }
 }
 
-/// Names a tenant's reservations for one UTC day in one currency.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct DayKey<'k> {
-    pub tenant: &'k str,
-    pub day: NaiveDate,
-    pub currency: &'k str,
-}
-
-impl LockKey for DayKey<'_> {
-    const RANK: u8 = 4;
-    const ROW: &'static str = "the tenant's day of reservations";
-    const WHERE: &'static str = "tenant_id = $1 AND day = $2 AND currency = $3";
-    fn bind<'q, T>(self, query: Unbound<'q, T>) -> Unbound<'q, T>
-    where
-        Self: 'q,
-    {
-        query.bind(self.tenant).bind(self.day).bind(self.currency)
-    }
-}
-
-/// Names every delegation hop one agent holds (locked with [`lock_all`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AgentHopsKey<'k> {
-    pub tenant: &'k str,
-    pub agent: &'k str,
-}
-
-impl LockKey for AgentHopsKey<'_> {
-    const RANK: u8 = 5;
-    const ROW: &'static str = "delegation hops";
-    const WHERE: &'static str = "tenant_id = $1 AND grantee_id = $2";
-    fn bind<'q, T>(self, query: Unbound<'q, T>) -> Unbound<'q, T>
-    where
-        Self: 'q,
-    {
-        query.bind(self.tenant).bind(self.agent)
-    }
-}
-
 /// Names a delegation hop and every hop below it: the branch a revocation
 /// revokes (locked with [`lock_all`]).
 #[derive(Debug, Clone, Copy)]
@@ -264,19 +229,34 @@ pub(crate) async fn lock_all<'k, T: Lockable>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::rows::DailyRow;
+    use crate::service::rows::LedgerHeadRow;
     use sqlx::Connection;
 
     /// The (rank, row words) of every key type of this file.
-    const KEYS: [(u8, &str); 7] = [
+    const KEYS: [(u8, &str); 5] = [
         (TenantKey::RANK, TenantKey::ROW),
         (AuthorityKey::RANK, AuthorityKey::ROW),
         (RequestKey::RANK, RequestKey::ROW),
-        (DayKey::RANK, DayKey::ROW),
-        (AgentHopsKey::RANK, AgentHopsKey::ROW),
         (BranchKey::RANK, BranchKey::ROW),
         (LedgerHeadKey::RANK, LedgerHeadKey::ROW),
     ];
+
+    /// The database function that locks and reads a decision's state.
+    const DECISION_STATE: &str =
+        include_str!("../../../migrations/20261203000001_decision_state.sql");
+
+    /// The (rank, row words) of every `/* lock order N: row */` comment of
+    /// some SQL, in the order they appear.
+    fn sql_locks(sql: &str) -> Vec<(u8, String)> {
+        sql.split("/* lock order ")
+            .skip(1)
+            .filter_map(|rest| {
+                let (rank, rest) = rest.split_once(": ")?;
+                let (row, _) = rest.split_once(" */")?;
+                Some((rank.parse().ok()?, row.to_owned()))
+            })
+            .collect()
+    }
 
     /// The numbered items of the module docs' lock order, each as one line
     /// (its continuation lines joined, whitespace collapsed).
@@ -313,21 +293,47 @@ mod tests {
         // Every key type of this file is in KEYS.
         let declared = source.matches(concat!("impl LockKey", " for ")).count();
         assert_eq!(declared, KEYS.len(), "list every key type in KEYS");
-        for (rank, row) in KEYS {
+        // Every key's rank, and every rank decision_state's comments give,
+        // is the one item that names its row.
+        let sql = sql_locks(DECISION_STATE);
+        let ranked = KEYS
+            .iter()
+            .map(|(rank, row)| (*rank, (*row).to_owned()))
+            .chain(sql.iter().cloned());
+        for (rank, row) in ranked {
             let naming: Vec<u8> = order
                 .iter()
-                .filter(|(_, text)| text.starts_with(row))
+                .filter(|(_, text)| text.starts_with(&row))
                 .map(|(n, _)| *n)
                 .collect();
             assert_eq!(naming, vec![rank], "{row:?} has rank {rank}: {order:#?}");
         }
-        // And every item of the order is some key's.
+        // And every item of the order is some key's or decision_state's.
         for (n, text) in &order {
             assert!(
-                KEYS.iter().any(|(rank, _)| rank == n),
-                "no key ranks {n} ({text})"
+                KEYS.iter().any(|(rank, _)| rank == n) || sql.iter().any(|(rank, _)| rank == n),
+                "nothing ranks {n} ({text})"
             );
         }
+    }
+
+    /// decision_state takes its locks in the order: every lock clause of the
+    /// function follows a rank comment, and the ranks never go down.
+    #[test]
+    fn decision_state_locks_the_day_then_the_hops_each_under_its_rank_comment() {
+        let locks = sql_locks(DECISION_STATE);
+        let ranks: Vec<u8> = locks.iter().map(|(rank, _)| *rank).collect();
+        assert_eq!(ranks, [4, 4, 5], "{locks:?}");
+        let clauses = DECISION_STATE.matches("FOR UPDATE").count();
+        assert_eq!(clauses, locks.len(), "one comment per lock clause");
+        for piece in DECISION_STATE.split("/* lock order ").skip(1) {
+            let statement = piece.split(';').next().unwrap_or_default();
+            assert!(statement.contains("FOR UPDATE"), "{statement}");
+        }
+        assert_eq!(
+            sql_locks("x /* lock order 6: the head */ y /* lock order z: w */"),
+            [(6, "the head".to_owned())]
+        );
     }
 
     #[test]
@@ -344,25 +350,21 @@ mod tests {
 
     #[test]
     fn a_locking_statement_names_its_rank_and_binds_its_key() {
-        let sql = statement::<DayKey>("SELECT reserved_paise FROM daily_spend", "");
+        let sql = statement::<LedgerHeadKey>("SELECT seq, hash FROM ledger_head", "");
         assert_eq!(
             sql,
-            "/* lock order 4: the tenant's day of reservations */ SELECT reserved_paise \
-             FROM daily_spend WHERE tenant_id = $1 AND day = $2 AND currency = $3"
+            "/* lock order 6: the tenant's ledger head */ SELECT seq, hash \
+             FROM ledger_head WHERE tenant_id = $1"
         );
-        let sql = statement::<AgentHopsKey>("SELECT id FROM delegations", " ORDER BY depth DESC");
+        let sql = statement::<RequestKey>("SELECT id FROM payment_requests", " ORDER BY id");
         assert!(
-            sql.ends_with("WHERE tenant_id = $1 AND grantee_id = $2 ORDER BY depth DESC"),
+            sql.ends_with("WHERE tenant_id = $1 AND id = $2 ORDER BY id"),
             "{sql}"
         );
     }
 
-    fn day(day: u32) -> DayKey<'static> {
-        DayKey {
-            tenant: "acme",
-            day: NaiveDate::from_ymd_opt(2026, 9, day).expect("a day of September"),
-            currency: "INR",
-        }
+    fn head(tenant: &str) -> LedgerHeadKey<'_> {
+        LedgerHeadKey { tenant }
     }
 
     /// The helper decides on the row as it is when the lock is granted, not as
@@ -377,24 +379,19 @@ mod tests {
         sqlx::query("INSERT INTO tenants (id) VALUES ('acme')")
             .execute(&pool)
             .await?;
-        sqlx::query(
-            "INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) \
-             VALUES ('acme', '2026-09-03', 'INR', 100, 1000)",
-        )
-        .execute(&pool)
-        .await?;
+        // The tenant's ledger head is made with it, at 0.
         let mut first = pool.acquire().await?;
         let mut tx1 = first.begin().await?;
-        let seen: Option<DailyRow> = lock(&mut tx1, day(3)).await?;
-        assert_eq!(seen.map(|r| r.reserved_paise), Some(100));
+        let seen: Option<LedgerHeadRow> = lock(&mut tx1, head("acme")).await?;
+        assert_eq!(seen.map(|r| r.seq), Some(0));
         let waiter = {
             let pool = pool.clone();
             tokio::spawn(async move {
                 let mut conn = pool.acquire().await?;
                 let mut tx2 = conn.begin().await?;
-                let row: Option<DailyRow> = lock(&mut tx2, day(3)).await?;
+                let row: Option<LedgerHeadRow> = lock(&mut tx2, head("acme")).await?;
                 tx2.rollback().await?;
-                Ok::<_, sqlx::Error>(row.map(|r| r.reserved_paise))
+                Ok::<_, sqlx::Error>(row.map(|r| r.seq))
             })
         };
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -402,12 +399,12 @@ mod tests {
             !waiter.is_finished(),
             "the second lock must wait for the first"
         );
-        sqlx::query("UPDATE daily_spend SET reserved_paise = 700 WHERE tenant_id = 'acme'")
+        sqlx::query("UPDATE ledger_head SET seq = 700 WHERE tenant_id = 'acme'")
             .execute(&mut *tx1)
             .await?;
         tx1.commit().await?;
         assert_eq!(waiter.await??, Some(700));
-        let missing: Option<DailyRow> = lock(&mut first, day(4)).await?;
+        let missing: Option<LedgerHeadRow> = lock(&mut first, head("nobody")).await?;
         assert!(missing.is_none());
         drop(first);
         db.drop().await?;

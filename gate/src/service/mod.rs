@@ -28,6 +28,7 @@ mod budget_db_refusals;
 mod checkout;
 pub mod clock;
 mod decide;
+mod decision_state;
 mod error;
 mod grants;
 #[cfg(test)]

@@ -19,12 +19,12 @@ use sha2::{Digest, Sha256};
 
 use super::budget;
 use super::decide::{self, Moment, refused};
+use super::decision_state::{self, Ask, FirstRequest};
 use super::error::{Ctx, ServiceError};
-use super::identity::{self, Who};
+use super::identity::Who;
 use super::ledger::{self, Entry};
 use super::request_state::RequestState;
 use super::requests::{self, Birth, NewRequest, Transition};
-use super::rows::RequestRow;
 use super::world;
 use super::{Gate, ProposeOutcome};
 use crate::ident::Ident;
@@ -46,7 +46,11 @@ impl<P: PaymentProvider> Gate<P> {
         let parsed = parse_proposal(raw_body);
         let mut tx = self.begin("proposing").await?;
 
-        let refusal = match identity::resolve(&mut tx, tenant, actor).await? {
+        // The caller, and (when it may propose) the policy and the catalog:
+        // plain reads, before the day lock, in one statement.
+        let (who, policy, catalog) =
+            world::caller_policy_and_catalog(&mut tx, tenant, actor, parsed.is_ok()).await?;
+        let refusal = match who {
             Err(reason) => Some(reason),
             // Humans do not use the agent-facing call.
             Ok(who) if who != Who::Agent => Some(Reason::ActorNotPermitted),
@@ -72,12 +76,6 @@ impl<P: PaymentProvider> Gate<P> {
             return Ok(ProposeOutcome::new(None, Decision::Deny(reason), false));
         }
 
-        // The catalog is a plain read (the day lock does not guard it): read
-        // before the lock, with the policy, it stays out of the tenant's
-        // critical section.
-        let (policy, catalog) = world::policy_and_catalog(&mut tx, tenant, parsed.is_ok()).await?;
-        let today = budget::lock_day(&mut tx, tenant, now.date_naive(), policy.as_ref()).await?;
-
         // A key outside the identifier grammar is never looked up or stored:
         // the proposal is recorded without it and refused PROPOSAL_MALFORMED.
         let key_malformed = idempotency_key.is_some_and(|k| Ident::parse_key(k).is_none());
@@ -86,35 +84,50 @@ impl<P: PaymentProvider> Gate<P> {
         if key_malformed {
             forced = forced.or(Some(Reason::ProposalMalformed));
         }
-        if let Some(key) = stored_key
-            && let Some(first) = requests::by_idempotency_key(&mut tx, tenant, actor, key).await?
+        // The day and the agent's hops locked, then everything the decision
+        // reads (the key's first request, the chains, the agent's recent
+        // proposals), in one round trip.
+        let judge = forced.is_none() && decide::judges(policy.as_ref());
+        let state = decision_state::read(
+            &mut tx,
+            Ask {
+                tenant,
+                agent: actor,
+                day: now.date_naive(),
+                policy: policy.as_ref(),
+                judge,
+                since: Moment::Proposal
+                    .counted_since(now, policy.as_ref())
+                    .filter(|_| judge),
+                key: stored_key,
+            },
+        )
+        .await?;
+        if stored_key.is_some()
+            && let Some(first) = &state.first
         {
             if first.body_sha256 == body_sha256 {
                 tx.rollback().await.ctx("ending a replay")?;
-                return replay(&first);
+                return replay(first);
             }
             stored_key = None;
             forced = forced.or(Some(Reason::IdempotencyKeyReused));
         }
+        let today = state.today;
 
         let proposal = parsed.ok();
         let decided = match (forced, &proposal) {
-            (None, Some(p)) => {
-                decide::decide_with_catalog(
-                    &mut tx,
-                    tenant,
-                    actor,
-                    p,
-                    policy.as_ref(),
-                    // Read whenever the proposal parsed and the policy is
-                    // enforceable; without a policy decide refuses first.
-                    catalog.unwrap_or_default(),
-                    today.reserved_paise,
-                    now,
-                    Moment::Proposal,
-                )
-                .await?
-            }
+            (None, Some(p)) => decide::decide_with_catalog(
+                actor,
+                p,
+                policy.as_ref(),
+                // Read whenever the proposal parsed and the policy is
+                // enforceable; without a policy decide refuses first.
+                &catalog.unwrap_or_default(),
+                state.chains,
+                &state.recent.spend_state(today.reserved_paise),
+                now,
+            ),
             (reason, _) => decide::Decided {
                 evaluation: refused(reason.unwrap_or(Reason::ProposalMalformed)),
                 leaf: None,
@@ -205,7 +218,7 @@ impl<P: PaymentProvider> Gate<P> {
 }
 
 /// The first decision recorded under an idempotency key.
-fn replay(first: &RequestRow) -> Result<ProposeOutcome, ServiceError> {
+fn replay(first: &FirstRequest) -> Result<ProposeOutcome, ServiceError> {
     let decision = stored_decision(&first.decision, first.reason.as_deref()).ok_or_else(|| {
         ServiceError::Corrupt {
             what: format!("request {} records an unreadable decision", first.id),
@@ -256,29 +269,14 @@ mod tests {
         }
     }
 
-    /// A request row as `propose` stores a refused or stepped-up proposal.
-    fn row(decision: &str, reason: Option<&str>) -> RequestRow {
-        RequestRow {
-            tenant_id: "acme".into(),
+    /// The first request of a key, as `propose` stored a refused or
+    /// stepped-up proposal.
+    fn row(decision: &str, reason: Option<&str>) -> FirstRequest {
+        FirstRequest {
             id: "req-1".into(),
-            agent_id: "buyer-agent".into(),
-            body_sha256: "00".repeat(32),
-            sku: Some("CLOUD-TEAM".into()),
-            quantity: Some(1),
-            purpose: Some("team credits".into()),
-            merchant_id: None,
-            currency: None,
-            amount_paise: None,
-            purchase_digest: None,
             decision: decision.into(),
             reason: reason.map(Into::into),
-            state: RequestState::PendingApproval,
-            policy_version: Some(1),
-            delegation_id: None,
-            reserved_day: None,
-            reserved_paise: 0,
-            created_at: chrono::DateTime::UNIX_EPOCH,
-            authorized_at: None,
+            body_sha256: "00".repeat(32),
         }
     }
 

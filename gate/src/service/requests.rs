@@ -133,26 +133,6 @@ pub(crate) async fn find(
         .ctx("reading a request")
 }
 
-/// The request an agent recorded under an idempotency key.
-pub(crate) async fn by_idempotency_key(
-    conn: &mut PgConnection,
-    tenant: &str,
-    agent: &str,
-    key: &str,
-) -> Result<Option<RequestRow>, ServiceError> {
-    let sql = format!(
-        "SELECT {REQUEST_COLUMNS} FROM payment_requests \
-         WHERE tenant_id = $1 AND agent_id = $2 AND idempotency_key = $3"
-    );
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(tenant)
-        .bind(agent)
-        .bind(key)
-        .fetch_optional(conn)
-        .await
-        .ctx("looking up an idempotency key")
-}
-
 /// How a transition changes what the request holds.
 #[derive(Debug, Clone, Copy)]
 enum Hold<'a> {

@@ -9,8 +9,7 @@
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::lock::{
-    AgentHopsKey, AuthorityKey, BranchKey, DayKey, LedgerHeadKey, Lockable, RequestKey, Strength,
-    TenantKey,
+    AuthorityKey, BranchKey, LedgerHeadKey, Lockable, RequestKey, Strength, TenantKey,
 };
 use super::request_state::RequestState;
 use crate::delegation::DelegationHop;
@@ -46,26 +45,12 @@ impl Lockable for BranchRow {
     const ORDER: &'static str = " ORDER BY depth DESC, id";
 }
 
-/// A hop held by one agent: all of them are locked, deepest first, before
-/// the agent spends.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub(crate) struct AgentHop {
-    pub id: String,
-}
-
-impl Lockable for AgentHop {
-    type Key<'k> = AgentHopsKey<'k>;
-    const SELECT: &'static str = "SELECT id FROM delegations";
-    const ORDER: &'static str = " ORDER BY depth DESC, id";
-}
-
 /// One payment request.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct RequestRow {
     pub tenant_id: String,
     pub id: String,
     pub agent_id: String,
-    pub body_sha256: String,
     pub sku: Option<String>,
     pub quantity: Option<i32>,
     pub purpose: Option<String>,
@@ -73,8 +58,6 @@ pub(crate) struct RequestRow {
     pub currency: Option<String>,
     pub amount_paise: Option<i64>,
     pub purchase_digest: Option<String>,
-    pub decision: String,
-    pub reason: Option<String>,
     pub state: RequestState,
     pub policy_version: Option<i32>,
     pub delegation_id: Option<String>,
@@ -101,20 +84,20 @@ impl RequestRow {
     }
 }
 
-pub(crate) const REQUEST_COLUMNS: &str = "tenant_id, id, agent_id, body_sha256, sku, quantity, \
-    purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, state, \
+pub(crate) const REQUEST_COLUMNS: &str = "tenant_id, id, agent_id, sku, quantity, \
+    purpose, merchant_id, currency, amount_paise, purchase_digest, state, \
     policy_version, delegation_id, reserved_day, reserved_paise, created_at, authorized_at";
 
 impl Lockable for RequestRow {
     type Key<'k> = RequestKey<'k>;
-    const SELECT: &'static str = "SELECT tenant_id, id, agent_id, body_sha256, sku, quantity, \
-        purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, state, \
+    const SELECT: &'static str = "SELECT tenant_id, id, agent_id, sku, quantity, \
+        purpose, merchant_id, currency, amount_paise, purchase_digest, state, \
         policy_version, delegation_id, reserved_day, reserved_paise, created_at, authorized_at \
         FROM payment_requests";
 }
 
 /// One delegation hop.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, serde::Deserialize)]
 pub(crate) struct DelegationRow {
     pub id: String,
     pub parent_id: Option<String>,
@@ -170,17 +153,6 @@ impl Lockable for AuthorityRow {
     const SELECT: &'static str = "SELECT tenant_id, id, request_id, merchant_id, amount_paise, \
         currency, purchase_digest, policy_version, expires_at, consumptions \
         FROM checkout_authorities";
-}
-
-/// A tenant's reservations for one UTC day.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub(crate) struct DailyRow {
-    pub reserved_paise: i64,
-}
-
-impl Lockable for DailyRow {
-    type Key<'k> = DayKey<'k>;
-    const SELECT: &'static str = "SELECT reserved_paise FROM daily_spend";
 }
 
 /// A tenant's ledger head: the number and hash of the latest entry of its chain.

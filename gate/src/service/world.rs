@@ -13,15 +13,16 @@ use sqlx::PgConnection;
 use sqlx::types::Json;
 
 use super::error::{Ctx, ServiceError};
+use super::identity::{self, Lookup, Who, lookup_columns};
 use super::rows::{DELEGATION_COLUMNS, DelegationRow};
 use crate::catalog::{Catalog, CatalogItem};
-use crate::delegation::{DelegationChain, DelegationHop};
+use crate::delegation::DelegationChain;
 use crate::policy::Policy;
 use crate::reason::Reason;
 use crate::spend::SpendState;
 
 /// The deepest chain the gate will follow.
-const MAX_CHAIN_DEPTH: i32 = 64;
+pub(crate) const MAX_CHAIN_DEPTH: i32 = 64;
 
 /// The tenant's current policy: its version, and the policy or why it cannot be enforced.
 #[derive(Debug, Clone)]
@@ -83,11 +84,67 @@ pub(crate) async fn policy_and_catalog(
     let Some((version, json, rows)) = row else {
         return Ok((None, None));
     };
+    Ok(policy_read(version, json, rows))
+}
+
+/// A policy version as read, and the catalog read beside it: the catalog
+/// only under an enforceable policy.
+fn policy_read(
+    version: i32,
+    json: serde_json::Value,
+    rows: Option<Json<Vec<CatalogRow>>>,
+) -> (Option<CurrentPolicy>, Option<Catalog>) {
     let current = CurrentPolicy::parsed(version, json);
     let catalog = rows
         .filter(|_| current.policy.is_ok())
         .map(|Json(rows)| catalog_of(rows));
-    Ok((Some(current), catalog))
+    (Some(current), catalog)
+}
+
+/// The caller, resolved as [`identity::resolve`] resolves it, and the
+/// tenant's policy and catalog as [`policy_and_catalog`] reads them, in one
+/// statement: the first read of a proposal. A caller that is not looked up
+/// (an id outside the grammar) or that is refused gets no policy read.
+pub(crate) async fn caller_policy_and_catalog(
+    conn: &mut PgConnection,
+    tenant: &str,
+    actor: &str,
+    want_catalog: bool,
+) -> Result<(Result<Who, Reason>, Option<CurrentPolicy>, Option<Catalog>), ServiceError> {
+    #[derive(sqlx::FromRow)]
+    struct Read {
+        #[sqlx(flatten)]
+        caller: Lookup,
+        version: Option<i32>,
+        policy: Option<serde_json::Value>,
+        catalog: Option<Json<Vec<CatalogRow>>>,
+    }
+    if let Some(refusal) = identity::refused_unasked(conn, tenant, actor).await? {
+        return Ok((Err(refusal), None, None));
+    }
+    let read: Read = sqlx::query_as(concat!(
+        "SELECT ",
+        lookup_columns!(),
+        ", p.version, p.policy, CASE WHEN $3 AND p.version IS NOT NULL THEN ( \
+               SELECT COALESCE(json_agg(c), '[]') FROM (",
+        catalog_select!(),
+        ") c) END AS catalog \
+           FROM (SELECT 1) AS one LEFT JOIN LATERAL ( \
+                SELECT version, policy FROM policy_versions WHERE tenant_id = $1 \
+                 ORDER BY version DESC LIMIT 1) p ON true"
+    ))
+    .bind(tenant)
+    .bind(actor)
+    .bind(want_catalog)
+    .fetch_one(conn)
+    .await
+    .ctx("resolving the caller and reading the policy and the catalog")?;
+    let who = read.caller.verdict();
+    let (policy, catalog) = match (&who, read.version, read.policy) {
+        (Ok(_), Some(version), Some(json)) => policy_read(version, json, read.catalog),
+        _ => (None, None),
+    };
+    Ok((who, policy, catalog))
 }
 
 /// The one read of a tenant's catalog rows (`$1` the tenant), inside
@@ -153,14 +210,6 @@ pub(crate) async fn chain(
     ))
 }
 
-/// The agent whose recorded proposals [`chains`] reads beside the chains,
-/// and since when (its velocity and denial-rate windows: [`window_start`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RecentOf<'a> {
-    pub agent: &'a str,
-    pub since: DateTime<Utc>,
-}
-
 /// An agent's recorded proposals since some instant: when each was made,
 /// and when each refused one was.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -181,18 +230,6 @@ impl Recent {
     }
 }
 
-/// The agent's recorded proposals since `$2` (agent `$1`, tenant `$3`), as
-/// two arrays (NULL when there are none): every one's time, and the refused
-/// ones' times. Shared by [`chains`] and [`recent`].
-macro_rules! recent_select {
-    () => {
-        "SELECT array_agg(created_at) AS proposals, \
-                array_agg(created_at) FILTER (WHERE decision = 'deny') AS denials \
-           FROM payment_requests \
-          WHERE $1::text IS NOT NULL AND tenant_id = $3 AND agent_id = $1 AND created_at > $2"
-    };
-}
-
 /// The start of the windows an agent's proposals are counted in at `now`:
 /// the longer of the policy's velocity and denial-rate windows.
 pub(crate) fn window_start(now: DateTime<Utc>, policy: &Policy) -> DateTime<Utc> {
@@ -201,89 +238,4 @@ pub(crate) fn window_start(now: DateTime<Utc>, policy: &Policy) -> DateTime<Utc>
         .window_minutes
         .max(policy.denial_rate.window_minutes);
     now - Duration::minutes(i64::from(window))
-}
-
-/// The chain above each of `leaves`, root first, each with its leaf, the
-/// oldest leaf first (granted first; ties by id, in the database's order):
-/// [`chain`] for every leaf, read in one statement. With `recent`, that
-/// agent's recorded proposals come back in the same statement (one round
-/// trip inside the tenant's critical section where there were two); they
-/// are read on their own only when there is no leaf to carry them.
-pub(crate) async fn chains(
-    conn: &mut PgConnection,
-    tenant: &str,
-    leaves: &[String],
-    recent_of: Option<RecentOf<'_>>,
-) -> Result<(Vec<(String, DelegationChain)>, Option<Recent>), ServiceError> {
-    #[derive(sqlx::FromRow)]
-    struct Hop {
-        leaf_id: String,
-        #[sqlx(flatten)]
-        row: DelegationRow,
-        proposals: Option<Vec<DateTime<Utc>>>,
-        denials: Option<Vec<DateTime<Utc>>>,
-    }
-    let sql = format!(
-        "WITH RECURSIVE up AS ( \
-             SELECT d.id AS leaf_id, d.created_at AS leaf_created, d.*, 0 AS hops_up \
-               FROM delegations d WHERE d.tenant_id = $3 AND d.id = ANY($4::text[]) \
-             UNION ALL \
-             SELECT up.leaf_id, up.leaf_created, p.*, up.hops_up + 1 FROM delegations p \
-               JOIN up ON p.tenant_id = up.tenant_id AND p.id = up.parent_id \
-              WHERE up.hops_up < $5), \
-         recent AS ({}) \
-         SELECT leaf_id, {DELEGATION_COLUMNS}, recent.proposals, recent.denials \
-           FROM up CROSS JOIN recent \
-          ORDER BY leaf_created, leaf_id, hops_up DESC",
-        recent_select!()
-    );
-    let rows: Vec<Hop> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(recent_of.map(|r| r.agent))
-        .bind(recent_of.map(|r| r.since))
-        .bind(tenant)
-        .bind(leaves)
-        .bind(MAX_CHAIN_DEPTH)
-        .fetch_all(&mut *conn)
-        .await
-        .ctx("reading the delegation chains")?;
-    let read = match (recent_of, rows.first()) {
-        (None, _) => None,
-        (Some(_), Some(hop)) => Some(Recent {
-            proposals: hop.proposals.clone().unwrap_or_default(),
-            denials: hop.denials.clone().unwrap_or_default(),
-        }),
-        (Some(of), None) => Some(recent(conn, tenant, of).await?),
-    };
-    let mut chains: Vec<(String, Vec<DelegationHop>)> = Vec::with_capacity(leaves.len());
-    for hop in rows {
-        match chains.last_mut() {
-            Some((leaf, hops)) if *leaf == hop.leaf_id => hops.push(hop.row.to_hop()),
-            _ => chains.push((hop.leaf_id, vec![hop.row.to_hop()])),
-        }
-    }
-    let chains = chains
-        .into_iter()
-        .map(|(leaf, hops)| (leaf, DelegationChain::new(hops)))
-        .collect();
-    Ok((chains, read))
-}
-
-/// An agent's recorded proposals since `of.since`, on their own.
-pub(crate) async fn recent(
-    conn: &mut PgConnection,
-    tenant: &str,
-    of: RecentOf<'_>,
-) -> Result<Recent, ServiceError> {
-    type Times = Option<Vec<DateTime<Utc>>>;
-    let (proposals, denials): (Times, Times) = sqlx::query_as(recent_select!())
-        .bind(of.agent)
-        .bind(of.since)
-        .bind(tenant)
-        .fetch_one(conn)
-        .await
-        .ctx("reading the agent's recent proposals")?;
-    Ok(Recent {
-        proposals: proposals.unwrap_or_default(),
-        denials: denials.unwrap_or_default(),
-    })
 }

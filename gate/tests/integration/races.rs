@@ -151,6 +151,49 @@ async fn sixty_four_proposals_never_overspend_a_delegation() -> TestResult {
     .await
 }
 
+/// Velocity counts recorded proposals, read under the tenant's day lock in a
+/// statement that starts after the lock is granted: a proposal that waited
+/// sees every one committed before it, so no twin slips past the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_proposals_never_pass_the_velocity_limit() -> TestResult {
+    on_world_with_pool(POOL, async |w| {
+        let patch = PolicyPatch {
+            velocity: Some(Velocity {
+                max_proposals: 20,
+                window_minutes: 60,
+            }),
+            denial_rate: Some(DenialRate {
+                max_denials: 1000,
+                window_minutes: 60,
+            }),
+            ..Default::default()
+        };
+        assert!(w.gate.set_policy("acme", &patch).await?.is_ok());
+        let gate = w.gate.clone();
+        let decisions = race(move |_| {
+            let gate = gate.clone();
+            async move {
+                Ok(gate
+                    .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+                    .await?
+                    .decision)
+            }
+        })
+        .await?;
+        // The first 20 are judged on their merits (d-buyer affords 8 of
+        // 25000); every later one meets 20 recorded proposals.
+        assert_eq!(
+            count(&decisions, &Decision::Deny(Reason::VelocityLimit)),
+            44,
+            "{decisions:?}"
+        );
+        assert_eq!(count(&decisions, &Decision::Allow), 8, "{decisions:?}");
+        assert_eq!(w.gate.spent_today_paise("acme").await?, 200000);
+        Ok(())
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixty_four_replays_of_one_idempotency_key_record_one_request() -> TestResult {
     on_world_with_pool(POOL, async |w| {

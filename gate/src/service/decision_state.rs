@@ -1,0 +1,199 @@
+//! The state one decision is made on: locked and read in one round trip.
+//!
+//! Guarantees: [`read`] calls the database's `decision_state` function
+//! (`migrations/20261203000001_decision_state.sql`). It locks the tenant's
+//! day of reservations in the policy's currency (rank 4 of the one lock
+//! order in [`super::lock`]; opened first on the day's first decision) and
+//! then, when the engine will judge, every delegation hop the agent holds
+//! (rank 5, deepest first). Only then does it read, each read a statement of
+//! its own, so each sees everything the previous holder of the locks
+//! committed. The locks are held until the caller's transaction ends, so
+//! the budgets, the velocity and the denial rate a decision relies on cannot
+//! move before its reservation and its request row are written.
+//!
+//! What comes back is checked, never assumed whole: a reply that does not
+//! decode is an error, and a day row still missing after it was opened is
+//! [`ServiceError::Corrupt`]; neither is ever a decision. The agent's recent
+//! proposals come back as arrays of timestamps, decoded in binary.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Deserialize;
+use sqlx::PgConnection;
+use sqlx::types::Json;
+
+use super::budget::Day;
+use super::error::{Ctx, ServiceError};
+use super::rows::DelegationRow;
+use super::world::{CurrentPolicy, MAX_CHAIN_DEPTH, Recent};
+use crate::delegation::{DelegationChain, DelegationHop};
+
+/// What to lock and read for one decision.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ask<'a> {
+    pub tenant: &'a str,
+    pub agent: &'a str,
+    /// The UTC day whose reservations the decision may add to.
+    pub day: NaiveDate,
+    /// The tenant's current policy: it names the day's currency and cap.
+    pub policy: Option<&'a CurrentPolicy>,
+    /// The engine will judge: lock the agent's hops and read their chains.
+    pub judge: bool,
+    /// Read the agent's recorded proposals made after this instant.
+    pub since: Option<DateTime<Utc>>,
+    /// Look up the request this idempotency key (already in the identifier
+    /// grammar) names for the agent.
+    pub key: Option<&'a str>,
+}
+
+/// The request an idempotency key already names: what a replay answers.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub(crate) struct FirstRequest {
+    pub id: String,
+    pub decision: String,
+    pub reason: Option<String>,
+    pub body_sha256: String,
+}
+
+/// The state read under the locks.
+#[derive(Debug, Clone)]
+pub(crate) struct State {
+    /// The day's reservations, locked.
+    pub today: Day,
+    pub first: Option<FirstRequest>,
+    /// Every hop the agent holds with the chain above it (root first), the
+    /// oldest hop first; empty when the engine will not judge.
+    pub chains: Vec<(String, DelegationChain)>,
+    /// The agent's proposals since [`Ask::since`]; empty without it.
+    pub recent: Recent,
+}
+
+/// One hop as the function returns it: the hop and the leaf it is above.
+#[derive(Deserialize)]
+struct ChainHop {
+    leaf_id: String,
+    #[serde(flatten)]
+    row: DelegationRow,
+}
+
+/// The function's reply: one row.
+#[derive(sqlx::FromRow)]
+struct Reply {
+    reserved_paise: Option<i64>,
+    first: Option<Json<FirstRequest>>,
+    chains: Json<Vec<ChainHop>>,
+    proposals: Option<Vec<DateTime<Utc>>>,
+    denials: Option<Vec<DateTime<Utc>>>,
+}
+
+/// Locks and reads what `ask` names (see the module docs).
+pub(crate) async fn read(conn: &mut PgConnection, ask: Ask<'_>) -> Result<State, ServiceError> {
+    let (currency, cap_paise) = Day::terms(ask.policy);
+    let reply: Reply = sqlx::query_as(
+        "SELECT reserved_paise, first, chains, proposals, denials \
+           FROM decision_state($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(ask.tenant)
+    .bind(ask.agent)
+    .bind(ask.day)
+    .bind(&currency)
+    .bind(cap_paise)
+    .bind(ask.judge)
+    .bind(ask.since)
+    .bind(ask.key)
+    .bind(MAX_CHAIN_DEPTH)
+    .fetch_one(conn)
+    .await
+    .ctx("locking and reading the decision's state")?;
+    let reserved_paise = reply.reserved_paise.ok_or_else(|| ServiceError::Corrupt {
+        what: format!(
+            "the reservations row of {} for {} vanished",
+            ask.tenant, ask.day
+        ),
+    })?;
+    Ok(State {
+        today: Day {
+            day: ask.day,
+            currency,
+            cap_paise,
+            reserved_paise,
+        },
+        first: reply.first.map(|Json(first)| first),
+        chains: chains_of(reply.chains.0),
+        recent: Recent {
+            proposals: reply.proposals.unwrap_or_default(),
+            denials: reply.denials.unwrap_or_default(),
+        },
+    })
+}
+
+/// Hops in the function's order (leaf by leaf, root first) grouped into one
+/// chain per leaf, the leaves in the same order.
+fn chains_of(hops: Vec<ChainHop>) -> Vec<(String, DelegationChain)> {
+    let mut chains: Vec<(String, Vec<DelegationHop>)> = Vec::new();
+    for hop in hops {
+        match chains.last_mut() {
+            Some((leaf, hops)) if *leaf == hop.leaf_id => hops.push(hop.row.to_hop()),
+            _ => chains.push((hop.leaf_id, vec![hop.row.to_hop()])),
+        }
+    }
+    chains
+        .into_iter()
+        .map(|(leaf, hops)| (leaf, DelegationChain::new(hops)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hop(leaf: &str, id: &str, parent: Option<&str>) -> ChainHop {
+        ChainHop {
+            leaf_id: leaf.into(),
+            row: DelegationRow {
+                id: id.into(),
+                parent_id: parent.map(Into::into),
+                grantee_id: "buyer-agent".into(),
+                budget_paise: 100,
+                allocated_paise: 0,
+                spent_paise: 0,
+                skus: None,
+                expires_at: None,
+                revoked_at: None,
+            },
+        }
+    }
+
+    #[test]
+    fn hops_group_into_one_chain_per_leaf_in_the_order_they_came() {
+        let chains = chains_of(vec![
+            hop("d-b", "d-root", None),
+            hop("d-b", "d-b", Some("d-root")),
+            hop("d-a", "d-root", None),
+            hop("d-a", "d-a", Some("d-root")),
+        ]);
+        let leaves: Vec<&str> = chains.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(leaves, ["d-b", "d-a"]);
+        let ids: Vec<&str> = chains[1].1.hops.iter().map(|h| h.id.as_str()).collect();
+        assert_eq!(ids, ["d-root", "d-a"]);
+        assert!(chains_of(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn a_hop_as_the_function_builds_it_parses_and_keeps_its_instant() {
+        let hop: ChainHop = serde_json::from_value(serde_json::json!({
+            "leaf_id": "d-1", "id": "d-1", "parent_id": null,
+            "grantee_id": "buyer-agent", "budget_paise": 5, "allocated_paise": 0,
+            "spent_paise": 1, "skus": ["A"],
+            "expires_at": "2026-12-03T23:00:00.123456+05:30", "revoked_at": null
+        }))
+        .unwrap();
+        let expires = hop.row.expires_at.unwrap();
+        assert_eq!(expires.to_rfc3339(), "2026-12-03T17:30:00.123456+00:00");
+        assert_eq!(hop.row.skus, Some(vec!["A".to_owned()]));
+        let first: FirstRequest = serde_json::from_value(serde_json::json!({
+            "id": "req-1", "decision": "deny", "reason": null, "body_sha256": "ab"
+        }))
+        .unwrap();
+        assert_eq!(first.reason, None);
+    }
+}
