@@ -18,7 +18,9 @@
 //! - A gate is never built with a webhook secret shorter than 32 bytes, and
 //!   its `Debug` never shows a secret.
 //! - Every time comes from the injected [`Clock`]; every row lock from
-//!   [`lock`]. The agent is told only the redacted [`AgentView`].
+//!   [`lock`], or, for the day and the hops a decision is made on, from
+//!   [`decision_state`], in the same order. The agent is told only the
+//!   redacted [`AgentView`].
 
 mod admin;
 mod approve;

@@ -3,10 +3,9 @@
 //! Guarantees: the policy is the tenant's latest published version, and a
 //! missing or unparsable policy is `POLICY_INVALID` (fail closed, never "no
 //! limit"); the catalog is the tenant's own rows only; a delegation chain is
-//! read root to leaf by following the leaf's parents inside the tenant; the
-//! spend state counts this agent's recorded proposals and refusals and the
-//! tenant's reservations for the current UTC day. These are plain reads: the
-//! rows a decision spends from are locked by the caller first.
+//! read root to leaf by following the leaf's parents inside the tenant. These
+//! are plain reads: the rows a decision spends from, and the spend state it
+//! is judged on, are locked and read by [`super::decision_state`].
 
 use chrono::{DateTime, Duration, Utc};
 use sqlx::PgConnection;
@@ -104,7 +103,8 @@ fn policy_read(
 /// The caller, resolved as [`identity::resolve`] resolves it, and the
 /// tenant's policy and catalog as [`policy_and_catalog`] reads them, in one
 /// statement: the first read of a proposal. A caller that is not looked up
-/// (an id outside the grammar) or that is refused gets no policy read.
+/// (an id outside the grammar) costs no statement; one that is refused gets
+/// no policy back.
 pub(crate) async fn caller_policy_and_catalog(
     conn: &mut PgConnection,
     tenant: &str,
