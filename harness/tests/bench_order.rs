@@ -12,12 +12,11 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
 mod support;
-use support::{skip, workdir, workspace_root};
+use support::{bench_database, skip, workdir, workspace_root};
 
 /// Files whose scenarios touch every kind of row: grants, policies, prices,
 /// requests in every state, orders, payments, kept captures, the ledger.
@@ -49,29 +48,7 @@ fn corpus(dir: &Path) -> PathBuf {
 
 /// Each scenario's result, without what may differ between runs (times).
 fn bench(corpus: &Path, out: &Path, extra: &[&str]) -> BTreeMap<String, Value> {
-    let exe = env!("CARGO_BIN_EXE_harness");
-    let output = Command::new(exe)
-        .env_remove("DATABASE_URL")
-        .env_remove("MIGRATION_DATABASE_URL")
-        .args(["db", "run", "--", exe, "bench", "--engines", "database"])
-        .arg("--corpus")
-        .arg(corpus)
-        .arg("--out")
-        .arg(out)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "bench did not complete: {}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let file: Value =
-        serde_json::from_str(&fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    file["results"]
-        .as_array()
-        .unwrap()
+    bench_database(corpus, out, extra)
         .iter()
         .map(|r| {
             let kept: serde_json::Map<String, Value> = [

@@ -9,12 +9,9 @@
 //! when they are missing and `SPENDGATE_SKIP_DB=1`.
 
 use std::fs;
-use std::process::Command;
-
-use serde_json::Value;
 
 mod support;
-use support::{skip, workdir, workspace_root};
+use support::{bench_database, skip, workdir, workspace_root};
 
 /// d-a takes 120000 of d-buyer's 200000; a 100000 d-b then fits only inside
 /// d-buyer's budget, not its remainder, so the gate leaves the refusal to the
@@ -61,29 +58,9 @@ fn a_race_reports_its_counts_and_not_the_guards_its_copies_met() {
         fs::copy(workspace_root().join(from), corpus.join(to)).unwrap();
     }
     let out = dir.path().join("out");
-    let exe = env!("CARGO_BIN_EXE_harness");
-    let output = Command::new(exe)
-        .env_remove("DATABASE_URL")
-        .env_remove("MIGRATION_DATABASE_URL")
-        .args(["db", "run", "--", exe, "bench", "--engines", "database"])
-        .arg("--corpus")
-        .arg(&corpus)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "bench did not complete: {}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let file: Value =
-        serde_json::from_str(&fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let results = bench_database(&corpus, &out, &[]);
     let result = |id: &str| {
-        file["results"]
-            .as_array()
-            .unwrap()
+        results
             .iter()
             .find(|r| r["id"] == id)
             .unwrap_or_else(|| panic!("no result for {id}"))

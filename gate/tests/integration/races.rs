@@ -49,6 +49,27 @@ fn count<T: PartialEq>(items: &[T], x: &T) -> usize {
     items.iter().filter(|i| *i == x).count()
 }
 
+/// The decisions of 64 proposals at once by `agent` of `acme`, each of
+/// `quantity` of `sku`, without an idempotency key.
+async fn race_proposals(
+    w: &World,
+    agent: &'static str,
+    sku: &'static str,
+    quantity: u32,
+) -> Result<Vec<Decision>, Error> {
+    let gate = w.gate.clone();
+    race(move |_| {
+        let gate = gate.clone();
+        async move {
+            Ok(gate
+                .propose("acme", agent, &body(sku, quantity), None)
+                .await?
+                .decision)
+        }
+    })
+    .await
+}
+
 /// Velocity and the denial rate out of the way, so that budgets bind.
 async fn no_rate_limits(w: &World) -> TestResult {
     let patch = PolicyPatch {
@@ -88,17 +109,7 @@ async fn sixty_four_proposals_never_overspend_the_daily_budget() -> TestResult {
             expires_at: None,
         };
         assert!(w.gate.grant("acme", &big).await?.is_ok());
-        let gate = w.gate.clone();
-        let decisions = race(move |_| {
-            let gate = gate.clone();
-            async move {
-                Ok(gate
-                    .propose("acme", "procurement-agent", &body("CLOUD-STARTER", 1), None)
-                    .await?
-                    .decision)
-            }
-        })
-        .await?;
+        let decisions = race_proposals(w, "procurement-agent", "CLOUD-STARTER", 1).await?;
         // 8 × 60000 = 480000 ≤ 500000 < 9 × 60000.
         assert_eq!(count(&decisions, &Decision::Allow), 8, "{decisions:?}");
         assert_eq!(
@@ -121,17 +132,7 @@ async fn sixty_four_proposals_never_overspend_the_daily_budget() -> TestResult {
 async fn sixty_four_proposals_never_overspend_a_delegation() -> TestResult {
     on_world_with_pool(POOL, async |w| {
         no_rate_limits(w).await?;
-        let gate = w.gate.clone();
-        let decisions = race(move |_| {
-            let gate = gate.clone();
-            async move {
-                Ok(gate
-                    .propose("acme", "buyer-agent", &body("SNACK-BOX", 3), None)
-                    .await?
-                    .decision)
-            }
-        })
-        .await?;
+        let decisions = race_proposals(w, "buyer-agent", "SNACK-BOX", 3).await?;
         // d-buyer: 2 × 75000 = 150000 ≤ 200000 < 3 × 75000.
         assert_eq!(count(&decisions, &Decision::Allow), 2, "{decisions:?}");
         assert_eq!(
@@ -169,17 +170,7 @@ async fn sixty_four_proposals_never_pass_the_velocity_limit() -> TestResult {
             ..Default::default()
         };
         assert!(w.gate.set_policy("acme", &patch).await?.is_ok());
-        let gate = w.gate.clone();
-        let decisions = race(move |_| {
-            let gate = gate.clone();
-            async move {
-                Ok(gate
-                    .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
-                    .await?
-                    .decision)
-            }
-        })
-        .await?;
+        let decisions = race_proposals(w, "buyer-agent", "SNACK-BOX", 1).await?;
         // The first 20 are judged on their merits (d-buyer affords 8 of
         // 25000); every later one meets 20 recorded proposals.
         assert_eq!(

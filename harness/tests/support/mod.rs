@@ -9,6 +9,7 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The workspace's root: the folder above the harness crate.
 pub fn workspace_root() -> PathBuf {
@@ -45,4 +46,35 @@ pub fn workdir() -> tempfile::TempDir {
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755))
         .unwrap_or_else(|e| panic!("{e}"));
     dir
+}
+
+/// `harness bench --engines database` over `corpus` (`extra` arguments
+/// after), on a throwaway cluster of its own, writing to `out`: every
+/// scenario's result from results.json. Panics with both outputs when the
+/// bench does not complete.
+pub fn bench_database(corpus: &Path, out: &Path, extra: &[&str]) -> Vec<serde_json::Value> {
+    let exe = env!("CARGO_BIN_EXE_harness");
+    let output = Command::new(exe)
+        .env_remove("DATABASE_URL")
+        .env_remove("MIGRATION_DATABASE_URL")
+        .args(["db", "run", "--", exe, "bench", "--engines", "database"])
+        .arg("--corpus")
+        .arg(corpus)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        output.status.success(),
+        "bench did not complete: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = fs::read_to_string(out.join("results.json")).unwrap_or_else(|e| panic!("{e}"));
+    let mut file: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    match file["results"].take() {
+        serde_json::Value::Array(results) => results,
+        other => panic!("results.json has no results array: {other}"),
+    }
 }
