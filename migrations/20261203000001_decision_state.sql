@@ -19,6 +19,9 @@
 --     since an instant. The gate decides on them in Rust, in the same
 --     transaction, and the locks are held until it commits.
 --   * It runs with its caller's privileges (SECURITY INVOKER).
+--   * A hop's instants come back as microseconds since 1970 (exact: extract
+--     gives a numeric), never as text: JSON's timestamp text has five digits
+--     after year 9999, which no RFC 3339 reader takes.
 --
 -- Why: a proposal was six round trips under the day lock, each a context
 -- switch on both sides; this makes the locks and reads one.
@@ -89,7 +92,9 @@ BEGIN
                    'leaf_id', up.leaf_id, 'id', up.id, 'parent_id', up.parent_id,
                    'grantee_id', up.grantee_id, 'budget_paise', up.budget_paise,
                    'allocated_paise', up.allocated_paise, 'spent_paise', up.spent_paise,
-                   'skus', up.skus, 'expires_at', up.expires_at, 'revoked_at', up.revoked_at)
+                   'skus', up.skus,
+                   'expires_at_us', (extract(epoch FROM up.expires_at) * 1000000)::bigint,
+                   'revoked_at_us', (extract(epoch FROM up.revoked_at) * 1000000)::bigint)
                  ORDER BY up.leaf_created, up.leaf_id, up.hops_up DESC), '[]')
           INTO chains
           FROM up;

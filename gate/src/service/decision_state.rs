@@ -68,11 +68,29 @@ pub(crate) struct State {
 }
 
 /// One hop as the function returns it: the hop and the leaf it is above.
+/// Its instants come as microseconds since 1970 (any year Postgres stores
+/// that chrono holds, where JSON's timestamp text stops at 9999).
 #[derive(Deserialize)]
 struct ChainHop {
     leaf_id: String,
     #[serde(flatten)]
     row: DelegationRow,
+    #[serde(default, with = "chrono::serde::ts_microseconds_option")]
+    expires_at_us: Option<DateTime<Utc>>,
+    #[serde(default, with = "chrono::serde::ts_microseconds_option")]
+    revoked_at_us: Option<DateTime<Utc>>,
+}
+
+impl ChainHop {
+    /// The hop as the engine sees it.
+    fn to_hop(&self) -> DelegationHop {
+        DelegationRow {
+            expires_at: self.expires_at_us,
+            revoked_at: self.revoked_at_us,
+            ..self.row.clone()
+        }
+        .to_hop()
+    }
 }
 
 /// The function's reply: one row.
@@ -132,8 +150,11 @@ fn chains_of(hops: Vec<ChainHop>) -> Vec<(String, DelegationChain)> {
     let mut chains: Vec<(String, Vec<DelegationHop>)> = Vec::new();
     for hop in hops {
         match chains.last_mut() {
-            Some((leaf, hops)) if *leaf == hop.leaf_id => hops.push(hop.row.to_hop()),
-            _ => chains.push((hop.leaf_id, vec![hop.row.to_hop()])),
+            Some((leaf, hops)) if *leaf == hop.leaf_id => hops.push(hop.to_hop()),
+            _ => {
+                let first = hop.to_hop();
+                chains.push((hop.leaf_id, vec![first]));
+            }
         }
     }
     chains
@@ -160,6 +181,8 @@ mod tests {
                 expires_at: None,
                 revoked_at: None,
             },
+            expires_at_us: None,
+            revoked_at_us: None,
         }
     }
 
@@ -179,17 +202,29 @@ mod tests {
     }
 
     #[test]
-    fn a_hop_as_the_function_builds_it_parses_and_keeps_its_instant() {
+    fn a_hop_as_the_function_builds_it_parses_and_keeps_its_instant_past_year_9999() {
+        // 2026-12-03T17:30:00.123456Z and 10000-01-01T00:00:00Z, in µs.
         let hop: ChainHop = serde_json::from_value(serde_json::json!({
             "leaf_id": "d-1", "id": "d-1", "parent_id": null,
             "grantee_id": "buyer-agent", "budget_paise": 5, "allocated_paise": 0,
             "spent_paise": 1, "skus": ["A"],
-            "expires_at": "2026-12-03T23:00:00.123456+05:30", "revoked_at": null
+            "expires_at_us": 1_796_319_000_123_456_i64,
+            "revoked_at_us": 253_402_300_800_000_000_i64
         }))
         .unwrap();
-        let expires = hop.row.expires_at.unwrap();
+        let engine = hop.to_hop();
+        let expires = engine.expires_at.unwrap();
         assert_eq!(expires.to_rfc3339(), "2026-12-03T17:30:00.123456+00:00");
-        assert_eq!(hop.row.skus, Some(vec!["A".to_owned()]));
+        assert!(engine.revoked);
+        assert_eq!(engine.skus, Some(vec!["A".to_owned()]));
+        let open: ChainHop = serde_json::from_value(serde_json::json!({
+            "leaf_id": "d-1", "id": "d-1", "parent_id": null,
+            "grantee_id": "buyer-agent", "budget_paise": 5, "allocated_paise": 0,
+            "spent_paise": 1, "skus": null, "expires_at_us": null, "revoked_at_us": null
+        }))
+        .unwrap();
+        assert_eq!(open.to_hop().expires_at, None);
+        assert!(!open.to_hop().revoked);
         let first: FirstRequest = serde_json::from_value(serde_json::json!({
             "id": "req-1", "decision": "deny", "reason": null, "body_sha256": "ab"
         }))

@@ -539,3 +539,31 @@ async fn a_call_naming_an_unknown_tenant_writes_nothing() -> TestResult {
     })
     .await
 }
+
+/// A delegation that expires after year 9999 (a far instant the grant
+/// accepts) is read and judged like any other: its instant comes back from
+/// the decision's state read as a number, not as timestamp text no RFC 3339
+/// reader takes, so the proposal is decided, never an engine error.
+#[tokio::test]
+async fn a_delegation_expiring_after_year_9999_still_decides() -> TestResult {
+    on_world(async |w| {
+        let far = chrono::DateTime::<chrono::Utc>::from_timestamp(253_402_300_800, 0)
+            .expect("10000-01-01T00:00:00Z");
+        let grant = gate::service::Grant {
+            id: "d-far".into(),
+            from: "finance-lead".into(),
+            to: "procurement-agent".into(),
+            budget_paise: 1_000_000,
+            skus: None,
+            expires_at: Some(far),
+        };
+        assert!(w.gate.grant("acme", &grant).await?.is_ok());
+        let p = w
+            .gate
+            .propose("acme", "procurement-agent", &body("CLOUD-STARTER", 1), None)
+            .await?;
+        assert_eq!(p.decision, Decision::Allow);
+        Ok(())
+    })
+    .await
+}
