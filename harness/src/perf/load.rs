@@ -15,6 +15,10 @@
 //!   server in service does). Every operation's outcome is checked: one that
 //!   does not do what the cell expects is counted (and reported), not timed
 //!   as a success.
+//! - At the client counts of [`LoadPlan::unguarded_clients`], the two
+//!   tenant-per-client cells run once more in the same pass, on a second
+//!   fresh database whose guards [`unguarded::strip`] removed: what the
+//!   guards cost, beside the figures they cost it in.
 //! - Latencies go into HDR histograms (`hdrhistogram`), per operation.
 //! - Bounded: every cell stops at its deadline; pgbench gets `-T`. Only the
 //!   server of `DATABASE_URL` (loopback or unix socket: `harness db run`) is used.
@@ -41,6 +45,7 @@ use sqlx::{Connection, Executor, PgConnection};
 use super::Progress;
 use super::statements::{self, Breakdown};
 use super::stats::thousands;
+use super::unguarded::{self, Guards};
 
 /// At least the 32 bytes `Gate::new` requires.
 pub(super) const SECRET: &[u8] = b"spendgate-perf-load-webhook-secret-0123456789";
@@ -62,6 +67,10 @@ pub struct LoadPlan {
     /// The gate pool's size, at most; `None`: one connection per client of
     /// the largest count.
     pub pool: Option<u32>,
+    /// The client counts at which the tenant-per-client cells run again, in
+    /// the same pass, on a copy of the schema without its guards
+    /// ([`unguarded`]); empty: not at all.
+    pub unguarded_clients: Vec<usize>,
 }
 
 /// The two shapes of load.
@@ -118,6 +127,24 @@ pub struct LoadRow {
     pub flow_tenant_per_client: Option<Cell>,
 }
 
+/// The tenant-per-client cells on a copy of the schema without its guards.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unguarded {
+    /// What the copy was without: the schema's CHECK constraints, foreign
+    /// keys and the triggers that guard.
+    pub removed: Guards,
+    pub rows: Vec<UnguardedRow>,
+}
+
+/// One client count on the copy without guards, in the same pass as the
+/// [`LoadRow`] of that count.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnguardedRow {
+    pub clients: usize,
+    pub propose_tenant_per_client: Option<Cell>,
+    pub flow_tenant_per_client: Option<Cell>,
+}
+
 /// Percentiles of one operation at one client count in one shape.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LatencyRow {
@@ -145,6 +172,8 @@ pub struct Load {
     /// Where the server's time went in the four cells at [`PROFILED_CLIENTS`]
     /// clients (pg_stat_statements), when the server could say.
     pub statements: Option<Breakdown>,
+    /// The tenant-per-client cells again on a copy without the guards.
+    pub unguarded: Option<Unguarded>,
     pub seconds: f64,
 }
 
@@ -367,6 +396,26 @@ pub(super) async fn world(
     pool: u32,
 ) -> Result<(FreshDatabase, Arc<LoadGate>)> {
     let db = gate::db::fresh_database(admin_url).await?;
+    let gate = seeded_gate(&db, clients, pool).await?;
+    Ok((db, gate))
+}
+
+/// As [`world`], on a fresh database whose guards [`unguarded::strip`]
+/// removed first (as the migrations' owner); with what it removed.
+async fn unguarded_world(
+    admin_url: &str,
+    clients: usize,
+    pool: u32,
+) -> Result<(FreshDatabase, Arc<LoadGate>, Guards)> {
+    let db = gate::db::fresh_database(admin_url).await?;
+    let owner = gate::db::server_urls(admin_url).await?.owner;
+    let removed = unguarded::strip(&with_database(&owner, db.name())?).await?;
+    let gate = seeded_gate(&db, clients, pool).await?;
+    Ok((db, gate, removed))
+}
+
+/// The gate of a load world on `db`: its pool opened whole, then seeded.
+async fn seeded_gate(db: &FreshDatabase, clients: usize, pool: u32) -> Result<Arc<LoadGate>> {
     let size = pool.max(1);
     let pool = PgPoolOptions::new()
         .max_connections(size)
@@ -387,7 +436,7 @@ pub(super) async fn world(
     };
     let gate = Gate::new(pool, InProcessProvider::new(), SECRET, Arc::new(clock))?;
     gate.seed(&load_seed(clients)).await?;
-    Ok((db, Arc::new(gate)))
+    Ok(Arc::new(gate))
 }
 
 /// Runs one cell; returns its throughput and its histograms.
@@ -481,7 +530,7 @@ fn pgbench_path() -> PathBuf {
 }
 
 /// `url` with its database replaced by `database`.
-fn with_database(url: &str, database: &str) -> Result<String> {
+pub(super) fn with_database(url: &str, database: &str) -> Result<String> {
     let Some(scheme_end) = url.find("://") else {
         bail!("not a postgres:// URL");
     };
@@ -623,6 +672,11 @@ pub(super) async fn measure(
     let most = plan.clients.iter().copied().max().unwrap_or(1);
     let pool = pool_size(plan.pool, most);
     let (db, gate) = world(admin_url, most, pool).await?;
+    let bare = match plan.unguarded_clients.is_empty() {
+        true => None,
+        false => Some(unguarded_world(admin_url, most, pool).await?),
+    };
+    let mut unguarded_rows = Vec::new();
     let profiled = if plan.clients.contains(&PROFILED_CLIENTS) {
         PROFILED_CLIENTS
     } else {
@@ -696,6 +750,33 @@ pub(super) async fn measure(
                 Err(e) => notes.push(format!("No statement breakdown: {e:#}.")),
             }
         }
+        if let Some((_, bare_gate, _)) = &bare
+            && plan.unguarded_clients.contains(&clients)
+        {
+            let mut r = UnguardedRow {
+                clients,
+                propose_tenant_per_client: None,
+                flow_tenant_per_client: None,
+            };
+            for work in [Work::Propose, Work::Flow] {
+                cell_no += 1;
+                let shape = Shape::TenantPerClient;
+                let (c, _) = cell(bare_gate, cell_no, shape, work, clients, plan.cell).await?;
+                if c.unexpected > 0 {
+                    notes.push(format!(
+                        "{clients} clients, {work:?} without guards: {} operations did not do \
+                         what the cell expects (first: {}).",
+                        c.unexpected,
+                        c.first_unexpected.as_deref().unwrap_or("?")
+                    ));
+                }
+                match work {
+                    Work::Propose => r.propose_tenant_per_client = Some(c),
+                    _ => r.flow_tenant_per_client = Some(c),
+                }
+            }
+            unguarded_rows.push(r);
+        }
         if keep {
             for shape in [Shape::OneTenant, Shape::TenantPerClient] {
                 cell_no += 1;
@@ -710,6 +791,18 @@ pub(super) async fn measure(
     gate.pool().close().await;
     drop(gate);
     db.drop().await?;
+    let unguarded = match bare {
+        Some((bare_db, bare_gate, removed)) => {
+            bare_gate.pool().close().await;
+            drop(bare_gate);
+            bare_db.drop().await?;
+            Some(Unguarded {
+                removed,
+                rows: unguarded_rows,
+            })
+        }
+        None => None,
+    };
     Ok((
         Load {
             cell_seconds: plan.cell.as_secs_f64(),
@@ -723,6 +816,7 @@ pub(super) async fn measure(
             rows,
             latency,
             statements: breakdown,
+            unguarded,
             seconds: started.elapsed().as_secs_f64(),
         },
         notes,

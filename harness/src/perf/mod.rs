@@ -39,6 +39,7 @@ mod pure_engine;
 mod render;
 mod statements;
 mod stats;
+mod unguarded;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -77,6 +78,7 @@ fn run_load(args: &PerfArgs, url: &str, progress: &Progress) -> Result<(load::Lo
         cell: Duration::from_secs(args.cell_seconds.unwrap_or(if args.quick { 1 } else { 3 })),
         latency_clients: vec![1, 8],
         pool: args.pool,
+        unguarded_clients: vec![1, 8],
     };
     let (load, mut notes) = runtime.block_on(load::measure(url, &plan, progress))?;
     notes.push(

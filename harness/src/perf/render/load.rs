@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use crate::perf::load::{Cell, LatencyRow, Load, LoadRow, Shape};
+use crate::perf::load::{Cell, LatencyRow, Load, LoadRow, Shape, Unguarded};
 use crate::perf::model::HISTORY;
 use crate::perf::statements::Breakdown;
 use crate::perf::stats::{format_rate, ratio, thousands};
@@ -172,6 +172,7 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
     s.push_str("### Goals (issue 13), ratios from this run\n\n| measure | figure | goal | met |\n|---|---|---|---|\n");
     s.push_str(&goal_rows(load));
     s.push('\n');
+    s.push_str(&unguarded_section(load.unguarded.as_ref(), &load.rows));
     s.push_str(
         "### Latency per operation (HDR histogram)\n\n\
          `approve` comes from cells of its own (propose a step-up, then approve; only the \
@@ -213,6 +214,96 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
             );
         }
         s.push('\n');
+    }
+    s
+}
+
+/// The share of a guarded rate's time the guards took: 1 − guarded/unguarded.
+fn guards_share(guarded: Option<f64>, bare: Option<f64>) -> String {
+    match guarded.zip(bare).and_then(|(g, b)| ratio(g, b)) {
+        Some(r) => format!("{:.0}%", (1.0 - r) * 100.0),
+        None => "n/a".into(),
+    }
+}
+
+/// The tenant-per-client cells again on a copy without guards, beside the
+/// same pass's guarded cells; nothing when that part did not run.
+fn unguarded_section(u: Option<&Unguarded>, rows: &[LoadRow]) -> String {
+    let Some(u) = u else {
+        return String::new();
+    };
+    let mut s = String::from("### What the database's guards cost\n\n");
+    let _ = writeln!(
+        s,
+        "At {} clients, in the same pass as that count's row above and seconds after it, the \
+         tenant-per-client cells ran again on a second fresh database with the schema's {} \
+         CHECK constraints and {} foreign keys dropped and its {} guarding triggers disabled \
+         (keys, unique indexes and NOT NULL kept, and the triggers that compute columns and \
+         rows the gate does not write: `perf::unguarded::COMPUTING_TRIGGERS`). Nothing serves \
+         from such a database; it says what share of the gate's time the guards take, and how \
+         far the same statements go without them. The guards' share is 1 − guarded ÷ \
+         unguarded.\n",
+        u.rows
+            .iter()
+            .map(|r| r.clients.to_string())
+            .collect::<Vec<_>>()
+            .join(" and "),
+        u.removed.checks,
+        u.removed.foreign_keys,
+        u.removed.triggers.len()
+    );
+    s.push_str(
+        "| clients | propose, tenant per client | without guards | guards' share | \
+         flow, tenant per client | without guards | guards' share |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for bare in &u.rows {
+        let Some(row) = rows.iter().find(|r| r.clients == bare.clients) else {
+            continue;
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            bare.clients,
+            rate_and_ratio(&row.propose_tenant_per_client, row),
+            rate_and_ratio(&bare.propose_tenant_per_client, row),
+            guards_share(
+                per_sec(&row.propose_tenant_per_client),
+                per_sec(&bare.propose_tenant_per_client)
+            ),
+            rate_and_ratio(&row.flow_tenant_per_client, row),
+            rate_and_ratio(&bare.flow_tenant_per_client, row),
+            guards_share(
+                per_sec(&row.flow_tenant_per_client),
+                per_sec(&bare.flow_tenant_per_client)
+            ),
+        );
+    }
+    s.push('\n');
+    let at_goal = u
+        .rows
+        .iter()
+        .find(|r| r.clients == GOAL_CLIENTS)
+        .and_then(|bare| {
+            let row = rows.iter().find(|r| r.clients == GOAL_CLIENTS)?;
+            Some((
+                vs(&bare.propose_tenant_per_client, row)?,
+                vs(&bare.flow_tenant_per_client, row)?,
+            ))
+        });
+    if let Some((propose, flow)) = at_goal {
+        let verdict = |x: f64, goal: f64| match x >= goal {
+            true => "the goal is within reach of the statements alone",
+            false => "short of the goal even with no guard at all",
+        };
+        let _ = writeln!(
+            s,
+            "Without any guard, at {GOAL_CLIENTS} clients a proposal would run at {propose:.3}× \
+             pgbench (goal {PROPOSE_TENANT_PER_CLIENT_GOAL}×: {}) and a flow at {flow:.3}× \
+             (goal {FLOW_TENANT_PER_CLIENT_GOAL}×: {}).\n",
+            verdict(propose, PROPOSE_TENANT_PER_CLIENT_GOAL),
+            verdict(flow, FLOW_TENANT_PER_CLIENT_GOAL)
+        );
     }
     s
 }
@@ -260,7 +351,9 @@ fn statements_section(b: Option<&Breakdown>) -> String {
 #[cfg(test)]
 pub(in crate::perf::render) mod tests {
     use super::*;
+    use crate::perf::load::UnguardedRow;
     use crate::perf::statements::StatementCost;
+    use crate::perf::unguarded::Guards;
 
     fn cell(per_sec: f64) -> Option<Cell> {
         Some(Cell {
@@ -312,8 +405,46 @@ pub(in crate::perf::render) mod tests {
                     share: 0.75,
                 }],
             }),
+            unguarded: Some(Unguarded {
+                removed: Guards {
+                    checks: 40,
+                    foreign_keys: 30,
+                    triggers: vec!["payment_requests.request_state_transition".into()],
+                },
+                rows: vec![UnguardedRow {
+                    clients: 8,
+                    propose_tenant_per_client: cell(125.0),
+                    flow_tenant_per_client: cell(100.0),
+                }],
+            }),
             seconds: 40.0,
         }
+    }
+
+    #[test]
+    fn the_guards_cost_is_the_share_of_the_guarded_time_and_judged_against_the_goals() {
+        let md = section(Some(&fixed()), None);
+        // 8 clients: guarded propose 100/s, without guards 125/s: the guards
+        // take 20% of a proposal's time; flow 25/s against 100/s: 75%.
+        assert!(
+            md.contains(
+                "| 8 | 100/s (0.025× pgbench) | 125/s (0.031× pgbench) | 20% | \
+                 25.0/s (0.006× pgbench) | 100/s (0.025× pgbench) | 75% |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("40 CHECK constraints and 30 foreign keys"),
+            "{md}"
+        );
+        assert!(md.contains("its 1 guarding triggers"), "{md}");
+        assert!(
+            md.contains("a proposal would run at 0.031× pgbench (goal 0.5×: short of the goal"),
+            "{md}"
+        );
+        let mut none = fixed();
+        none.unguarded = None;
+        assert!(!section(Some(&none), None).contains("guards cost"));
     }
 
     #[test]
