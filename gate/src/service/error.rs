@@ -38,6 +38,10 @@ pub enum ServiceError {
         "the ledger head row is missing: the ledger cannot be appended to (run `harness ledger verify`)"
     )]
     LedgerHeadMissing,
+    /// The system's random source failed: no request id could be drawn,
+    /// and nothing was written.
+    #[error("the system's random source failed while drawing a request id: {0}")]
+    Randomness(getrandom::Error),
     /// A stored row does not mean what the gate wrote.
     #[error("stored data is invalid: {what}")]
     Corrupt { what: String },

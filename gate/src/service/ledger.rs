@@ -18,8 +18,10 @@
 //!   last append left (a hint, which saves the round trip that reads the
 //!   head), and when that head has moved, the head read under its lock
 //!   (through [`super::lock`]). It is the last thing an operation does
-//!   before it commits, so a chain never forks and an entry exists exactly
-//!   when the operation it records committed. An entry with no tenant is NOT written: a call naming an
+//!   before it commits, or rides on the operation's last INSERT (a
+//!   [`Chained`] append: `propose` writes its request and its entries in one
+//!   statement), so a chain never forks and an entry exists exactly when
+//!   the operation it records committed. An entry with no tenant is NOT written: a call naming an
 //!   unknown tenant has no chain to record it under, so it writes nothing
 //!   (the spec's one exception to "every refusal is on the ledger"). The
 //!   database refuses UPDATE, DELETE and TRUNCATE of entries
@@ -49,7 +51,8 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use sqlx::{PgConnection, PgPool};
+use sqlx::postgres::PgArguments;
+use sqlx::{PgConnection, PgPool, Postgres};
 
 use super::error::{Ctx, ServiceError};
 use super::lock::{LedgerHeadKey, lock};
@@ -142,6 +145,15 @@ impl LedgerKey {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         heads.get(tenant).cloned()
+    }
+
+    /// Forgets the head remembered for `tenant`'s chain.
+    fn forget(&self, tenant: &str) {
+        let mut heads = self
+            .last_heads
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        heads.remove(tenant);
     }
 
     /// Remembers `head` as the head of `tenant`'s chain after an append.
@@ -266,11 +278,135 @@ pub(crate) async fn append(
     Ok(())
 }
 
+/// One tenant's entries chained from a head, ready to go in with the head's
+/// move in one statement: by [`write`] alone, or carried by another
+/// statement (`requests::insert`) as [`Chained::CTES`], which saves that
+/// statement's round trip.
+#[derive(Debug)]
+pub(crate) struct Chained {
+    tenant: String,
+    at: DateTime<Utc>,
+    from: LedgerHeadRow,
+    rows: Rows,
+    end: LedgerHeadRow,
+}
+
+impl Chained {
+    /// Two common table expressions, binding `$1` to `$11`: `moved` moves
+    /// the head to the last entry, only if it is still at the head the
+    /// entries were chained from (a head another transaction holds is waited
+    /// for, then compared as it committed), and `appended` writes the
+    /// entries behind a head that moved, and none otherwise. The head moves
+    /// first: `fk_ledger_entry_head` is checked at the end of the statement.
+    pub const CTES: &'static str = "moved AS ( \
+             UPDATE ledger_head SET seq = $8, hash = $9 \
+              WHERE tenant_id = $1 AND seq = $10 AND hash = $11 \
+             RETURNING tenant_id), \
+         appended AS ( \
+             INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+             SELECT moved.tenant_id, u.seq, u.kind, $2, u.entry, u.prev_hash, u.hash \
+             FROM moved, UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) \
+               WITH ORDINALITY AS u(seq, kind, entry, prev_hash, hash, n) ORDER BY u.n)";
+    /// How many parameters [`Chained::CTES`] binds: a carrying statement's
+    /// own are numbered after them.
+    pub const PARAMS: usize = 11;
+
+    /// Numbers and hashes `entries` (all of `tenant`'s) from `from`, at `at`.
+    fn new(
+        key: &LedgerKey,
+        tenant: &str,
+        at: DateTime<Utc>,
+        from: LedgerHeadRow,
+        entries: &[Entry],
+    ) -> Result<Self, ServiceError> {
+        let at = stored_instant(at);
+        let (mut seq, mut prev) = (from.seq, from.hash.clone());
+        let mut rows = Rows::default();
+        for e in entries {
+            seq += 1;
+            let canonical = Canonical {
+                seq,
+                at: instant_text(at),
+                tenant: tenant.to_owned(),
+                kind: e.kind.to_owned(),
+                subject: e.subject.clone(),
+                body: e.body.clone(),
+            };
+            let text = serde_json::to_string(&canonical).map_err(|e| ServiceError::Corrupt {
+                what: format!("a ledger entry does not serialize: {e}"),
+            })?;
+            let hash = chain_hash(key, &prev, &text);
+            rows.seqs.push(seq);
+            rows.kinds.push(e.kind.to_owned());
+            rows.texts.push(text);
+            rows.prevs.push(std::mem::replace(&mut prev, hash.clone()));
+            rows.hashes.push(hash);
+        }
+        Ok(Chained {
+            tenant: tenant.to_owned(),
+            at,
+            from,
+            rows,
+            end: LedgerHeadRow { seq, hash: prev },
+        })
+    }
+
+    /// Binds [`Chained::CTES`]' parameters, `$1` to `$11`, to `query`.
+    pub fn bind<'q, O>(
+        &'q self,
+        query: sqlx::query::QueryAs<'q, Postgres, O, PgArguments>,
+    ) -> sqlx::query::QueryAs<'q, Postgres, O, PgArguments> {
+        query
+            .bind(&self.tenant)
+            .bind(self.at)
+            .bind(&self.rows.seqs)
+            .bind(&self.rows.kinds)
+            .bind(&self.rows.texts)
+            .bind(&self.rows.prevs)
+            .bind(&self.rows.hashes)
+            .bind(self.end.seq)
+            .bind(&self.end.hash)
+            .bind(self.from.seq)
+            .bind(&self.from.hash)
+    }
+
+    /// After the statement that carried it ran: whether the head `moved`
+    /// (and the entries went in). A move is remembered as the tenant's head
+    /// for the key's next append.
+    pub fn landed(self, key: &LedgerKey, moved: bool) -> bool {
+        if moved {
+            // Remembered before the caller commits: if it rolls back
+            // instead, the next append finds the head elsewhere and reads it.
+            key.remember(&self.tenant, self.end);
+        } else {
+            // The head moved on: the next append reads it under its lock
+            // instead of trying the remembered one again.
+            key.forget(&self.tenant);
+        }
+        moved
+    }
+}
+
+/// `tenant`'s `entries`, chained from the head this key's last append left
+/// (see [`LedgerKey`]), for a statement that carries them
+/// ([`Chained::CTES`]); `None` when the key remembers no head for the
+/// tenant. Whether they went in is the carrying statement's to tell
+/// ([`Chained::landed`]); when they did not, [`append`] them as usual.
+pub(crate) fn chain_from_last_head(
+    key: &LedgerKey,
+    tenant: &str,
+    at: DateTime<Utc>,
+    entries: &[Entry],
+) -> Result<Option<Chained>, ServiceError> {
+    key.last_head(tenant)
+        .map(|head| Chained::new(key, tenant, at, head, entries))
+        .transpose()
+}
+
 /// Chains `entries` from `head` and, in one statement, writes them and moves
 /// `tenant`'s head to the last of them, only if the head is still at
-/// `head`'s number and hash (a head another transaction holds is waited
-/// for, then compared as it committed). Returns the new head, or `None`
-/// when the head was elsewhere and nothing was written.
+/// `head`'s number and hash. Returns the new head, or `None` when the head
+/// was elsewhere and nothing was written.
 async fn write(
     conn: &mut PgConnection,
     key: &LedgerKey,
@@ -279,57 +415,14 @@ async fn write(
     head: LedgerHeadRow,
     entries: &[Entry],
 ) -> Result<Option<LedgerHeadRow>, ServiceError> {
-    let (mut seq, mut prev) = (head.seq, head.hash.clone());
-    let mut rows = Rows::default();
-    for e in entries {
-        seq += 1;
-        let canonical = Canonical {
-            seq,
-            at: instant_text(at),
-            tenant: tenant.to_owned(),
-            kind: e.kind.to_owned(),
-            subject: e.subject.clone(),
-            body: e.body.clone(),
-        };
-        let text = serde_json::to_string(&canonical).map_err(|e| ServiceError::Corrupt {
-            what: format!("a ledger entry does not serialize: {e}"),
-        })?;
-        let hash = chain_hash(key, &prev, &text);
-        rows.seqs.push(seq);
-        rows.kinds.push(e.kind.to_owned());
-        rows.texts.push(text);
-        rows.prevs.push(std::mem::replace(&mut prev, hash.clone()));
-        rows.hashes.push(hash);
-    }
-    // The head moves first, and the entries go in only behind a head that
-    // moved (`fk_ledger_entry_head` is checked at the end of the statement).
-    let moved: i64 = sqlx::query_scalar(
-        "WITH moved AS ( \
-             UPDATE ledger_head SET seq = $8, hash = $9 \
-              WHERE tenant_id = $1 AND seq = $10 AND hash = $11 \
-             RETURNING tenant_id), \
-         appended AS ( \
-             INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
-             SELECT moved.tenant_id, u.seq, u.kind, $2, u.entry, u.prev_hash, u.hash \
-             FROM moved, UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) \
-               WITH ORDINALITY AS u(seq, kind, entry, prev_hash, hash, n) ORDER BY u.n) \
-         SELECT count(*) FROM moved",
-    )
-    .bind(tenant)
-    .bind(at)
-    .bind(&rows.seqs)
-    .bind(&rows.kinds)
-    .bind(&rows.texts)
-    .bind(&rows.prevs)
-    .bind(&rows.hashes)
-    .bind(seq)
-    .bind(&prev)
-    .bind(head.seq)
-    .bind(&head.hash)
-    .fetch_one(&mut *conn)
-    .await
-    .ctx("appending to the ledger")?;
-    Ok((moved == 1).then_some(LedgerHeadRow { seq, hash: prev }))
+    let chained = Chained::new(key, tenant, at, head, entries)?;
+    let sql = format!("WITH {} SELECT count(*) FROM moved", Chained::CTES);
+    let (moved,): (i64,) = chained
+        .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)))
+        .fetch_one(&mut *conn)
+        .await
+        .ctx("appending to the ledger")?;
+    Ok((moved == 1).then_some(chained.end))
 }
 
 /// One tenant's new entries, column by column, for one INSERT.

@@ -159,9 +159,44 @@ impl<P: PaymentProvider> Gate<P> {
                 (Birth::Denied(reason), RequestState::Denied)
             }
         };
-        let row = requests::insert(
+        // The id is drawn here, so that the entries naming it are chained
+        // and hashed before the one statement that writes the request and,
+        // when the key remembers the tenant's head, the entries with it.
+        let id = requests::new_id()?;
+        let entries = vec![
+            Entry::new(
+                Some(tenant),
+                "proposal",
+                &id,
+                json!({
+                    "request": id,
+                    "actor": actor,
+                    "idempotency_key": stored_key,
+                    "body_sha256": body_sha256,
+                    "body_bytes": raw_body.len(),
+                    "proposal": proposal,
+                }),
+            ),
+            Entry::new(
+                Some(tenant),
+                "decision",
+                &id,
+                json!({
+                    "request": id,
+                    "decision": decision,
+                    "evaluation": decided.evaluation,
+                    "policy_version": decided.policy_version,
+                    "delegation": decided.leaf,
+                    "state": to,
+                    "reserved_paise": reservation.as_ref().map_or(0, |r| r.amount_paise),
+                }),
+            ),
+        ];
+        let chained = ledger::chain_from_last_head(self.ledger_key(), tenant, now, &entries)?;
+        let (row, moved) = requests::insert(
             &mut tx,
             &NewRequest {
+                id: &id,
                 tenant,
                 agent: actor,
                 idempotency_key: stored_key,
@@ -173,6 +208,7 @@ impl<P: PaymentProvider> Gate<P> {
                 born,
                 now,
             },
+            chained.as_ref(),
         )
         .await?;
         if let (Birth::Proposed, Some(r)) = (born, &reservation) {
@@ -181,37 +217,10 @@ impl<P: PaymentProvider> Gate<P> {
                 .apply(&mut tx, now)
                 .await?;
         }
-
-        let entries = vec![
-            Entry::new(
-                Some(tenant),
-                "proposal",
-                &row.id,
-                json!({
-                    "request": row.id,
-                    "actor": actor,
-                    "idempotency_key": stored_key,
-                    "body_sha256": body_sha256,
-                    "body_bytes": raw_body.len(),
-                    "proposal": proposal,
-                }),
-            ),
-            Entry::new(
-                Some(tenant),
-                "decision",
-                &row.id,
-                json!({
-                    "request": row.id,
-                    "decision": decision,
-                    "evaluation": decided.evaluation,
-                    "policy_version": decided.policy_version,
-                    "delegation": decided.leaf,
-                    "state": to,
-                    "reserved_paise": reservation.as_ref().map_or(0, |r| r.amount_paise),
-                }),
-            ),
-        ];
-        ledger::append(&mut tx, self.ledger_key(), now, entries).await?;
+        let appended = chained.is_some_and(|c| c.landed(self.ledger_key(), moved));
+        if !appended {
+            ledger::append(&mut tx, self.ledger_key(), now, entries).await?;
+        }
         tx.commit().await.ctx("committing a proposal")?;
         Ok(ProposeOutcome::new(Some(row.id), decision, false))
     }

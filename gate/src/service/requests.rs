@@ -19,6 +19,7 @@ use sqlx::PgConnection;
 
 use super::budget::{self, Reservation};
 use super::error::{Ctx, ServiceError};
+use super::ledger::Chained;
 use super::request_state::RequestState;
 use super::rows::{REQUEST_COLUMNS, RequestRow};
 use crate::catalog::Purchase;
@@ -28,6 +29,9 @@ use crate::reason::{Decision, Reason};
 
 /// A proposal about to be recorded.
 pub(crate) struct NewRequest<'a> {
+    /// Drawn by [`new_id`] before the row exists, so that the ledger entries
+    /// naming it are hashed before the statement that writes both.
+    pub id: &'a str,
     pub tenant: &'a str,
     pub agent: &'a str,
     pub idempotency_key: Option<&'a str>,
@@ -38,6 +42,16 @@ pub(crate) struct NewRequest<'a> {
     pub policy_version: Option<i32>,
     pub born: Birth,
     pub now: DateTime<Utc>,
+}
+
+/// A new request's id: `req_` and 128 bits from the system's random source
+/// in lower-case hex, the shape of the column's default (a random UUID's
+/// hex), so ids drawn here and by the database never collide in practice
+/// and reveal nothing of how many requests there are.
+pub(crate) fn new_id() -> Result<String, ServiceError> {
+    let mut bits = [0u8; 16];
+    getrandom::fill(&mut bits).map_err(ServiceError::Randomness)?;
+    Ok(format!("req_{}", hex::encode(bits)))
 }
 
 /// The state a request is inserted in. Only states that hold no reservation
@@ -65,11 +79,22 @@ impl Birth {
     }
 }
 
-/// Inserts the request in its birth state and returns it.
+/// Inserts the request in its birth state and returns it. Given `ledger`
+/// (the operation's entries, chained from the head its key remembers), the
+/// entries go in with the request in the same statement, and the answer
+/// says whether they did: `false` when the head had moved, and the caller
+/// appends them as usual.
 pub(crate) async fn insert(
     conn: &mut PgConnection,
     new: &NewRequest<'_>,
-) -> Result<RequestRow, ServiceError> {
+    ledger: Option<&Chained>,
+) -> Result<(RequestRow, bool), ServiceError> {
+    #[derive(sqlx::FromRow)]
+    struct Inserted {
+        #[sqlx(flatten)]
+        row: RequestRow,
+        ledger_moved: i64,
+    }
     let quantity = new
         .proposal
         .map(|p| i32::try_from(p.quantity))
@@ -77,15 +102,35 @@ pub(crate) async fn insert(
         .map_err(|_| ServiceError::Corrupt {
             what: "a quantity past the boundary's limit reached the database".to_owned(),
         })?;
-    let sql = format!(
-        "INSERT INTO payment_requests (tenant_id, agent_id, idempotency_key, body_sha256, sku, \
+    // The request's parameters come after the ledger's, when it carries them.
+    let first = if ledger.is_some() { Chained::PARAMS } else { 0 };
+    let values = (1..=18)
+        .map(|n| format!("${}", first + n))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let insert = format!(
+        "INSERT INTO payment_requests (id, tenant_id, agent_id, idempotency_key, body_sha256, sku, \
          quantity, purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, \
          state, state_reason, policy_version, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17) \
-         RETURNING {REQUEST_COLUMNS}"
+         VALUES ({values}, ${}) RETURNING {REQUEST_COLUMNS}",
+        first + 18
     );
+    let sql = match ledger {
+        Some(_) => format!(
+            "WITH {}, inserted AS ({insert}) \
+             SELECT inserted.*, (SELECT count(*) FROM moved) AS ledger_moved FROM inserted",
+            Chained::CTES
+        ),
+        None => format!("{insert}, 0::bigint AS ledger_moved"),
+    };
     let (state, state_reason) = new.born.columns();
-    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+    let query = sqlx::query_as::<_, Inserted>(sqlx::AssertSqlSafe(sql));
+    let query = match ledger {
+        Some(chained) => chained.bind(query),
+        None => query,
+    };
+    let inserted = query
+        .bind(new.id)
         .bind(new.tenant)
         .bind(new.agent)
         .bind(new.idempotency_key)
@@ -110,7 +155,8 @@ pub(crate) async fn insert(
         .bind(new.now)
         .fetch_one(conn)
         .await
-        .ctx("recording the proposal")
+        .ctx("recording the proposal")?;
+    Ok((inserted.row, inserted.ledger_moved == 1))
 }
 
 /// The request with this id in `tenant`; another tenant's request is

@@ -964,3 +964,78 @@ async fn an_append_locks_only_its_tenants_head_and_never_the_tenant_row() -> Tes
     raw_append(&w, "acme").await?;
     w.drop().await
 }
+
+// ---- a proposal's entries ride on its request's INSERT ------------------------
+
+/// `propose` writes its request and its two entries in one statement,
+/// chained from the head its key remembers. Two gates with the same secret
+/// (each key with a memory of its own) take turns in one tenant, so a
+/// remembered head has often moved: then the request goes in alone and the
+/// entries are appended under the head's lock. Either way every request has
+/// exactly its proposal and decision entries, under its own id (`req_` and
+/// 32 hex digits, drawn by the gate), in the order the proposals committed,
+/// and the chain verifies whole.
+#[tokio::test]
+async fn proposals_from_two_gates_in_turn_each_write_their_two_entries_once() -> TestResult {
+    on_world(async |w| {
+        let clock = std::sync::Arc::new(gate::service::ManualClock::new(
+            gate::service::standard::now(),
+        ));
+        let other = Gate::new(w.pool().clone(), InProcessProvider::new(), SECRET, clock)?;
+        let before = ledger_rows(w).await?;
+        let turns = [
+            (&*w.gate, "USB-HUB", deny(Reason::MerchantNotAllowed)),
+            (
+                &*w.gate,
+                "CLOUD-TEAM",
+                Decision::StepUp(Reason::ApprovalRequired),
+            ),
+            (
+                &other,
+                "CLOUD-TEAM",
+                Decision::StepUp(Reason::ApprovalRequired),
+            ),
+            (&*w.gate, "USB-HUB", deny(Reason::MerchantNotAllowed)),
+            (&other, "USB-HUB", deny(Reason::MerchantNotAllowed)),
+            (&other, "CLOUD-STARTER", Decision::Allow),
+        ];
+        let mut ids = Vec::new();
+        for (g, sku, expected) in turns {
+            let p = g
+                .propose("acme", "buyer-agent", &body(sku, 1), None)
+                .await?;
+            assert_eq!(p.decision, expected, "{sku}");
+            let id = request_id(&p);
+            assert!(
+                id.len() == 36
+                    && id.starts_with("req_")
+                    && id[4..]
+                        .bytes()
+                        .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')),
+                "{id}"
+            );
+            ids.push(id);
+        }
+        assert_eq!(ledger_rows(w).await?, before + 12);
+        let written: Vec<(String, String)> = sqlx::query_as(
+            "SELECT entry::json->>'subject', kind FROM ledger_entries \
+             WHERE tenant_id = 'acme' AND kind IN ('proposal', 'decision') ORDER BY seq",
+        )
+        .fetch_all(w.pool())
+        .await?;
+        let expected: Vec<(String, String)> = ids
+            .iter()
+            .flat_map(|id| {
+                [
+                    (id.clone(), "proposal".to_owned()),
+                    (id.clone(), "decision".to_owned()),
+                ]
+            })
+            .collect();
+        assert_eq!(written, expected);
+        let report = w.gate.verify_ledger().await?;
+        assert!(report.intact(), "{report:#?}");
+        Ok(())
+    })
+    .await
+}
