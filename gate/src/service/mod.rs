@@ -10,8 +10,7 @@
 //!   this code.
 //! - Each operation is one transaction (pay is two, around the provider
 //!   call): it commits whole or not at all, and appends what it did to the
-//!   hash-chained ledger as its last statement (propose: in the statement
-//!   that records its request).
+//!   hash-chained ledger as its last statement.
 //! - A refusal is an [`Outcome`] carrying a [`Reason`] (a provider that
 //!   refuses or does not answer included: `PROVIDER_REJECTED`,
 //!   `PROVIDER_UNAVAILABLE`); a [`ServiceError`] means the gate could not

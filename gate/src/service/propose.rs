@@ -12,7 +12,9 @@
 //! database becomes the matching budget refusal). Every proposal from a known
 //! agent is recorded (it counts towards velocity; a refusal towards the
 //! denial rate); every proposal, known agent or not, and its full decision
-//! are appended to the ledger. The agent is told only the redacted view.
+//! are appended to the ledger (a recorded request's entries in the very
+//! statement that records it when the ledger key remembers the tenant's
+//! head: one round trip fewer). The agent is told only the redacted view.
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
