@@ -59,7 +59,9 @@ use super::connect::{
 };
 use super::drop_guards::{DROP_GUARDS_ENV, DROP_GUARDS_LOG_ENV, drop_guards};
 use super::error::{DbError, connect_error, query_error};
+use super::reset::Reset;
 use super::roles::{ServerUrls, server_urls};
+use super::spares::{self, Shelf, quote_ident};
 
 /// Set to `1` to skip database tests when `DATABASE_URL` is not set.
 pub const SKIP_ENV: &str = "SPENDGATE_SKIP_DB";
@@ -72,6 +74,18 @@ const OBJECT_IN_USE: &str = "55006";
 /// before it answers `object_in_use`, so this is two or three attempts.
 const BUSY_TEMPLATE_PATIENCE: Duration = Duration::from_secs(10);
 
+/// A template's comment starts with this line when the rest is the reset
+/// script of its schema (`super::reset`): only then are its clones reused.
+const RESET_COMMENT: &str = "spendgate reset script v1: empties a clone of this template\n";
+
+/// What a database needs to go back on the shelf: its template's key (the
+/// hex of `spendgate_tpl_<hex>`) and the template's reset script.
+#[derive(Debug, Clone)]
+struct Reuse {
+    key: String,
+    reset: Reset,
+}
+
 /// A database of its own, migrated, dropped by [`FreshDatabase::drop`].
 pub struct FreshDatabase {
     name: String,
@@ -82,6 +96,8 @@ pub struct FreshDatabase {
     pool: PgPool,
     owner_pool: PgPool,
     dropped: bool,
+    /// How to empty it for the shelf; `None`: it is dropped, never reused.
+    reuse: Option<Reuse>,
 }
 
 impl FreshDatabase {
@@ -114,12 +130,23 @@ impl FreshDatabase {
         &self.owner_options
     }
 
-    /// Closes the pools and drops the database, terminating any other session on it.
+    /// Closes the pools and hands the database back: emptied and kept as a
+    /// spare for the next [`fresh_database`] when it can be (cloned from a
+    /// template with a reset script, no guard dropped, nobody else
+    /// connected, and its schema still the template's; `super::spares`),
+    /// otherwise dropped, terminating any other session on it.
     pub async fn drop(mut self) -> Result<(), DbError> {
         self.dropped = true;
         self.pool.close().await;
         self.owner_pool.close().await;
-        drop_database(&self.owner_url, &self.name).await
+        let mut name = self.name.clone();
+        if let Some(reuse) = self.reuse.as_ref() {
+            match spares::shelve(&self.owner_url, &reuse.key, &reuse.reset, &name).await {
+                Shelf::Kept => return Ok(()),
+                Shelf::NotKept(now) => name = now,
+            }
+        }
+        drop_database(&self.owner_url, &name).await
     }
 }
 
@@ -167,13 +194,28 @@ pub async fn fresh_database_with(urls: &ServerUrls) -> Result<FreshDatabase, DbE
     let shown = redact_url(&urls.owner);
     let owner = pool(owner_options.clone(), &shown, 2).await?;
     let created = async {
-        let template = ensure_template(&owner, &owner_options, &shown).await?;
-        create_database(&owner, Some(&template)).await
+        let (template, reset) = ensure_template(&owner, &owner_options, &shown).await?;
+        let key = template
+            .strip_prefix(TEMPLATE_PREFIX)
+            .unwrap_or(&template)
+            .to_string();
+        let name = new_name();
+        let claimed = match reset {
+            Some(_) => spares::claim(&owner, &key, &name).await?,
+            None => false,
+        };
+        if !claimed {
+            create_named(&owner, Some(&template), &name).await?;
+        }
+        Ok::<_, DbError>((name, reset.map(|reset| Reuse { key, reset })))
     }
     .await;
     owner.close().await;
-    let db = open(urls, &app_options, &owner_options, created?).await?;
+    let (name, reuse) = created?;
     let wanted = std::env::var(DROP_GUARDS_ENV).unwrap_or_default();
+    // A database some guards were dropped from is never reused.
+    let reuse = reuse.filter(|_| wanted.trim().is_empty());
+    let db = open(urls, &app_options, &owner_options, name, reuse).await?;
     if wanted.trim().is_empty() {
         return Ok(db);
     }
@@ -201,7 +243,7 @@ pub async fn empty_database(url: &str) -> Result<FreshDatabase, DbError> {
         app: urls.owner.clone(),
         owner: urls.owner,
     };
-    open(&urls, &owner_options, &owner_options, created?).await
+    open(&urls, &owner_options, &owner_options, created?, None).await
 }
 
 /// The URL for database tests: `DATABASE_URL` (the application's, with
@@ -244,8 +286,14 @@ fn resolve_test_url(
 /// The template database for this build's migrations: `spendgate_tpl_<12 hex>`,
 /// the hex taken from a SHA-256 over every migration's version, description and checksum.
 pub fn template_name() -> String {
-    format!("spendgate_tpl_{}", &hex::encode(migrations_digest())[..12])
+    format!(
+        "{TEMPLATE_PREFIX}{}",
+        &hex::encode(migrations_digest())[..12]
+    )
 }
+
+/// Every template's name starts with this.
+const TEMPLATE_PREFIX: &str = "spendgate_tpl_";
 
 fn migrations_digest() -> [u8; 32] {
     let mut hash = Sha256::new();
@@ -257,32 +305,31 @@ fn migrations_digest() -> [u8; 32] {
     hash.finalize().into()
 }
 
-fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// Makes sure the migrated template of this build exists; returns its name.
+/// Makes sure the migrated template of this build exists; returns its name
+/// and its reset script, if it has one.
 async fn ensure_template(
     admin: &PgPool,
     admin_options: &PgConnectOptions,
     shown: &str,
-) -> Result<String, DbError> {
+) -> Result<(String, Option<Reset>), DbError> {
     let name = template_name();
-    ensure_template_named(admin, admin_options, shown, &name).await?;
-    Ok(name)
+    let reset = ensure_template_named(admin, admin_options, shown, &name).await?;
+    Ok((name, reset))
 }
 
 /// Makes sure a migrated template called `name` exists, building it when it
 /// does not under an advisory lock keyed by the name (so that racing test
-/// processes build it once).
+/// processes build it once); returns its reset script, if it has one.
 async fn ensure_template_named(
     admin: &PgPool,
     admin_options: &PgConnectOptions,
     shown: &str,
     name: &str,
-) -> Result<(), DbError> {
-    if template_state(admin, name).await? == Some(true) {
-        return Ok(());
+) -> Result<Option<Reset>, DbError> {
+    if let Some(state) = template_state(admin, name).await?
+        && state.ready
+    {
+        return Ok(state.reset);
     }
     let digest = Sha256::digest(name.as_bytes());
     let mut key = [0u8; 8];
@@ -303,35 +350,61 @@ async fn ensure_template_named(
         .execute(&mut *conn)
         .await
         .map_err(query_error("releasing the template lock"));
-    built?;
+    let reset = built?;
     unlocked?;
-    Ok(())
+    Ok(reset)
 }
 
-/// `Some(is_template)` when a database of that name exists.
+/// A template database as `pg_database` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TemplateState {
+    /// Marked as a template (every migration applied).
+    ready: bool,
+    /// The reset script its comment carries, if it carries one.
+    reset: Option<Reset>,
+}
+
+/// The state of the database called `name`, when there is one.
 async fn template_state<'c>(
     executor: impl Executor<'c, Database = Postgres>,
     name: &str,
-) -> Result<Option<bool>, DbError> {
-    sqlx::query_scalar("SELECT datistemplate FROM pg_database WHERE datname = $1")
-        .bind(name)
-        .fetch_optional(executor)
-        .await
-        .map_err(query_error(format!("looking up template {name}")))
+) -> Result<Option<TemplateState>, DbError> {
+    let row: Option<(bool, Option<String>)> = sqlx::query_as(
+        "SELECT datistemplate, shobj_description(oid, 'pg_database') \
+         FROM pg_database WHERE datname = $1",
+    )
+    .bind(name)
+    .fetch_optional(executor)
+    .await
+    .map_err(query_error(format!("looking up template {name}")))?;
+    Ok(row.map(|(ready, comment)| TemplateState {
+        ready,
+        reset: comment
+            .as_deref()
+            .and_then(|c| c.strip_prefix(RESET_COMMENT))
+            .and_then(Reset::from_sql),
+    }))
 }
 
-/// Builds the template; the caller holds the advisory lock.
+/// A string as an SQL literal (quotes doubled; standard-conforming strings).
+fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// Builds the template; the caller holds the advisory lock. Returns its
+/// reset script: `None` when the migrations leave rows behind (see
+/// `super::reset`), so its clones are never reused.
 async fn build_template(
     conn: &mut PgConnection,
     admin_options: &PgConnectOptions,
     name: &str,
     shown: &str,
-) -> Result<(), DbError> {
+) -> Result<Option<Reset>, DbError> {
     let quoted = quote_ident(name);
     match template_state(&mut *conn, name).await? {
-        Some(true) => return Ok(()),
+        Some(TemplateState { ready: true, reset }) => return Ok(reset),
         // A builder died half-way: start again.
-        Some(false) => drop_with(conn, name).await?,
+        Some(TemplateState { ready: false, .. }) => drop_with(conn, name).await?,
         None => {}
     }
     conn.execute(sqlx::AssertSqlSafe(format!(
@@ -345,41 +418,79 @@ async fn build_template(
         1,
     )
     .await?;
-    let migrated = migrate(&template).await;
+    let migrated = match migrate(&template).await {
+        Ok(()) => reset_of(&template).await,
+        Err(e) => Err(e),
+    };
     template.close().await;
-    if let Err(e) = migrated {
-        drop_with(conn, name).await?;
-        return Err(e);
+    let reset = match migrated {
+        Ok(reset) => reset,
+        Err(e) => {
+            drop_with(conn, name).await?;
+            return Err(e);
+        }
+    };
+    if let Some(reset) = &reset {
+        let comment = format!("{RESET_COMMENT}{}", reset.sql());
+        conn.execute(sqlx::AssertSqlSafe(format!(
+            "COMMENT ON DATABASE {quoted} IS {}",
+            quote_literal(&comment)
+        )))
+        .await
+        .map_err(query_error(format!("recording the reset script of {name}")))?;
     }
     conn.execute(sqlx::AssertSqlSafe(format!(
         "ALTER DATABASE {quoted} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false"
     )))
     .await
     .map_err(query_error(format!("marking {name} as a template")))?;
-    Ok(())
+    Ok(reset)
 }
 
-/// Creates a uniquely named database from `template` (or `template0`) and returns its name.
-async fn create_database(admin: &PgPool, template: Option<&str>) -> Result<String, DbError> {
+/// The reset script of a freshly migrated database (`None` when its
+/// migrations left rows behind).
+async fn reset_of(db: &PgPool) -> Result<Option<Reset>, DbError> {
+    let mut conn = db
+        .acquire()
+        .await
+        .map_err(query_error("connecting to read the schema"))?;
+    Reset::for_schema(&mut conn, true)
+        .await
+        .map_err(query_error("reading the schema for its reset script"))
+}
+
+/// A new database name of this process: `spendgate_t_<pid>_<n>_<hex>`.
+fn new_name() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let name = format!(
+    format!(
         "spendgate_t_{}_{}_{nanos:x}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
+    )
+}
+
+/// Creates a uniquely named database from `template` (or `template0`) and returns its name.
+async fn create_database(admin: &PgPool, template: Option<&str>) -> Result<String, DbError> {
+    let name = new_name();
+    create_named(admin, template, &name).await?;
+    Ok(name)
+}
+
+/// Creates the database `name` from `template` (or `template0`).
+async fn create_named(admin: &PgPool, template: Option<&str>, name: &str) -> Result<(), DbError> {
     let template = template.unwrap_or("template0");
     let sql = format!(
         "CREATE DATABASE {} TEMPLATE {}",
-        quote_ident(&name),
+        quote_ident(name),
         quote_ident(template)
     );
     let deadline = Instant::now() + BUSY_TEMPLATE_PATIENCE;
     loop {
         match admin.execute(sqlx::AssertSqlSafe(sql.as_str())).await {
-            Ok(_) => return Ok(name),
+            Ok(_) => return Ok(()),
             Err(sqlx::Error::Database(e))
                 if e.code().as_deref() == Some(OBJECT_IN_USE) && Instant::now() < deadline =>
             {
@@ -400,6 +511,7 @@ async fn open(
     app_options: &PgConnectOptions,
     owner_options: &PgConnectOptions,
     name: String,
+    reuse: Option<Reuse>,
 ) -> Result<FreshDatabase, DbError> {
     let options = app_options.clone().database(&name);
     let owner_options = owner_options.clone().database(&name);
@@ -419,6 +531,7 @@ async fn open(
                 pool,
                 owner_pool,
                 dropped: false,
+                reuse,
             })
         }
         Err(e) => {
@@ -532,8 +645,9 @@ mod tests {
         };
         let name = unique("spendgate_tpl_test");
         assert_eq!(template_state(&admin, &name).await?, None);
+        let ready = |state: Option<TemplateState>| state.map(|s| s.ready);
         ensure_template_named(&admin, &options, "test", &name).await?;
-        assert_eq!(template_state(&admin, &name).await?, Some(true));
+        assert_eq!(ready(template_state(&admin, &name).await?), Some(true));
         ensure_template_named(&admin, &options, "test", &name).await?;
         let clone = create_database(&admin, Some(&name)).await?;
         let applied = migrations_in(&options, &clone).await?;
@@ -547,10 +661,225 @@ mod tests {
             .await?;
         drop_with(&mut *admin.acquire().await?, &name).await?;
         assert_eq!(
-            ensure_template(&admin, &options, "test").await?,
+            ensure_template(&admin, &options, "test").await?.0,
             template_name()
         );
         admin.close().await;
+        Ok(())
+    }
+
+    // ---- spares: a database handed back is emptied and kept ------------------
+
+    /// The owner's options, the owner's URL, this build's template and its
+    /// reset script, and a spare key no other test or process uses (so no
+    /// one else claims what these tests shelve).
+    async fn shelf()
+    -> Result<Option<(PgPool, PgConnectOptions, String, String, Reset, String)>, DbError> {
+        let Some(url) = test_admin_url()? else {
+            return Ok(None);
+        };
+        let urls = server_urls(&url).await?;
+        let options = parse(&urls.owner)?;
+        let admin = pool(options.clone(), &redact_url(&urls.owner), 4).await?;
+        let (template, reset) = ensure_template(&admin, &options, "test").await?;
+        let reset = reset.ok_or_else(|| DbError::Query {
+            action: "this build's template carries no reset script".into(),
+            cause: sqlx::Error::RowNotFound,
+        })?;
+        Ok(Some((
+            admin,
+            options,
+            urls.owner,
+            template,
+            reset,
+            unique("k"),
+        )))
+    }
+
+    async fn count_like(admin: &PgPool, prefix: &str) -> Result<i64, sqlx::Error> {
+        sqlx::query_scalar("SELECT count(*) FROM pg_database WHERE starts_with(datname, $1)")
+            .bind(prefix)
+            .fetch_one(admin)
+            .await
+    }
+
+    async fn exists(admin: &PgPool, name: &str) -> Result<bool, sqlx::Error> {
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(name)
+            .fetch_one(admin)
+            .await
+    }
+
+    /// A database with rows in it, handed back, is emptied and kept under
+    /// its template's spare name; claimed again it is empty and its DELETE
+    /// guards are back on; and a second claim finds nothing left to take.
+    #[tokio::test]
+    async fn a_database_handed_back_is_emptied_kept_and_handed_out_again() -> DbResult {
+        let Some((admin, options, server, template, reset, key)) = shelf().await? else {
+            return Ok(());
+        };
+        let used = create_database(&admin, Some(&template)).await?;
+        let mut conn = PgConnection::connect_with(&options.clone().database(&used)).await?;
+        sqlx::query("INSERT INTO tenants (id) VALUES ('acme'), ('globex')")
+            .execute(&mut conn)
+            .await?;
+        conn.close().await?;
+        assert_eq!(
+            spares::shelve(&server, &key, &reset, &used).await,
+            Shelf::Kept
+        );
+        assert!(!exists(&admin, &used).await?, "{used} is still there");
+        let prefix = format!("spendgate_spare_{key}_");
+        assert_eq!(count_like(&admin, &prefix).await?, 1);
+        let again = new_name();
+        assert!(spares::claim(&admin, &key, &again).await?);
+        assert!(
+            !spares::claim(&admin, &key, &new_name()).await?,
+            "one spare, two claims"
+        );
+        let mut conn = PgConnection::connect_with(&options.clone().database(&again)).await?;
+        let tenants: i64 = sqlx::query_scalar("SELECT count(*) FROM tenants")
+            .fetch_one(&mut conn)
+            .await?;
+        let triggers = "SELECT tgrelid::regclass::text, tgname::text, tgenabled::text \
+                        FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1, 2";
+        let after: Vec<(String, String, String)> =
+            sqlx::query_as(triggers).fetch_all(&mut conn).await?;
+        conn.close().await?;
+        let fresh = create_database(&admin, Some(&template)).await?;
+        let mut conn = PgConnection::connect_with(&options.clone().database(&fresh)).await?;
+        let before: Vec<(String, String, String)> =
+            sqlx::query_as(triggers).fetch_all(&mut conn).await?;
+        conn.close().await?;
+        for name in [&again, &fresh] {
+            drop_with(&mut *admin.acquire().await?, name).await?;
+        }
+        admin.close().await;
+        assert_eq!(tenants, 0);
+        assert!(
+            before.iter().any(|t| t.2 == "A"),
+            "no ALWAYS trigger: {before:?}"
+        );
+        assert_eq!(after, before, "every trigger as the template has it");
+        Ok(())
+    }
+
+    /// Two processes claiming the one spare at once: exactly one gets it.
+    #[tokio::test]
+    async fn of_two_claims_racing_for_one_spare_exactly_one_wins() -> DbResult {
+        let Some((admin, _, server, template, reset, key)) = shelf().await? else {
+            return Ok(());
+        };
+        let used = create_database(&admin, Some(&template)).await?;
+        assert_eq!(
+            spares::shelve(&server, &key, &reset, &used).await,
+            Shelf::Kept
+        );
+        let (a, b) = (new_name(), new_name());
+        let (got_a, got_b) = tokio::join!(
+            spares::claim(&admin, &key, &a),
+            spares::claim(&admin, &key, &b)
+        );
+        let (got_a, got_b) = (got_a?, got_b?);
+        for (got, name) in [(got_a, &a), (got_b, &b)] {
+            assert_eq!(exists(&admin, name).await?, got);
+            if got {
+                drop_with(&mut *admin.acquire().await?, name).await?;
+            }
+        }
+        admin.close().await;
+        assert!(got_a ^ got_b, "claims: {got_a} and {got_b}");
+        Ok(())
+    }
+
+    /// A database someone is still connected to is not kept (a late write
+    /// could land after its reset): it comes back under its own name.
+    #[tokio::test]
+    async fn a_database_with_a_session_still_on_it_is_not_kept() -> DbResult {
+        let Some((admin, options, server, template, reset, key)) = shelf().await? else {
+            return Ok(());
+        };
+        let used = create_database(&admin, Some(&template)).await?;
+        let lingering = PgConnection::connect_with(&options.clone().database(&used)).await?;
+        let shelf = spares::shelve(&server, &key, &reset, &used).await;
+        lingering.close().await?;
+        drop_with(&mut *admin.acquire().await?, &used).await?;
+        let kept = count_like(&admin, &format!("spendgate_spare_{key}_")).await?;
+        admin.close().await;
+        assert_eq!((shelf, kept), (Shelf::NotKept(used), 0));
+        Ok(())
+    }
+
+    /// A database holding what a DELETE cannot take back (here a large
+    /// object) is refused by the reset and not kept; it comes back under
+    /// its hidden name, for the caller to drop.
+    #[tokio::test]
+    async fn a_database_the_reset_refuses_is_not_kept() -> DbResult {
+        let Some((admin, options, server, template, reset, key)) = shelf().await? else {
+            return Ok(());
+        };
+        let used = create_database(&admin, Some(&template)).await?;
+        let mut conn = PgConnection::connect_with(&options.clone().database(&used)).await?;
+        sqlx::query("SELECT lo_create(0)")
+            .execute(&mut conn)
+            .await?;
+        conn.close().await?;
+        let shelf = spares::shelve(&server, &key, &reset, &used).await;
+        let Shelf::NotKept(now) = shelf else {
+            admin.close().await;
+            panic!("a database with a large object was kept");
+        };
+        drop_with(&mut *admin.acquire().await?, &now).await?;
+        let kept = count_like(&admin, &format!("spendgate_spare_{key}_")).await?;
+        admin.close().await;
+        assert!(now.starts_with("spendgate_reset_"), "{now}");
+        assert_eq!(kept, 0);
+        Ok(())
+    }
+
+    /// `FreshDatabase::drop` keeps a database whose rows its owner changed,
+    /// and drops one whose schema its owner changed (here a computing
+    /// trigger turned off, over a connection of its own): no reset takes
+    /// that back, and the next test would get a database without it.
+    #[tokio::test]
+    async fn a_fresh_database_whose_schema_was_changed_is_dropped_not_kept() -> DbResult {
+        let Some((admin, _, server, template, reset, key)) = shelf().await? else {
+            return Ok(());
+        };
+        let urls = server_urls(&server).await?;
+        let (app, owner) = (parse(&urls.app)?, parse(&urls.owner)?);
+        let prefix = format!("spendgate_spare_{key}_");
+        let mut kept = Vec::new();
+        for change_schema in [false, true] {
+            let name = create_database(&admin, Some(&template)).await?;
+            let reuse = Some(Reuse {
+                key: key.clone(),
+                reset: reset.clone(),
+            });
+            let db = open(&urls, &app, &owner, name.clone(), reuse).await?;
+            let mut conn = PgConnection::connect_with(db.owner_connect_options()).await?;
+            conn.execute("INSERT INTO tenants (id) VALUES ('acme')")
+                .await?;
+            if change_schema {
+                conn.execute("ALTER TABLE delegations DISABLE TRIGGER delegation_derived_columns")
+                    .await?;
+            }
+            conn.close().await?;
+            db.drop().await?;
+            assert!(!exists(&admin, &name).await?, "{name} is still there");
+            kept.push(count_like(&admin, &prefix).await?);
+        }
+        for spare in sqlx::query_scalar::<_, String>(
+            "SELECT datname::text FROM pg_database WHERE starts_with(datname, $1)",
+        )
+        .bind(&prefix)
+        .fetch_all(&admin)
+        .await?
+        {
+            drop_with(&mut *admin.acquire().await?, &spare).await?;
+        }
+        admin.close().await;
+        assert_eq!(kept, [1, 1], "kept with rows, dropped with a trigger off");
         Ok(())
     }
 

@@ -14,9 +14,13 @@
 //!     `fresh_database_with`, `empty_database`, `fresh_test_database`,
 //!     `test_admin_url`, `template_name`;
 //!   - `drop_guards` (`test-support`): the mutation runner's hook that drops
-//!     schema guards from a fresh database.
+//!     schema guards from a fresh database;
+//!   - `reset` (`test-support`): [`Reset`], the script that empties a
+//!     migrated database back to what its migrations left;
+//!   - `spares` (`test-support`): emptied databases kept on the server for
+//!     the next fresh one, instead of a drop and a `CREATE DATABASE`.
 //! - The imports point one way: `error` ← `connect` ← `roles` ← `drop_guards`
-//!   ← `factory`.
+//!   ← `reset` ← `spares` ← `factory`.
 //! - Without `test-support` (a normal build of the gate) nothing here creates
 //!   or drops a database, and nothing honours `SPENDGATE_DROP_GUARDS`: the
 //!   gate only connects and migrates. The gate's own tests, `wire`'s and
@@ -29,7 +33,11 @@ mod drop_guards;
 mod error;
 #[cfg(any(test, feature = "test-support"))]
 mod factory;
+#[cfg(any(test, feature = "test-support"))]
+mod reset;
 mod roles;
+#[cfg(any(test, feature = "test-support"))]
+mod spares;
 
 pub use connect::{
     DATABASE_URL_ENV, MIGRATION_DATABASE_URL_ENV, MIGRATOR, connect, migrate, redact_url, with_user,
@@ -42,4 +50,8 @@ pub use factory::{
     FreshDatabase, SKIP_ENV, empty_database, fresh_database, fresh_database_with,
     fresh_test_database, template_name, test_admin_url,
 };
+#[cfg(any(test, feature = "test-support"))]
+pub use reset::Reset;
 pub use roles::{APP_ROLE, OWNER_ROLE, ServerUrls, ensure_roles, server_urls};
+#[cfg(any(test, feature = "test-support"))]
+pub use spares::MAX_SPARES;
