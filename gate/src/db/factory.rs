@@ -195,10 +195,7 @@ pub async fn fresh_database_with(urls: &ServerUrls) -> Result<FreshDatabase, DbE
     let owner = pool(owner_options.clone(), &shown, 2).await?;
     let created = async {
         let (template, reset) = ensure_template(&owner, &owner_options, &shown).await?;
-        let key = template
-            .strip_prefix(TEMPLATE_PREFIX)
-            .unwrap_or(&template)
-            .to_string();
+        let key = spare_key(&template);
         let name = new_name();
         let claimed = match reset {
             Some(_) => spares::claim(&owner, &key, &name).await?,
@@ -459,6 +456,32 @@ async fn reset_of(db: &PgPool) -> Result<Option<Reset>, DbError> {
         .map_err(query_error("reading the schema for its reset script"))
 }
 
+/// The key of the spares a database of `template` may be claimed from and
+/// kept as: the template's hex (its migration set) and 8 hex of this
+/// process's executable (its path, size and modification time). So a test
+/// binary built from other code, a mutant of this very module say, never
+/// claims what this one shelved, nor the other way round.
+fn spare_key(template: &str) -> String {
+    static BUILD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let build = BUILD.get_or_init(|| {
+        let mut hash = Sha256::new();
+        if let Ok(exe) = std::env::current_exe() {
+            hash.update(exe.as_os_str().as_encoded_bytes());
+            if let Ok(meta) = exe.metadata() {
+                hash.update(meta.len().to_be_bytes());
+                let modified = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok());
+                hash.update(modified.map_or(0, |d| d.as_nanos()).to_be_bytes());
+            }
+        }
+        hex::encode(&hash.finalize()[..4])
+    });
+    let tpl = template.strip_prefix(TEMPLATE_PREFIX).unwrap_or(template);
+    format!("{tpl}_{build}")
+}
+
 /// A new database name of this process: `spendgate_t_<pid>_<n>_<hex>`.
 fn new_name() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -577,6 +600,18 @@ mod tests {
             hex.bytes()
                 .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
         );
+    }
+
+    #[test]
+    fn spare_keys_name_the_template_and_this_build() {
+        let key = spare_key(&template_name());
+        let (tpl, build) = key.split_once('_').unwrap_or_default();
+        assert_eq!(format!("{TEMPLATE_PREFIX}{tpl}"), template_name());
+        assert_eq!(build.len(), 8);
+        assert_eq!(spare_key(&template_name()), key, "stable within a process");
+        assert!(spare_key("spendgate_tpl_000000000000").starts_with("000000000000_"));
+        // The longest name a spare gets stays within Postgres' 63 bytes.
+        assert!(format!("spendgate_reset_{key}_{:016x}", u64::MAX).len() <= 63);
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //!
 //! Guarantees:
 //! - A spare is named `spendgate_spare_<key>_<16 hex>`, `<key>` naming the
-//!   template (and so the migration set) it was cloned from; only a
-//!   database of that template is ever claimed as one.
+//!   template (and so the migration set) it was cloned from and the build
+//!   that shelved it (`factory`); only a database of that template, handed
+//!   back by that build, is ever claimed as one.
 //! - [`claim`] takes a spare by renaming it to the caller's new name. The
 //!   rename is the claim: of two processes racing for one spare, one
 //!   renames it and the other finds it gone and tries the next (or makes a
