@@ -132,8 +132,35 @@ impl Lane {
         limit: Option<Duration>,
         cancel: &Cancel,
     ) -> Result<Finished> {
+        let args = libtest::run_args(names, None);
+        self.run_binary(package, target, &args, env, limit, cancel)
+    }
+
+    /// Runs exactly `names` in one test binary, `threads` of them at once,
+    /// with no time limit: the unmutated baseline.
+    pub fn run_baseline(
+        &self,
+        package: &str,
+        target: &TestTarget,
+        names: &[String],
+        threads: usize,
+        cancel: &Cancel,
+    ) -> Result<Finished> {
+        let args = libtest::run_args(names, Some(threads));
+        self.run_binary(package, target, &args, &[], None, cancel)
+    }
+
+    fn run_binary(
+        &self,
+        package: &str,
+        target: &TestTarget,
+        args: &[String],
+        env: &[(String, OsString)],
+        limit: Option<Duration>,
+        cancel: &Cancel,
+    ) -> Result<Finished> {
         let bin = self.binary(package, target)?;
-        let mut cmd = self.cargo.test_command(bin, &libtest::run_args(names));
+        let mut cmd = self.cargo.test_command(bin, args);
         for (k, v) in env {
             cmd.env(k, v);
         }

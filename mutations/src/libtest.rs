@@ -16,9 +16,13 @@ pub enum TestStatus {
     Ignored,
 }
 
-/// Arguments for a test binary that run exactly `names`.
-pub fn run_args(names: &[String]) -> Vec<String> {
+/// Arguments for a test binary that run exactly `names`, `threads` of them
+/// at once when given (libtest's own default, one per CPU, otherwise).
+pub fn run_args(names: &[String], threads: Option<usize>) -> Vec<String> {
     let mut args = vec!["--exact".to_string(), "--color".into(), "never".into()];
+    if let Some(n) = threads {
+        args.extend(["--test-threads".to_string(), n.max(1).to_string()]);
+    }
     args.extend(names.iter().cloned());
     args
 }
@@ -66,6 +70,20 @@ pub fn parse_list(stdout: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_args_name_tests_exactly_and_threads_only_when_asked() {
+        let names = vec!["a::b".to_string()];
+        assert_eq!(
+            run_args(&names, None),
+            ["--exact", "--color", "never", "a::b"]
+        );
+        assert_eq!(
+            run_args(&names, Some(8)),
+            ["--exact", "--color", "never", "--test-threads", "8", "a::b"]
+        );
+        assert_eq!(run_args(&names, Some(0))[4], "1");
+    }
 
     #[test]
     fn results_are_read_per_test() {
