@@ -478,7 +478,10 @@ fn database_section(r: &Report) -> String {
             "### Where a database scenario's time goes\n\n\
              Measured on {} samples taken between the corpus's scenarios, spread over the run \
              (their time is not counted in the corpus's). `fresh_database` opens an admin pool, \
-             checks the template, clones it and opens a pool to the clone; the bare statements \
+             checks the template, claims a spare (a database an earlier caller handed back \
+             emptied, `gate::db::spares`) or else clones the template, and opens a pool to it; \
+             `FreshDatabase::drop` empties the database and shelves it as a spare (or else drops \
+             it). The bare statements \
              are `CREATE DATABASE .. TEMPLATE` and `DROP DATABASE .. WITH (FORCE)` on one \
              connection kept open, and the same `CREATE` with `STRATEGY FILE_COPY` (the default \
              strategy since Postgres 15 is `WAL_LOG`, which writes the template's every page \
@@ -511,8 +514,9 @@ fn database_section(r: &Report) -> String {
         }
         let _ = writeln!(
             s,
-            "\nA database made for every scenario would cost {} per scenario (mean: create, seed \
-             and drop), {} of the one-at-a-time corpus run's time.\n",
+            "\nA database from the factory for every scenario would cost {} per scenario (mean: \
+             `fresh_database`, seed and `FreshDatabase::drop`), {} of the one-at-a-time corpus \
+             run's time.\n",
             ms(o.per_scenario_mean),
             pct(o.share_of_corpus)
         );
