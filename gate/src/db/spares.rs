@@ -5,10 +5,15 @@
 //! `test-support` feature.
 //!
 //! Guarantees:
-//! - A spare is named `spendgate_spare_<key>_<16 hex>`, `<key>` naming the
-//!   template (and so the migration set) it was cloned from and the build
-//!   that shelved it (`factory`); only a database of that template, handed
-//!   back by that build, is ever claimed as one.
+//! - A spare is named `spendgate_spare_<key>_<8 hex>_<8 hex>`, `<key>`
+//!   naming the template (and so the migration set) it was cloned from and
+//!   the build that shelved it (`factory`), then the second it was shelved
+//!   and 32 random bits; only a database of that template, handed back by
+//!   that build, is ever claimed as one.
+//! - Spares do not pile up on a server that outlives its test runs (a
+//!   developer's): every [`shelve`] first drops the spares, and the hidden
+//!   databases of processes that died half-way, that are older than
+//!   [`SPARE_LIFETIME`], of any template and build.
 //! - [`claim`] takes a spare by renaming it to the caller's new name. The
 //!   rename is the claim: of two processes racing for one spare, one
 //!   renames it and the other finds it gone and tries the next (or makes a
@@ -44,6 +49,10 @@ const HIDDEN_PREFIX: &str = "spendgate_reset_";
 /// handed back beyond that is dropped.
 pub const MAX_SPARES: i64 = 32;
 
+/// A spare (or a hidden database) older than this is dropped by the next
+/// [`shelve`] on its server: its build is most likely gone.
+pub const SPARE_LIFETIME: Duration = Duration::from_secs(3600);
+
 /// How long [`shelve`] waits for sessions that just closed to leave.
 const LEAVING_PATIENCE: Duration = Duration::from_millis(250);
 
@@ -72,11 +81,44 @@ fn pattern(key: &str) -> String {
     format!("{}%", format!("{SPARE_PREFIX}{key}_").replace('_', "\\_"))
 }
 
-/// `<prefix><key>_<16 random hex>`; `None` when the system has no randomness to give.
-fn random_name(prefix: &str, key: &str) -> Option<String> {
-    let mut bytes = [0u8; 8];
+/// Seconds since the Unix epoch, as spare names carry them.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `<prefix><key>_<seconds, 8 hex>_<8 random hex>`; `None` when the
+/// system has no randomness to give.
+fn dated_name(prefix: &str, key: &str, secs: u64) -> Option<String> {
+    let mut bytes = [0u8; 4];
     getrandom::fill(&mut bytes).ok()?;
-    Some(format!("{prefix}{key}_{}", hex::encode(bytes)))
+    Some(format!("{prefix}{key}_{secs:08x}_{}", hex::encode(bytes)))
+}
+
+/// The second a spare or hidden database was named in, read back from its
+/// name; `None` for any other name.
+fn named_at(name: &str) -> Option<u64> {
+    if !(name.starts_with(SPARE_PREFIX) || name.starts_with(HIDDEN_PREFIX)) {
+        return None;
+    }
+    let mut parts = name.rsplit('_');
+    let (random, secs) = (parts.next()?, parts.next()?);
+    let hex8 = |s: &str| s.len() == 8 && s.bytes().all(|b| b.is_ascii_hexdigit());
+    if !(hex8(random) && hex8(secs)) {
+        return None;
+    }
+    u64::from_str_radix(secs, 16).ok()
+}
+
+/// Of `names`, the spares and hidden databases named more than
+/// [`SPARE_LIFETIME`] before `now`.
+fn expired(names: &[String], now: u64) -> Vec<&str> {
+    names
+        .iter()
+        .filter(|n| named_at(n).is_some_and(|t| t.saturating_add(SPARE_LIFETIME.as_secs()) < now))
+        .map(String::as_str)
+        .collect()
 }
 
 /// Renames a spare of `key` to `name`; `false` when there is none to take.
@@ -140,17 +182,32 @@ async fn shelve_with(
     reset: &Reset,
     name: &str,
 ) -> Shelf {
-    let held: Result<i64, _> =
-        sqlx::query_scalar("SELECT count(*) FROM pg_database WHERE datname LIKE $1")
-            .bind(pattern(key))
-            .fetch_one(&mut *admin)
-            .await;
-    if !held.is_ok_and(|n| n < MAX_SPARES) {
+    let listed: Result<Vec<String>, _> = sqlx::query_scalar(
+        "SELECT datname::text FROM pg_database \
+         WHERE starts_with(datname, $1) OR starts_with(datname, $2)",
+    )
+    .bind(SPARE_PREFIX)
+    .bind(HIDDEN_PREFIX)
+    .fetch_all(&mut *admin)
+    .await;
+    let Ok(listed) = listed else {
+        return Shelf::NotKept(name.to_string());
+    };
+    let now = now_secs();
+    for old in expired(&listed, now) {
+        let sql = format!("DROP DATABASE IF EXISTS {}", quote_ident(old));
+        if let Err(e) = admin.execute(sqlx::AssertSqlSafe(sql)).await {
+            tracing::debug!("could not drop the expired spare {old}: {e}");
+        }
+    }
+    let ours = format!("{SPARE_PREFIX}{key}_");
+    let held = listed.iter().filter(|n| n.starts_with(&ours)).count();
+    if i64::try_from(held).map_or(true, |n| n >= MAX_SPARES) {
         return Shelf::NotKept(name.to_string());
     }
     let (Some(hidden), Some(spare)) = (
-        random_name(HIDDEN_PREFIX, key),
-        random_name(SPARE_PREFIX, key),
+        dated_name(HIDDEN_PREFIX, key, now),
+        dated_name(SPARE_PREFIX, key, now),
     ) else {
         return Shelf::NotKept(name.to_string());
     };
@@ -206,17 +263,103 @@ mod tests {
 
     #[test]
     fn spare_names_match_their_template_pattern_only() {
-        let name = random_name(SPARE_PREFIX, "a1ac56fef12a").unwrap_or_default();
-        assert_eq!(name.len(), "spendgate_spare_a1ac56fef12a_".len() + 16);
+        let name = dated_name(SPARE_PREFIX, "a1ac56fef12a", 0x6750_0000).unwrap_or_default();
+        assert_eq!(name.len(), "spendgate_spare_a1ac56fef12a_".len() + 17);
         assert!(name.len() < 64, "Postgres truncates names at 63 bytes");
         assert_eq!(
             pattern("a1ac56fef12a"),
             "spendgate\\_spare\\_a1ac56fef12a\\_%"
         );
         assert_ne!(
-            random_name(SPARE_PREFIX, "k"),
-            random_name(SPARE_PREFIX, "k")
+            dated_name(SPARE_PREFIX, "k", 1),
+            dated_name(SPARE_PREFIX, "k", 1)
         );
+    }
+
+    #[test]
+    fn spares_and_hidden_databases_expire_after_their_lifetime_and_nothing_else_does() {
+        let life = SPARE_LIFETIME.as_secs();
+        let now = 0x6800_0000;
+        let named = |prefix: &str, secs: u64| dated_name(prefix, "abc_1234abcd", secs);
+        let names: Vec<String> = [
+            named(SPARE_PREFIX, now - life - 1),
+            named(HIDDEN_PREFIX, now - life - 60),
+            named(SPARE_PREFIX, now - life),
+            named(SPARE_PREFIX, now),
+            Some(format!("spendgate_t_1_2_{:08x}_{:08x}", now - 2 * life, 0)),
+            Some("spendgate_spare_short_1_2".to_string()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        assert_eq!(names.len(), 6);
+        assert_eq!(named_at(&names[0]), Some(now - life - 1));
+        assert_eq!(expired(&names, now), [names[0].as_str(), names[1].as_str()]);
+        assert_eq!(named_at("spendgate_spare_x_zzzzzzzz_00000000"), None);
+    }
+
+    /// On the server: a shelve drops an expired spare of another key, keeps
+    /// a fresh one of another key, and shelves its own database (a reset
+    /// that only opens and commits a transaction, on a database cloned from
+    /// template0).
+    #[tokio::test]
+    async fn a_shelve_sweeps_expired_spares_of_any_key_and_keeps_fresh_ones()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let Some(url) = crate::db::test_admin_url()? else {
+            return Ok(());
+        };
+        let server = crate::db::server_urls(&url).await?.owner;
+        let mut admin = PgConnection::connect_with(&super::super::connect::parse(&server)?).await?;
+        let key = format!(
+            "sweep{:08x}_00000000",
+            now_secs() as u32 ^ std::process::id()
+        );
+        let other = format!("other{}", &key[5..]);
+        let life = SPARE_LIFETIME.as_secs();
+        let names = [
+            dated_name(SPARE_PREFIX, &other, now_secs() - life - 5),
+            dated_name(SPARE_PREFIX, &other, now_secs()),
+            dated_name("spendgate_t_", &key, 0),
+        ];
+        let [Some(old), Some(fresh), Some(mine)] = names else {
+            return Err("no randomness".into());
+        };
+        for name in [&old, &fresh, &mine] {
+            admin
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "CREATE DATABASE {} TEMPLATE template0",
+                    quote_ident(name)
+                )))
+                .await?;
+        }
+        let reset = Reset::from_sql("BEGIN;\nCOMMIT;\n").ok_or("a reset")?;
+        let shelf = shelve(&server, &key, &reset, &mine).await;
+        let left: Vec<String> = sqlx::query_scalar(
+            "SELECT datname::text FROM pg_database \
+             WHERE strpos(datname, $1) > 0 OR strpos(datname, $2) > 0 ORDER BY 1",
+        )
+        .bind(&key)
+        .bind(&other)
+        .fetch_all(&mut admin)
+        .await?;
+        for name in &left {
+            admin
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {}",
+                    quote_ident(name)
+                )))
+                .await?;
+        }
+        admin.close().await?;
+        assert_eq!(shelf, Shelf::Kept);
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(left.contains(&fresh), "{left:?}");
+        assert!(
+            left.iter()
+                .any(|n| n.starts_with(&format!("{SPARE_PREFIX}{key}_"))),
+            "{left:?}"
+        );
+        Ok(())
     }
 
     #[test]
