@@ -2,10 +2,11 @@
 //! tests and the benchmark. Compiled only with the `test-support` feature.
 //!
 //! Guarantees:
-//! - [`fresh_database`] hands out a new, uniquely named, fully migrated
-//!   database cloned from a template (`CREATE DATABASE .. TEMPLATE ..`), all
-//!   of it done as the owner, so the owner owns the database and everything
-//!   in it. Its [`FreshDatabase::pool`] connects as the APPLICATION role (what
+//! - [`fresh_database`] hands out a uniquely named, fully migrated, empty
+//!   database: a spare an earlier test handed back (`super::spares`: emptied
+//!   by the template's reset script, claimed by renaming it) or else a new
+//!   clone of the template (`CREATE DATABASE .. TEMPLATE ..`), all of it
+//!   done as the owner, so the owner owns the database and everything in it. Its [`FreshDatabase::pool`] connects as the APPLICATION role (what
 //!   the gate and every gate test use); [`FreshDatabase::owner_pool`] connects
 //!   as the owner, for the few tests that must act as the owner (a guard
 //!   violated by a statement the application may not even issue) and for the
@@ -22,11 +23,15 @@
 //!   from the NEW database before handing it out, and fails rather than hand
 //!   out a database that still has one. [`empty_database`] ignores the
 //!   request.
-//! - [`FreshDatabase::drop`] removes the database (`DROP DATABASE .. WITH
-//!   (FORCE)`, Postgres 13 or later, as the owner: the owner is a member of
-//!   the application role, which lets it end the application's sessions). A
-//!   `FreshDatabase` that goes out of scope without it (a test that panicked)
-//!   is dropped on a helper thread, best effort.
+//! - [`FreshDatabase::drop`] hands the database back: kept as a spare when
+//!   its template carries a reset script (in its comment, written when the
+//!   template is built), no guard was dropped from it, nobody else is still
+//!   connected and the reset accepts it (`super::reset`: the schema still
+//!   has the template's fingerprint); otherwise removed (`DROP DATABASE ..
+//!   WITH (FORCE)`, Postgres 13 or later, as the owner: the owner is a
+//!   member of the application role, which lets it end the application's
+//!   sessions). A `FreshDatabase` that goes out of scope without it (a test
+//!   that panicked) is dropped on a helper thread, best effort, never kept.
 //! - [`fresh_test_database`] reads `DATABASE_URL`, and when that is not set it
 //!   fails with [`DbError::NotConfigured`] (a clear message, never a silent
 //!   pass) unless `SPENDGATE_SKIP_DB=1`, in which case it says the test was
