@@ -686,9 +686,18 @@ mod tests {
         let name = unique("spendgate_tpl_test");
         assert_eq!(template_state(&admin, &name).await?, None);
         let ready = |state: Option<TemplateState>| state.map(|s| s.ready);
-        ensure_template_named(&admin, &options, "test", &name).await?;
+        let built = ensure_template_named(&admin, &options, "test", &name).await?;
         assert_eq!(ready(template_state(&admin, &name).await?), Some(true));
-        ensure_template_named(&admin, &options, "test", &name).await?;
+        // It carries the reset script its clones are emptied with, the one
+        // the build returned, and a second call reads that one back.
+        let carried = template_state(&admin, &name).await?.and_then(|s| s.reset);
+        assert!(
+            built.is_some(),
+            "the template was built without a reset script"
+        );
+        assert_eq!(carried, built);
+        let found = ensure_template_named(&admin, &options, "test", &name).await?;
+        assert_eq!(found, built);
         let clone = create_database(&admin, Some(&name)).await?;
         let applied = migrations_in(&options, &clone).await?;
         assert_eq!(applied, i64::try_from(MIGRATOR.iter().count())?);
