@@ -102,3 +102,49 @@ fn the_template_is_named_after_the_hash_of_the_migrations() {
     let hex = hex::encode(hash.finalize());
     assert_eq!(template_name(), format!("spendgate_tpl_{}", &hex[..12]));
 }
+
+/// Many callers at once, with spares on the shelf: every one gets an empty
+/// database of its own. Callers that list the same spare race to rename it;
+/// a lost race moves on to another spare or a new database, never an error.
+#[tokio::test]
+async fn many_callers_at_once_each_get_an_empty_database_of_their_own() -> TestResult {
+    let Some(first) = fresh_test_database().await? else {
+        return Ok(());
+    };
+    // Put spares on the shelf: databases handed back with a row in them.
+    let mut shelved = Vec::new();
+    for _ in 0..4 {
+        if let Some(db) = fresh_test_database().await? {
+            sqlx::query("INSERT INTO tenants (id) VALUES ('acme')")
+                .execute(db.pool())
+                .await?;
+            shelved.push(db);
+        }
+    }
+    for db in shelved {
+        db.drop().await?;
+    }
+    first.drop().await?;
+    for round in 0..6 {
+        let mut callers = tokio::task::JoinSet::new();
+        for _ in 0..12 {
+            callers.spawn(fresh_test_database());
+        }
+        let mut names = std::collections::BTreeSet::new();
+        let mut dbs = Vec::new();
+        while let Some(db) = callers.join_next().await {
+            let db = db?.map_err(|e| format!("round {round}: {e}"))?;
+            let Some(db) = db else { return Ok(()) };
+            let tenants: i64 = sqlx::query_scalar("SELECT count(*) FROM tenants")
+                .fetch_one(db.pool())
+                .await?;
+            assert_eq!(tenants, 0, "{} was handed out with rows", db.name());
+            assert!(names.insert(db.name().to_owned()), "{} twice", db.name());
+            dbs.push(db);
+        }
+        for db in dbs {
+            db.drop().await?;
+        }
+    }
+    Ok(())
+}
