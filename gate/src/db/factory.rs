@@ -53,7 +53,7 @@
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
@@ -70,9 +70,6 @@ use super::spares::{self, Shelf, quote_ident};
 
 /// Set to `1` to skip database tests when `DATABASE_URL` is not set.
 pub const SKIP_ENV: &str = "SPENDGATE_SKIP_DB";
-
-/// Postgres SQLSTATE `object_in_use`: the template is being accessed.
-const OBJECT_IN_USE: &str = "55006";
 
 /// How long a clone keeps trying, in all, while its template is busy.
 /// Postgres itself waits about 5 s for the template's other sessions to go
@@ -515,23 +512,20 @@ async fn create_named(admin: &PgPool, template: Option<&str>, name: &str) -> Res
         quote_ident(name),
         quote_ident(template)
     );
-    let deadline = Instant::now() + BUSY_TEMPLATE_PATIENCE;
-    loop {
-        match admin.execute(sqlx::AssertSqlSafe(sql.as_str())).await {
-            Ok(_) => return Ok(()),
-            Err(sqlx::Error::Database(e))
-                if e.code().as_deref() == Some(OBJECT_IN_USE) && Instant::now() < deadline =>
-            {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(cause) => {
-                return Err(DbError::Query {
-                    action: format!("creating database {name} from {template}"),
-                    cause,
-                });
-            }
-        }
-    }
+    let mut conn = admin
+        .acquire()
+        .await
+        .map_err(|cause| DbError::Query {
+            action: format!("connecting to create database {name}"),
+            cause,
+        })?;
+    let pause = Duration::from_millis(100);
+    spares::execute_when_alone(&mut conn, &sql, BUSY_TEMPLATE_PATIENCE, pause)
+        .await
+        .map_err(|cause| DbError::Query {
+            action: format!("creating database {name} from {template}"),
+            cause,
+        })
 }
 
 async fn open(
@@ -982,7 +976,7 @@ mod tests {
             Ok(Err(DbError::Query { cause, .. })) => cause
                 .as_database_error()
                 .and_then(|e| e.code())
-                .is_some_and(|c| c == OBJECT_IN_USE),
+                .is_some_and(|c| c == spares::OBJECT_IN_USE),
             _ => false,
         };
         drop_with(&mut *admin.acquire().await?, &template).await?;

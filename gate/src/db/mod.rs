@@ -53,5 +53,3 @@ pub use factory::{
 #[cfg(any(test, feature = "test-support"))]
 pub use reset::Reset;
 pub use roles::{APP_ROLE, OWNER_ROLE, ServerUrls, ensure_roles, server_urls};
-#[cfg(any(test, feature = "test-support"))]
-pub use spares::MAX_SPARES;

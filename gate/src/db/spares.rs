@@ -47,7 +47,7 @@ const HIDDEN_PREFIX: &str = "spendgate_reset_";
 
 /// At most this many spares of one template stay on a server; a database
 /// handed back beyond that is dropped.
-pub const MAX_SPARES: i64 = 32;
+pub(super) const MAX_SPARES: i64 = 32;
 
 /// A spare (or a hidden database) older than this is dropped by the next
 /// [`shelve`] on its server: its build is most likely gone.
@@ -56,8 +56,9 @@ pub const SPARE_LIFETIME: Duration = Duration::from_secs(3600);
 /// How long [`shelve`] waits for sessions that just closed to leave.
 const LEAVING_PATIENCE: Duration = Duration::from_millis(250);
 
-/// Postgres SQLSTATE `object_in_use`: the database has other sessions.
-const OBJECT_IN_USE: &str = "55006";
+/// Postgres SQLSTATE `object_in_use`: the database (or a template being
+/// cloned) has other sessions.
+pub(super) const OBJECT_IN_USE: &str = "55006";
 
 /// Postgres SQLSTATE `invalid_catalog_name`: no such database (any more).
 const NO_SUCH_DATABASE: &str = "3D000";
@@ -240,19 +241,36 @@ async fn rename_when_alone(admin: &mut PgConnection, from: &str, to: &str) -> bo
         quote_ident(from),
         quote_ident(to)
     );
-    let deadline = Instant::now() + LEAVING_PATIENCE;
+    let pause = Duration::from_millis(5);
+    match execute_when_alone(admin, &sql, LEAVING_PATIENCE, pause).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!("could not rename database {from}: {e}");
+            false
+        }
+    }
+}
+
+/// Runs `sql` (a statement that needs a database nobody else is in), trying
+/// again every `pause` while Postgres answers `object_in_use` (SQLSTATE
+/// 55006), until `patience` has passed; then, or on any other error, the
+/// error.
+pub(super) async fn execute_when_alone(
+    conn: &mut PgConnection,
+    sql: &str,
+    patience: Duration,
+    pause: Duration,
+) -> Result<(), sqlx::Error> {
+    let deadline = Instant::now() + patience;
     loop {
-        match admin.execute(sqlx::AssertSqlSafe(sql.as_str())).await {
-            Ok(_) => return true,
+        match conn.execute(sqlx::AssertSqlSafe(sql)).await {
+            Ok(_) => return Ok(()),
             Err(sqlx::Error::Database(e))
                 if e.code().as_deref() == Some(OBJECT_IN_USE) && Instant::now() < deadline =>
             {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                tokio::time::sleep(pause).await;
             }
-            Err(e) => {
-                tracing::debug!("could not rename database {from}: {e}");
-                return false;
-            }
+            Err(e) => return Err(e),
         }
     }
 }
