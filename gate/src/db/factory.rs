@@ -512,13 +512,10 @@ async fn create_named(admin: &PgPool, template: Option<&str>, name: &str) -> Res
         quote_ident(name),
         quote_ident(template)
     );
-    let mut conn = admin
-        .acquire()
-        .await
-        .map_err(|cause| DbError::Query {
-            action: format!("connecting to create database {name}"),
-            cause,
-        })?;
+    let mut conn = admin.acquire().await.map_err(|cause| DbError::Query {
+        action: format!("connecting to create database {name}"),
+        cause,
+    })?;
     let pause = Duration::from_millis(100);
     spares::execute_when_alone(&mut conn, &sql, BUSY_TEMPLATE_PATIENCE, pause)
         .await

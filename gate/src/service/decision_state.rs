@@ -11,21 +11,32 @@
 //! the budgets, the velocity and the denial rate a decision relies on cannot
 //! move before its reservation and its request row are written.
 //!
+//! [`read_for_proposal`] calls `proposal_state`
+//! (`migrations/20261204000001_proposal_state.sql`), which first resolves the
+//! caller and checks that the policy and catalog the gate would decide with
+//! ([`super::world_cache`]) are still the tenant's, and only then calls
+//! `decision_state`: a proposal's caller, policy and state in one round trip.
+//!
 //! What comes back is checked, never assumed whole: a reply that does not
-//! decode is an error, and a day row still missing after it was opened is
-//! [`ServiceError::Corrupt`]; neither is ever a decision. The agent's recent
+//! decode is an error, and a day row still missing after it was opened (or
+//! chains missing from a locked state) is [`ServiceError::Corrupt`]; neither is ever a decision. The agent's recent
 //! proposals come back as arrays of timestamps, decoded in binary.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Deserialize;
-use sqlx::PgConnection;
+use sqlx::postgres::PgArguments;
+use sqlx::query::QueryAs;
 use sqlx::types::Json;
+use sqlx::{PgConnection, Postgres};
 
 use super::budget::Day;
 use super::error::{Ctx, ServiceError};
+use super::identity::{Lookup, Who};
 use super::rows::DelegationRow;
-use super::world::{CurrentPolicy, MAX_CHAIN_DEPTH, Recent};
+use super::world::{CatalogRow, CurrentPolicy, MAX_CHAIN_DEPTH, Recent, policy_read};
+use super::world_cache::World;
 use crate::delegation::{DelegationChain, DelegationHop};
+use crate::reason::Reason;
 
 /// What to lock and read for one decision.
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +109,7 @@ impl ChainHop {
 struct Reply {
     reserved_paise: Option<i64>,
     first: Option<Json<FirstRequest>>,
-    chains: Json<Vec<ChainHop>>,
+    chains: Option<Json<Vec<ChainHop>>>,
     proposals: Option<Vec<DateTime<Utc>>>,
     denials: Option<Vec<DateTime<Utc>>>,
 }
@@ -106,26 +117,132 @@ struct Reply {
 /// Locks and reads what `ask` names (see the module docs).
 pub(crate) async fn read(conn: &mut PgConnection, ask: Ask<'_>) -> Result<State, ServiceError> {
     let (currency, cap_paise) = Day::terms(ask.policy);
-    let reply: Reply = sqlx::query_as(
+    let query = sqlx::query_as(
         "SELECT reserved_paise, first, chains, proposals, denials \
            FROM decision_state($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-    )
-    .bind(ask.tenant)
-    .bind(ask.agent)
-    .bind(ask.day)
-    .bind(&currency)
-    .bind(cap_paise)
-    .bind(ask.judge)
-    .bind(ask.since)
-    .bind(ask.key)
-    .bind(MAX_CHAIN_DEPTH)
-    .fetch_one(conn)
-    .await
-    .ctx("locking and reading the decision's state")?;
+    );
+    let reply: Reply = bind_ask(query, &ask, &currency, cap_paise)
+        .fetch_one(conn)
+        .await
+        .ctx("locking and reading the decision's state")?;
+    state_of(&ask, currency, cap_paise, reply)
+}
+
+/// Binds `decision_state`'s parameters, `$1` to `$9`, for `ask` under the
+/// day's `currency` and cap (`proposal_state` takes the same nine first).
+fn bind_ask<'q, O>(
+    query: QueryAs<'q, Postgres, O, PgArguments>,
+    ask: &Ask<'q>,
+    currency: &'q str,
+    cap_paise: i64,
+) -> QueryAs<'q, Postgres, O, PgArguments> {
+    query
+        .bind(ask.tenant)
+        .bind(ask.agent)
+        .bind(ask.day)
+        .bind(currency)
+        .bind(cap_paise)
+        .bind(ask.judge)
+        .bind(ask.since)
+        .bind(ask.key)
+        .bind(MAX_CHAIN_DEPTH)
+}
+
+/// What a proposal's first round trip found (`proposal_state`).
+#[derive(Debug)]
+pub(crate) enum ProposalState {
+    /// The caller may not propose: it is not known in the tenant as the
+    /// identity lookup refuses it, or it is a person (`ACTOR_NOT_PERMITTED`:
+    /// humans do not use the agent-facing call). Nothing was locked.
+    Refused(Reason),
+    /// The world asked about is not the tenant's any more: here it is as it
+    /// is now. Nothing was locked.
+    Stale(World),
+    /// The caller is the tenant's agent, the world asked about is current
+    /// (or was just read), and the decision's state is locked and read.
+    Locked(State),
+}
+
+/// The reply of `proposal_state`: one row.
+#[derive(sqlx::FromRow)]
+struct ProposalReply {
+    #[sqlx(flatten)]
+    caller: Lookup,
+    world: Option<String>,
+    version: Option<i32>,
+    policy: Option<serde_json::Value>,
+    catalog: Option<Json<Vec<CatalogRow>>>,
+    locked: bool,
+    #[sqlx(flatten)]
+    state: Reply,
+}
+
+/// A proposal's first round trip: the caller, whether `world` (the digest of
+/// the policy and catalog the gate would decide with) is still current, and
+/// when it is, or when `lock_anyway` (the world was read in the statement
+/// before), the decision's state locked and read as [`read`] does. `ask`'s
+/// policy must be `world`'s.
+pub(crate) async fn read_for_proposal(
+    conn: &mut PgConnection,
+    ask: Ask<'_>,
+    world: Option<&str>,
+    lock_anyway: bool,
+) -> Result<ProposalState, ServiceError> {
+    let (currency, cap_paise) = Day::terms(ask.policy);
+    let query = sqlx::query_as(
+        "SELECT tenant_known, is_agent, may_approve, is_operator, elsewhere, world, version, \
+                policy, catalog, locked, reserved_paise, first, chains, proposals, denials \
+           FROM proposal_state($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+    );
+    let reply: ProposalReply = bind_ask(query, &ask, &currency, cap_paise)
+        .bind(world)
+        .bind(lock_anyway)
+        .fetch_one(conn)
+        .await
+        .ctx("resolving the caller, checking the policy and locking the decision's state")?;
+    let refusal = match reply.caller.verdict() {
+        Err(reason) => Some(reason),
+        // Humans do not use the agent-facing call.
+        Ok(who) if who != Who::Agent => Some(Reason::ActorNotPermitted),
+        Ok(_) => None,
+    };
+    if let Some(reason) = refusal {
+        return Ok(ProposalState::Refused(reason));
+    }
+    if reply.locked {
+        return state_of(&ask, currency, cap_paise, reply.state).map(ProposalState::Locked);
+    }
+    let digest = reply.world.ok_or_else(|| ServiceError::Corrupt {
+        what: format!("the policy of {} came back without its digest", ask.tenant),
+    })?;
+    let (policy, catalog) = match (reply.version, reply.policy) {
+        (Some(version), Some(json)) => policy_read(version, json, reply.catalog),
+        _ => (None, None),
+    };
+    Ok(ProposalState::Stale(World {
+        digest,
+        policy,
+        catalog,
+    }))
+}
+
+/// The state [`read`] and [`read_for_proposal`] return, checked.
+fn state_of(
+    ask: &Ask<'_>,
+    currency: String,
+    cap_paise: i64,
+    reply: Reply,
+) -> Result<State, ServiceError> {
     let reserved_paise = reply.reserved_paise.ok_or_else(|| ServiceError::Corrupt {
         what: format!(
             "the reservations row of {} for {} vanished",
             ask.tenant, ask.day
+        ),
+    })?;
+    let Json(chains) = reply.chains.ok_or_else(|| ServiceError::Corrupt {
+        what: format!(
+            "the decision state of {} came back without its chains",
+            ask.tenant
         ),
     })?;
     Ok(State {
@@ -136,7 +253,7 @@ pub(crate) async fn read(conn: &mut PgConnection, ask: Ask<'_>) -> Result<State,
             reserved_paise,
         },
         first: reply.first.map(|Json(first)| first),
-        chains: chains_of(reply.chains.0),
+        chains: chains_of(chains),
         recent: Recent {
             proposals: reply.proposals.unwrap_or_default(),
             denials: reply.denials.unwrap_or_default(),
@@ -230,5 +347,90 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(first.reason, None);
+    }
+
+    type DbResult = Result<(), Box<dyn std::error::Error>>;
+
+    /// What a proposal by `actor` of `tenant` asks, under no policy.
+    fn ask<'a>(tenant: &'a str, actor: &'a str) -> Ask<'a> {
+        Ask {
+            tenant,
+            agent: actor,
+            day: super::super::standard::now().date_naive(),
+            policy: None,
+            judge: false,
+            since: None,
+            key: None,
+        }
+    }
+
+    /// `proposal_state` looks the caller up as `identity::resolve` does, for
+    /// every kind of caller; with a world that is not the tenant's it locks
+    /// and opens nothing and sends the world, and with that world's digest
+    /// it locks the day (opening it).
+    #[tokio::test]
+    async fn the_proposal_lookup_agrees_with_resolve_and_only_a_current_world_locks() -> DbResult {
+        use super::super::{Gate, clock::ManualClock, identity, standard};
+        let Some(db) = crate::db::fresh_test_database().await? else {
+            return Ok(());
+        };
+        let clock = std::sync::Arc::new(ManualClock::new(standard::now()));
+        let gate = Gate::new(
+            db.pool().clone(),
+            crate::provider::InProcessProvider::new(),
+            b"spendgate-proposal-state-test-secret-0123456789".to_vec(),
+            clock,
+        )?;
+        gate.seed(&standard::seed()).await?;
+        let mut conn = db.pool().acquire().await?;
+        let days = "SELECT count(*) FROM daily_spend WHERE tenant_id = 'acme'";
+        for (tenant, actor) in [
+            ("acme", "buyer-agent"),
+            ("acme", "finance-lead"),
+            ("acme", "intern"),
+            ("acme", "globex-agent"),
+            ("acme", "globex-finance"),
+            ("acme", "ghost-agent"),
+            ("nope", "buyer-agent"),
+            ("globex", "globex-agent"),
+        ] {
+            let want = identity::resolve(&mut conn, tenant, actor).await?;
+            let got =
+                read_for_proposal(&mut conn, ask(tenant, actor), Some("stale"), false).await?;
+            match got {
+                ProposalState::Refused(reason) => {
+                    let expected = want.err().unwrap_or(Reason::ActorNotPermitted);
+                    assert_eq!(reason, expected, "{tenant}/{actor}: {want:?}");
+                    assert_ne!(want, Ok(Who::Agent), "{tenant}/{actor}: an agent refused");
+                }
+                ProposalState::Stale(world) => {
+                    assert_eq!(want, Ok(Who::Agent), "{tenant}/{actor}");
+                    assert!(world.policy.is_some() && world.catalog.is_some());
+                }
+                ProposalState::Locked(_) => panic!("{tenant}/{actor}: locked a stale world"),
+            }
+        }
+        let opened: i64 = sqlx::query_scalar(days).fetch_one(&mut *conn).await?;
+        assert_eq!(opened, 0, "a stale world opened a day");
+
+        let ProposalState::Stale(world) =
+            read_for_proposal(&mut conn, ask("acme", "buyer-agent"), None, false).await?
+        else {
+            panic!("no world was ever named: it must be sent");
+        };
+        let current = Ask {
+            policy: world.policy.as_ref(),
+            ..ask("acme", "buyer-agent")
+        };
+        let locked = read_for_proposal(&mut conn, current, Some(&world.digest), false).await?;
+        let ProposalState::Locked(state) = locked else {
+            panic!("the current world was not locked: {locked:?}");
+        };
+        assert_eq!(state.today.reserved_paise, 0);
+        let opened: i64 = sqlx::query_scalar(days).fetch_one(&mut *conn).await?;
+        assert_eq!(opened, 1, "the current world's day was not opened");
+        drop(conn);
+        db.drop().await?;
+        Ok(())
     }
 }

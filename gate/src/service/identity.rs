@@ -37,8 +37,10 @@ impl Who {
 }
 
 /// The columns that look one actor up in one tenant (`$1` the tenant, `$2`
-/// the actor), read into a [`Lookup`]: shared by [`resolve`] and the
-/// statements that read more beside it.
+/// the actor), read into a [`Lookup`] by [`resolve`]. The database function
+/// `proposal_state` makes the same lookup for a proposal
+/// (`migrations/20261204000001_proposal_state.sql`); a test holds the two to
+/// the same answers.
 macro_rules! lookup_columns {
     () => {
         "EXISTS (SELECT 1 FROM tenants WHERE id = $1) AS tenant_known, \
@@ -49,7 +51,6 @@ macro_rules! lookup_columns {
           OR EXISTS (SELECT 1 FROM people WHERE id = $2 AND tenant_id <> $1)) AS elsewhere"
     };
 }
-pub(crate) use lookup_columns;
 
 /// What the database knows of one actor id, relative to one tenant.
 #[derive(sqlx::FromRow)]

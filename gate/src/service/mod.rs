@@ -51,6 +51,7 @@ mod seed;
 pub mod standard;
 pub mod webhook;
 mod world;
+mod world_cache;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,6 +81,7 @@ use crate::provider::{PaymentProvider, ProviderHealth};
 use crate::reason::{Decision, Reason};
 use crate::redact::AgentView;
 use error::Ctx;
+use world_cache::WorldCache;
 
 /// How long `pay` waits for the provider by default.
 pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -93,6 +95,7 @@ pub struct Gate<P> {
     ledger_key: LedgerKey,
     clock: Arc<dyn Clock>,
     provider_timeout: Duration,
+    worlds: WorldCache,
 }
 
 impl<P: std::fmt::Debug> std::fmt::Debug for Gate<P> {
@@ -132,6 +135,7 @@ impl<P: PaymentProvider> Gate<P> {
             previous_secret: None,
             clock,
             provider_timeout: DEFAULT_PROVIDER_TIMEOUT,
+            worlds: WorldCache::default(),
         })
     }
 
@@ -189,6 +193,12 @@ impl<P: PaymentProvider> Gate<P> {
 
     pub(crate) fn ledger_key(&self) -> &LedgerKey {
         &self.ledger_key
+    }
+
+    /// The tenants' policies and catalogs this gate has read (a guess the
+    /// database checks on every proposal: [`world_cache`]).
+    pub(crate) fn worlds(&self) -> &WorldCache {
+        &self.worlds
     }
 
     pub(crate) fn previous_secret(&self) -> Option<&[u8]> {

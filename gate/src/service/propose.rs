@@ -16,19 +16,24 @@
 //! statement that records it when the ledger key remembers the tenant's
 //! head: one round trip fewer). The agent is told only the redacted view.
 
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use sqlx::PgConnection;
 
 use super::budget;
 use super::decide::{self, Moment, refused};
-use super::decision_state::{self, Ask, FirstRequest};
+use super::decision_state::{self, Ask, FirstRequest, ProposalState, State};
 use super::error::{Ctx, ServiceError};
-use super::identity::Who;
+use super::identity;
 use super::ledger::{self, Entry};
 use super::request_state::RequestState;
 use super::requests::{self, Birth, NewRequest, Transition};
-use super::world;
+use super::world_cache::World;
 use super::{Gate, ProposeOutcome};
+use crate::catalog::Catalog;
 use crate::ident::Ident;
 use crate::proposal::parse_proposal;
 use crate::provider::PaymentProvider;
@@ -48,36 +53,6 @@ impl<P: PaymentProvider> Gate<P> {
         let parsed = parse_proposal(raw_body);
         let mut tx = self.begin("proposing").await?;
 
-        // The caller, and (when it may propose) the policy and the catalog:
-        // plain reads, before the day lock, in one statement.
-        let (who, policy, catalog) =
-            world::caller_policy_and_catalog(&mut tx, tenant, actor, parsed.is_ok()).await?;
-        let refusal = match who {
-            Err(reason) => Some(reason),
-            // Humans do not use the agent-facing call.
-            Ok(who) if who != Who::Agent => Some(Reason::ActorNotPermitted),
-            Ok(_) => None,
-        };
-        if let Some(refusal) = refusal {
-            let reason = parsed.as_ref().err().copied().unwrap_or(refusal);
-            let ledger_tenant = (refusal != Reason::TenantUnknown).then_some(tenant);
-            let entry = Entry::new(
-                ledger_tenant,
-                "proposal.refused",
-                actor,
-                json!({
-                    "tenant": tenant,
-                    "actor": actor,
-                    "idempotency_key": idempotency_key,
-                    "body_sha256": body_sha256,
-                    "body_bytes": raw_body.len(),
-                    "decision": Decision::Deny(reason),
-                }),
-            );
-            self.close_refused(tx, now, entry).await?;
-            return Ok(ProposeOutcome::new(None, Decision::Deny(reason), false));
-        }
-
         // A key outside the identifier grammar is never looked up or stored:
         // the proposal is recorded without it and refused PROPOSAL_MALFORMED.
         let key_malformed = idempotency_key.is_some_and(|k| Ident::parse_key(k).is_none());
@@ -86,25 +61,49 @@ impl<P: PaymentProvider> Gate<P> {
         if key_malformed {
             forced = forced.or(Some(Reason::ProposalMalformed));
         }
-        // The day and the agent's hops locked, then everything the decision
-        // reads (the key's first request, the chains, the agent's recent
-        // proposals), in one round trip.
-        let judge = forced.is_none() && decide::judges(policy.as_ref());
-        let state = decision_state::read(
-            &mut tx,
-            Ask {
-                tenant,
-                agent: actor,
-                day: now.date_naive(),
-                policy: policy.as_ref(),
-                judge,
-                since: Moment::Proposal
-                    .counted_since(now, policy.as_ref())
-                    .filter(|_| judge),
-                key: stored_key,
-            },
-        )
-        .await?;
+        // The caller, whether the policy and catalog this gate last read for
+        // the tenant are still its own, and then the day and the agent's
+        // hops locked and everything the decision reads (the key's first
+        // request, the chains, the agent's recent proposals): one round trip
+        // (see `locked_state`).
+        let found = match identity::refused_unasked(&mut tx, tenant, actor).await? {
+            Some(refusal) => Err(refusal),
+            None => {
+                let ask = Ask {
+                    tenant,
+                    agent: actor,
+                    day: now.date_naive(),
+                    policy: None,
+                    judge: forced.is_none(),
+                    since: None,
+                    key: stored_key,
+                };
+                self.locked_state(&mut tx, ask, now).await?
+            }
+        };
+        let (world, state) = match found {
+            Ok(found) => found,
+            Err(refusal) => {
+                let reason = parsed.as_ref().err().copied().unwrap_or(refusal);
+                let ledger_tenant = (refusal != Reason::TenantUnknown).then_some(tenant);
+                let entry = Entry::new(
+                    ledger_tenant,
+                    "proposal.refused",
+                    actor,
+                    json!({
+                        "tenant": tenant,
+                        "actor": actor,
+                        "idempotency_key": idempotency_key,
+                        "body_sha256": body_sha256,
+                        "body_bytes": raw_body.len(),
+                        "decision": Decision::Deny(reason),
+                    }),
+                );
+                self.close_refused(tx, now, entry).await?;
+                return Ok(ProposeOutcome::new(None, Decision::Deny(reason), false));
+            }
+        };
+        let policy = world.as_ref().and_then(|w| w.policy.as_ref());
         if stored_key.is_some()
             && let Some(first) = &state.first
         {
@@ -122,10 +121,13 @@ impl<P: PaymentProvider> Gate<P> {
             (None, Some(p)) => decide::decide_with_catalog(
                 actor,
                 p,
-                policy.as_ref(),
-                // Read whenever the proposal parsed and the policy is
-                // enforceable; without a policy decide refuses first.
-                &catalog.unwrap_or_default(),
+                policy,
+                // Kept whenever the policy is enforceable; without a policy
+                // decide refuses first.
+                world
+                    .as_ref()
+                    .and_then(|w| w.catalog.as_ref())
+                    .unwrap_or(&Catalog::default()),
                 state.chains,
                 &state.recent.spend_state(today.reserved_paise),
                 now,
@@ -133,7 +135,7 @@ impl<P: PaymentProvider> Gate<P> {
             (reason, _) => decide::Decided {
                 evaluation: refused(reason.unwrap_or(Reason::ProposalMalformed)),
                 leaf: None,
-                policy_version: policy.as_ref().map(|p| p.version),
+                policy_version: policy.map(|p| p.version),
             },
         };
 
@@ -225,6 +227,55 @@ impl<P: PaymentProvider> Gate<P> {
         }
         tx.commit().await.ctx("committing a proposal")?;
         Ok(ProposeOutcome::new(Some(row.id), decision, false))
+    }
+}
+
+impl<P: PaymentProvider> Gate<P> {
+    /// The caller, then the decision's state locked and read under the
+    /// tenant's policy and catalog as they are (see
+    /// [`decision_state::read_for_proposal`]): `ask` names the tenant, the
+    /// agent, the day and the key, and whether the engine may judge at all
+    /// (`judge`: the proposal parsed); its policy and window come from the
+    /// world this gate keeps for the tenant. When that world is not the
+    /// tenant's any more (or was never read), the first call sends it and
+    /// locks nothing, and the second locks under its terms, as a proposal
+    /// that reads the policy in a statement before the lock always did.
+    async fn locked_state(
+        &self,
+        tx: &mut PgConnection,
+        ask: Ask<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<Result<(Option<Arc<World>>, State), Reason>, ServiceError> {
+        let mut world = self.worlds().get(ask.tenant);
+        let mut lock_anyway = false;
+        loop {
+            let policy = world.as_ref().and_then(|w| w.policy.as_ref());
+            let judge = ask.judge && decide::judges(policy);
+            let asked = Ask {
+                policy,
+                judge,
+                since: Moment::Proposal
+                    .counted_since(now, policy)
+                    .filter(|_| judge),
+                ..ask
+            };
+            let digest = world.as_ref().map(|w| w.digest.as_str());
+            match decision_state::read_for_proposal(tx, asked, digest, lock_anyway).await? {
+                ProposalState::Locked(state) => return Ok(Ok((world, state))),
+                ProposalState::Refused(reason) => return Ok(Err(reason)),
+                ProposalState::Stale(read) if !lock_anyway => {
+                    let read = Arc::new(read);
+                    self.worlds().put(ask.tenant, Arc::clone(&read));
+                    world = Some(read);
+                    lock_anyway = true;
+                }
+                ProposalState::Stale(_) => {
+                    return Err(ServiceError::Corrupt {
+                        what: format!("a proposal's state in {} was not locked", ask.tenant),
+                    });
+                }
+            }
+        }
     }
 }
 

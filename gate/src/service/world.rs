@@ -12,7 +12,6 @@ use sqlx::PgConnection;
 use sqlx::types::Json;
 
 use super::error::{Ctx, ServiceError};
-use super::identity::{self, Lookup, Who, lookup_columns};
 use super::rows::{DELEGATION_COLUMNS, DelegationRow};
 use crate::catalog::{Catalog, CatalogItem};
 use crate::delegation::DelegationChain;
@@ -88,7 +87,7 @@ pub(crate) async fn policy_and_catalog(
 
 /// A policy version as read, and the catalog read beside it: the catalog
 /// only under an enforceable policy.
-fn policy_read(
+pub(crate) fn policy_read(
     version: i32,
     json: serde_json::Value,
     rows: Option<Json<Vec<CatalogRow>>>,
@@ -98,53 +97,6 @@ fn policy_read(
         .filter(|_| current.policy.is_ok())
         .map(|Json(rows)| catalog_of(rows));
     (Some(current), catalog)
-}
-
-/// The caller, resolved as [`identity::resolve`] resolves it, and the
-/// tenant's policy and catalog as [`policy_and_catalog`] reads them, in one
-/// statement: the first read of a proposal. A caller that is not looked up
-/// (an id outside the grammar) costs no statement; one that is refused gets
-/// no policy back.
-pub(crate) async fn caller_policy_and_catalog(
-    conn: &mut PgConnection,
-    tenant: &str,
-    actor: &str,
-    want_catalog: bool,
-) -> Result<(Result<Who, Reason>, Option<CurrentPolicy>, Option<Catalog>), ServiceError> {
-    #[derive(sqlx::FromRow)]
-    struct Read {
-        #[sqlx(flatten)]
-        caller: Lookup,
-        version: Option<i32>,
-        policy: Option<serde_json::Value>,
-        catalog: Option<Json<Vec<CatalogRow>>>,
-    }
-    if let Some(refusal) = identity::refused_unasked(conn, tenant, actor).await? {
-        return Ok((Err(refusal), None, None));
-    }
-    let read: Read = sqlx::query_as(concat!(
-        "SELECT ",
-        lookup_columns!(),
-        ", p.version, p.policy, CASE WHEN $3 AND p.version IS NOT NULL THEN ( \
-               SELECT COALESCE(json_agg(c), '[]') FROM (",
-        catalog_select!(),
-        ") c) END AS catalog \
-           FROM (SELECT 1) AS one LEFT JOIN LATERAL ( \
-                SELECT version, policy FROM policy_versions WHERE tenant_id = $1 \
-                 ORDER BY version DESC LIMIT 1) p ON true"
-    ))
-    .bind(tenant)
-    .bind(actor)
-    .bind(want_catalog)
-    .fetch_one(conn)
-    .await
-    .ctx("resolving the caller and reading the policy and the catalog")?;
-    let who = read.caller.verdict();
-    let (policy, catalog) = match (&who, read.version, read.policy) {
-        (Ok(_), Some(version), Some(json)) => policy_read(version, json, read.catalog),
-        _ => (None, None),
-    };
-    Ok((who, policy, catalog))
 }
 
 /// The one read of a tenant's catalog rows (`$1` the tenant), inside
@@ -158,7 +110,7 @@ macro_rules! catalog_select {
 use catalog_select;
 
 #[derive(sqlx::FromRow, serde::Deserialize)]
-struct CatalogRow {
+pub(crate) struct CatalogRow {
     sku: String,
     merchant_id: String,
     price_paise: i64,

@@ -26,6 +26,7 @@ mod flow_propose;
 mod flow_provider;
 mod flow_reconcile;
 mod flow_webhook;
+mod flow_world_cache;
 mod hostile_input;
 mod ledger;
 mod lifetimes;

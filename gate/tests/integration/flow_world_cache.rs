@@ -1,0 +1,137 @@
+//! A gate keeps the tenants' policies and catalogs between proposals
+//! (`service::world_cache`); the database checks the kept copy in the
+//! statement that locks each proposal's state. These tests change the price,
+//! the catalog and the policy behind one gate's back (through a second gate
+//! with a memory of its own, and by plain SQL) and require its very next
+//! proposal to be decided on the world as it now is.
+
+use std::sync::Arc;
+
+use crate::support::*;
+use gate::provider::InProcessProvider;
+use gate::service::Gate;
+use gate::{Decision, PolicyPatch, Reason};
+use sqlx::PgPool;
+
+/// The amount and the policy version recorded for a request.
+async fn recorded(pool: &PgPool, id: &str) -> Result<(Option<i64>, Option<i32>), sqlx::Error> {
+    sqlx::query_as("SELECT amount_paise, policy_version FROM payment_requests WHERE id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await
+}
+
+#[tokio::test]
+async fn a_price_catalog_or_policy_changed_behind_a_gates_back_decides_its_next_proposal()
+-> TestResult {
+    on_world(async |w| {
+        let other = Gate::new(
+            w.pool().clone(),
+            InProcessProvider::new(),
+            SECRET,
+            w.clock.clone(),
+        )?;
+
+        // The first proposal reads the world; the second decides on the copy.
+        for _ in 0..2 {
+            let p = w.propose("SNACK-BOX", 1).await?;
+            assert_eq!(p.decision, Decision::Allow);
+            let (amount, _) = recorded(w.pool(), &request_id(&p)).await?;
+            assert_eq!(amount, Some(25_000));
+        }
+
+        // Another gate changes the price.
+        assert_eq!(
+            other.set_price("acme", "SNACK-BOX", 30_000).await?.decision,
+            Decision::Allow
+        );
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, Decision::Allow);
+        let (amount, version) = recorded(w.pool(), &request_id(&p)).await?;
+        assert_eq!(amount, Some(30_000), "decided on the price as it is now");
+
+        // A plain SQL writer takes the sku off sale.
+        sqlx::query(
+            "UPDATE catalog_items SET available = false WHERE tenant_id = 'acme' AND sku = 'SNACK-BOX'",
+        )
+        .execute(w.owner())
+        .await?;
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, deny(Reason::SkuUnavailable));
+
+        // Another gate publishes a policy in another currency: the proposal
+        // is judged under it, and its day is locked in that currency.
+        let published = other
+            .set_policy(
+                "acme",
+                &PolicyPatch {
+                    currency: Some("USD".into()),
+                    ..PolicyPatch::default()
+                },
+            )
+            .await?;
+        assert_eq!(published.decision, Decision::Allow);
+        let p = w.propose("CLOUD-STARTER", 1).await?;
+        assert_eq!(p.decision, deny(Reason::CurrencyNotAllowed));
+        let (_, new_version) = recorded(w.pool(), &request_id(&p)).await?;
+        assert_eq!(new_version, version.map(|v| v + 1), "the new version decided");
+        let usd_days: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM daily_spend WHERE tenant_id = 'acme' AND currency = 'USD'",
+        )
+        .fetch_one(w.pool())
+        .await?;
+        assert_eq!(usd_days, 1, "the day was locked in the new policy's currency");
+        assert!(w.gate.verify_ledger().await?.intact());
+        Ok(())
+    })
+    .await
+}
+
+/// Proposals racing a policy change through one gate are never an engine
+/// error, none recorded under the new version (a cap of one paisa) is
+/// allowed, and the first proposal after the change records the new version.
+#[tokio::test]
+async fn proposals_racing_a_policy_change_each_record_the_version_that_decided_them() -> TestResult
+{
+    on_world_with_pool(16, async |w| {
+        let gate = Arc::clone(&w.gate);
+        let first = w.propose("SNACK-BOX", 1).await?;
+        let (_, before) = recorded(w.pool(), &request_id(&first)).await?;
+        let racers: Vec<_> = (0..12)
+            .map(|_| {
+                let gate = Arc::clone(&gate);
+                tokio::spawn(async move {
+                    gate.propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+                        .await
+                })
+            })
+            .collect();
+        let published = w
+            .gate
+            .set_policy(
+                "acme",
+                &PolicyPatch {
+                    per_transaction_cap_paise: Some(1),
+                    ..PolicyPatch::default()
+                },
+            )
+            .await?;
+        assert_eq!(published.decision, Decision::Allow);
+        let new_version = before.map(|v| v + 1);
+        for racer in racers {
+            let p = racer.await??;
+            let (_, version) = recorded(w.pool(), &request_id(&p)).await?;
+            assert!(version == before || version == new_version, "{version:?}");
+            if version == new_version {
+                assert_ne!(p.decision, Decision::Allow, "allowed under a one-paisa cap");
+            }
+        }
+        let after = w.propose("SNACK-BOX", 1).await?;
+        assert_ne!(after.decision, Decision::Allow);
+        let (_, version) = recorded(w.pool(), &request_id(&after)).await?;
+        assert_eq!(version, new_version);
+        assert!(w.gate.verify_ledger().await?.intact());
+        Ok(())
+    })
+    .await
+}
