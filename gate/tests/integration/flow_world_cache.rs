@@ -135,3 +135,44 @@ async fn proposals_racing_a_policy_change_each_record_the_version_that_decided_t
     })
     .await
 }
+
+/// A `proposal_state` that never locks (a function replaced by its owner, or
+/// a bug) makes a proposal an error after the second call, never a loop
+/// and never a decision on state nobody locked.
+#[tokio::test]
+async fn a_state_function_that_never_locks_is_an_error_not_a_loop() -> TestResult {
+    on_world(async |w| {
+        sqlx::query(
+            "CREATE OR REPLACE FUNCTION proposal_state( \
+                 p_tenant text, p_agent text, p_day date, p_currency text, p_cap bigint, \
+                 p_judge boolean, p_since timestamptz, p_key text, p_max_depth integer, \
+                 p_world text, p_lock_anyway boolean) \
+             RETURNS TABLE (tenant_known boolean, is_agent boolean, may_approve boolean, \
+                 is_operator boolean, elsewhere boolean, world text, version integer, \
+                 policy jsonb, catalog json, locked boolean, reserved_paise bigint, \
+                 first jsonb, chains jsonb, proposals timestamptz[], denials timestamptz[]) \
+             LANGUAGE sql AS $$ SELECT true, true, NULL::boolean, NULL::boolean, false, \
+                 'never-current', NULL::integer, NULL::jsonb, NULL::json, false, \
+                 NULL::bigint, NULL::jsonb, NULL::jsonb, NULL::timestamptz[], \
+                 NULL::timestamptz[] $$",
+        )
+        .execute(w.owner())
+        .await?;
+        let proposed = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            w.propose("SNACK-BOX", 1),
+        )
+        .await
+        .map_err(|_| "the proposal did not end within 30 s")?;
+        assert!(
+            matches!(proposed, Err(gate::service::ServiceError::Corrupt { .. })),
+            "{proposed:?}"
+        );
+        let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM payment_requests")
+            .fetch_one(w.pool())
+            .await?;
+        assert_eq!(rows, 0, "nothing was recorded on unlocked state");
+        Ok(())
+    })
+    .await
+}
