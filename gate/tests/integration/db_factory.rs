@@ -148,3 +148,31 @@ async fn many_callers_at_once_each_get_an_empty_database_of_their_own() -> TestR
     }
     Ok(())
 }
+
+/// A reset script is written for a schema whose tables hold rows only when
+/// the caller does not require them empty: a template whose migrations left
+/// rows is never reused (found by the outside audit: the emptiness check's
+/// `&&` -> `||` and its `!` deleted survived, since every schema the factory
+/// reads is empty).
+#[tokio::test]
+async fn a_schema_holding_rows_gets_a_reset_script_only_when_rows_are_allowed() -> TestResult {
+    let Some(db) = fresh_test_database().await? else {
+        return Ok(());
+    };
+    let mut owner = db.owner_pool().acquire().await?;
+    let empty = gate::db::Reset::for_schema(&mut owner, true).await?;
+    assert!(empty.is_some(), "an empty schema is refused a script");
+    sqlx::query("INSERT INTO tenants (id) VALUES ('t-rows')")
+        .execute(&mut *owner)
+        .await?;
+    let required = gate::db::Reset::for_schema(&mut owner, true).await?;
+    let allowed = gate::db::Reset::for_schema(&mut owner, false).await?;
+    drop(owner);
+    db.drop().await?;
+    assert!(required.is_none(), "a schema holding rows got a script");
+    assert_eq!(
+        allowed, empty,
+        "rows allowed: the same script as the empty schema's"
+    );
+    Ok(())
+}
