@@ -341,6 +341,14 @@ async fn the_gate_over_the_adapter_pays_reconciles_and_balances_its_books() -> T
         requests.push(request);
     }
     fake.set_mode(FakeMode::Ok);
+    // The order of the timed-out create is made when the fake's handler runs,
+    // which a loaded machine may delay past the adapter's 400 ms: wait for it
+    // (seen once: captured before it existed, reconcile recorded it uncaptured).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while fake.orders().len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(fake.orders().len(), 2, "the paid and the timed-out create");
     for order in fake.orders() {
         fake.capture(&order.id);
     }
