@@ -23,8 +23,11 @@ fn adapter_with(fake: &crate::fake_razorpay::Fake, id: &str, secret: &str) -> Ra
         RazorpayKeys::new(id, secret).expect("test keys"),
         RazorpayConfig {
             base_url: fake.base_url.clone(),
-            timeout: Duration::from_millis(400),
-            connect_timeout: Duration::from_millis(400),
+            // Far below the fake's 30 s stall, and far above a loopback
+            // answer even on a machine loaded by mutation builds (400 ms was
+            // seen to time out there: a read of the fake answered late).
+            timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(2),
         },
     )
     .expect("a loopback base URL is accepted")
@@ -342,7 +345,7 @@ async fn the_gate_over_the_adapter_pays_reconciles_and_balances_its_books() -> T
     }
     fake.set_mode(FakeMode::Ok);
     // The order of the timed-out create is made when the fake's handler runs,
-    // which a loaded machine may delay past the adapter's 400 ms: wait for it
+    // which a loaded machine may delay past the adapter's timeout: wait for it
     // (seen once: captured before it existed, reconcile recorded it uncaptured).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while fake.orders().len() < 2 && std::time::Instant::now() < deadline {
