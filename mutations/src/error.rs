@@ -120,7 +120,9 @@ pub enum Error {
 
     /// The run was interrupted (SIGINT/SIGTERM, or a cancel from the caller).
     /// The scratch copy has been removed when this is returned.
-    #[error("interrupted; the scratch copy was removed")]
+    #[error(
+        "interrupted; a temporary scratch copy was removed (schemata mode keeps its own for the next run)"
+    )]
     Interrupted,
 
     /// The user's tree is not what it was when the run started. The runner

@@ -93,6 +93,11 @@ pub(crate) fn exclusions(opts: &RunOptions, registry: &Registry) -> Vec<String> 
     ex
 }
 
+/// Where schemata mode keeps its copy of the workspace between runs.
+pub fn kept_dir(opts: &RunOptions) -> PathBuf {
+    opts.target_dir.join("schemata-ws")
+}
+
 fn target_dir(opts: &RunOptions, mode: Mode, lane: usize) -> PathBuf {
     if mode == Mode::Schemata
         && let Some(shared) = &opts.schemata_target
@@ -141,14 +146,29 @@ fn judge(
         return Ok(report);
     }
     observer.event(&Event::Phase("copying the workspace".into()));
-    let scratch = Scratch::copy(&opts.root, exclude, opts.scratch_parent.as_deref(), cancel)?;
+    let kept = match opts.mode {
+        Mode::Schemata => Scratch::kept(
+            &opts.root,
+            exclude,
+            &kept_dir(opts),
+            &plan.instrumented,
+            cancel,
+        )?,
+        Mode::Rewrite => None,
+    };
+    let scratch = match kept {
+        Some(kept) => kept,
+        None => Scratch::copy(&opts.root, exclude, opts.scratch_parent.as_deref(), cancel)?,
+    };
     observer.event(&Event::ScratchReady(scratch.path().to_path_buf()));
+    // The tree still holds what the plan read (a kept copy holds the
+    // instrumented text of those files already, so the source is checked).
     for (file, text) in plan.originals() {
-        let copied = std::fs::read_to_string(scratch.workspace().join(&file)).unwrap_or_default();
+        let copied = std::fs::read_to_string(opts.root.join(&file)).unwrap_or_default();
         if copied != text {
             return Err(Error::TreeChanged {
                 changes: vec![format!(
-                    "{} changed while it was being copied",
+                    "{} changed while the run was starting",
                     file.display()
                 )],
             });

@@ -16,7 +16,21 @@
 //! `<workspace>/target` itself in schemata mode, whose dependencies the
 //! workspace's own `cargo test` has usually built already), so dependencies
 //! are compiled once and later runs only rebuild the workspace's own crates.
+//!
+//! Schemata mode goes one step further with [`Scratch::kept`]: its copy is
+//! kept between runs at a fixed directory and brought up to date file by
+//! file, each file written only when its bytes differ (the instrumented
+//! files are written with their instrumented text directly). A file that did
+//! not change keeps its modification time, so cargo rebuilds only the crates
+//! whose sources did change, and a run over an unchanged tree builds
+//! nothing. Files and directories the source no longer has are removed. One
+//! run at a time holds the kept copy (an advisory lock on `<dir>/lock`);
+//! another run meanwhile gets a fresh temporary copy instead. The kept copy
+//! is not removed at the end of a run: it lives in the build cache's
+//! directory and goes with it (`cargo clean`).
 
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -31,8 +45,17 @@ pub const ALWAYS_EXCLUDED: &[&str] = &["target", ".git", "mutations.out"];
 /// A scratch copy of the workspace.
 #[derive(Debug)]
 pub struct Scratch {
-    dir: TempDir,
+    home: Home,
     workspace: PathBuf,
+}
+
+/// Where a copy lives, and what happens to it at the end.
+#[derive(Debug)]
+enum Home {
+    /// A fresh temporary directory, removed on drop.
+    Temporary(TempDir),
+    /// A fixed directory kept between runs; the lock is released on drop.
+    Kept { dir: PathBuf, _lock: fs::File },
 }
 
 impl Scratch {
@@ -57,12 +80,61 @@ impl Scratch {
         }
         .map_err(|e| Error::io(std::env::temp_dir(), e))?;
         let workspace = dir.path().join("ws");
-        let scratch = Scratch { dir, workspace };
+        let scratch = Scratch {
+            home: Home::Temporary(dir),
+            workspace,
+        };
         fs::create_dir(&scratch.workspace).map_err(|e| Error::io(&scratch.workspace, e))?;
         copy_dir(from, &scratch.workspace, Some(exclude), cancel)?;
         let logs = scratch.logs();
         fs::create_dir(&logs).map_err(|e| Error::io(&logs, e))?;
         Ok(scratch)
+    }
+
+    /// The copy kept at `dir` between runs, brought up to date with `from`
+    /// (the files in `overlay`, relative to the workspace root, get the text
+    /// given instead of their own), or `None` when another run holds it.
+    pub fn kept(
+        from: &Path,
+        exclude: &[String],
+        dir: &Path,
+        overlay: &BTreeMap<PathBuf, String>,
+        cancel: &Cancel,
+    ) -> Result<Option<Scratch>> {
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let lock_path = dir.join("lock");
+        let lock = fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(&lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Ok(None),
+            Err(fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
+        }
+        let workspace = dir.join("ws");
+        let scratch = Scratch {
+            home: Home::Kept {
+                dir: dir.to_path_buf(),
+                _lock: lock,
+            },
+            workspace,
+        };
+        ensure_dir(&scratch.workspace)?;
+        let copy = Sync {
+            exclude,
+            overlay,
+            cancel,
+        };
+        copy.dir(from, &scratch.workspace, Path::new(""))?;
+        let logs = scratch.logs();
+        if logs.exists() {
+            fs::remove_dir_all(&logs).map_err(|e| Error::io(&logs, e))?;
+        }
+        fs::create_dir(&logs).map_err(|e| Error::io(&logs, e))?;
+        Ok(Some(scratch))
     }
 
     /// The copied workspace root.
@@ -72,17 +144,24 @@ impl Scratch {
 
     /// A directory beside the workspace for the runner's own files.
     pub fn logs(&self) -> PathBuf {
-        self.dir.path().join("logs")
+        self.path().join("logs")
     }
 
     /// The temporary directory holding everything.
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        match &self.home {
+            Home::Temporary(dir) => dir.path(),
+            Home::Kept { dir, .. } => dir,
+        }
     }
 
-    /// Writes `text` to `rel` inside the copy.
+    /// Writes `text` to `rel` inside the copy, unless it holds exactly that
+    /// already (so that its modification time moves only when it changes).
     pub fn write(&self, rel: &Path, text: &str) -> Result<()> {
         let p = self.workspace.join(rel);
+        if fs::read(&p).is_ok_and(|held| held == text.as_bytes()) {
+            return Ok(());
+        }
         fs::write(&p, text).map_err(|e| Error::io(&p, e))
     }
 }
@@ -90,6 +169,99 @@ impl Scratch {
 /// Whether a top-level entry is excluded.
 pub fn excluded(name: &str, exclude: &[String]) -> bool {
     ALWAYS_EXCLUDED.contains(&name) || exclude.iter().any(|e| e.trim_matches('/') == name)
+}
+
+/// Brings a kept copy up to date with its source, one directory at a time.
+struct Sync<'a> {
+    exclude: &'a [String],
+    overlay: &'a BTreeMap<PathBuf, String>,
+    cancel: &'a Cancel,
+}
+
+impl Sync<'_> {
+    /// Makes `to` hold what `from` holds (`rel`: `from` relative to the
+    /// workspace root; the top level's excluded names are left out), writing
+    /// only what differs, and removes what `from` does not hold.
+    fn dir(&self, from: &Path, to: &Path, rel: &Path) -> Result<()> {
+        self.cancel.check()?;
+        let mut wanted = BTreeSet::new();
+        for entry in fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+            let entry = entry.map_err(|e| Error::io(from, e))?;
+            let name = entry.file_name();
+            let src = entry.path();
+            if rel.as_os_str().is_empty() && excluded(&name.to_string_lossy(), self.exclude) {
+                continue;
+            }
+            let dst = to.join(&name);
+            let ft = entry.file_type().map_err(|e| Error::io(&src, e))?;
+            if ft.is_symlink() {
+                let link = fs::read_link(&src).map_err(|e| Error::io(&src, e))?;
+                if fs::read_link(&dst).ok().as_ref() != Some(&link) {
+                    remove_any(&dst)?;
+                    std::os::unix::fs::symlink(&link, &dst).map_err(|e| Error::io(&dst, e))?;
+                }
+            } else if ft.is_dir() {
+                if src.join("CACHEDIR.TAG").exists() {
+                    continue;
+                }
+                ensure_dir(&dst)?;
+                self.dir(&src, &dst, &rel.join(&name))?;
+            } else if ft.is_file() {
+                self.file(&src, &dst, &rel.join(&name))?;
+            } else {
+                continue;
+            }
+            wanted.insert(name);
+        }
+        for entry in fs::read_dir(to).map_err(|e| Error::io(to, e))? {
+            let entry = entry.map_err(|e| Error::io(to, e))?;
+            if !wanted.contains(&entry.file_name()) {
+                remove_any(&entry.path())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `dst` when its bytes are not the ones wanted.
+    fn file(&self, src: &Path, dst: &Path, rel: &Path) -> Result<()> {
+        let want: Cow<'_, [u8]> = match self.overlay.get(rel) {
+            Some(text) => Cow::Borrowed(text.as_bytes()),
+            None => Cow::Owned(fs::read(src).map_err(|e| Error::io(src, e))?),
+        };
+        if dst.is_file()
+            && !dst.is_symlink()
+            && fs::read(dst).is_ok_and(|held| held == want.as_ref())
+        {
+            return Ok(());
+        }
+        remove_any(dst)?;
+        match self.overlay.get(rel) {
+            Some(text) => fs::write(dst, text).map_err(|e| Error::io(dst, e)),
+            None => fs::copy(src, dst).map(drop).map_err(|e| Error::io(src, e)),
+        }
+    }
+}
+
+/// `p` is a directory (not a link to one), made if missing.
+fn ensure_dir(p: &Path) -> Result<()> {
+    if p.is_dir() && !p.is_symlink() {
+        return Ok(());
+    }
+    remove_any(p)?;
+    fs::create_dir_all(p).map_err(|e| Error::io(p, e))
+}
+
+/// Removes whatever is at `p` (nothing there is fine).
+fn remove_any(p: &Path) -> Result<()> {
+    let Ok(meta) = fs::symlink_metadata(p) else {
+        return Ok(());
+    };
+    if meta.is_dir() {
+        fs::remove_dir_all(p)
+    } else {
+        fs::remove_file(p)
+    }
+    .map_err(|e| Error::io(p, e))
 }
 
 fn copy_dir(from: &Path, to: &Path, top_exclude: Option<&[String]>, cancel: &Cancel) -> Result<()> {
@@ -171,5 +343,88 @@ mod tests {
         let r = Scratch::copy(src.path(), &[], Some(parent.path()), &cancel);
         assert!(matches!(r, Err(Error::Interrupted)));
         assert_eq!(fs::read_dir(parent.path()).unwrap().count(), 0);
+    }
+
+    fn modified(p: &Path) -> std::time::SystemTime {
+        fs::metadata(p).unwrap().modified().unwrap()
+    }
+
+    #[test]
+    fn a_kept_copy_rewrites_only_what_changed_and_removes_what_went() {
+        let src = tempfile::tempdir().unwrap();
+        let s = src.path();
+        fs::create_dir_all(s.join("gate/src")).unwrap();
+        fs::write(s.join("gate/src/lib.rs"), "fn x() {}").unwrap();
+        fs::write(s.join("gate/src/guard.rs"), "fn guard() {}").unwrap();
+        fs::write(s.join("gate/src/gone.rs"), "fn gone() {}").unwrap();
+        fs::create_dir_all(s.join("target/debug")).unwrap();
+        fs::create_dir_all(s.join("old")).unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("kept");
+        let overlay = BTreeMap::from([(
+            PathBuf::from("gate/src/guard.rs"),
+            "fn guard() { /* switch */ }".to_owned(),
+        )]);
+        let cancel = Cancel::new();
+        let first = Scratch::kept(s, &[], &dir, &overlay, &cancel)
+            .unwrap()
+            .unwrap();
+        let w = first.workspace().to_path_buf();
+        assert_eq!(
+            fs::read_to_string(w.join("gate/src/guard.rs")).unwrap(),
+            "fn guard() { /* switch */ }"
+        );
+        assert!(!w.join("target").exists());
+        assert!(w.join("old").is_dir());
+        // A second run while the first holds the copy gets none.
+        assert!(
+            Scratch::kept(s, &[], &dir, &overlay, &cancel)
+                .unwrap()
+                .is_none()
+        );
+        let (lib, guard) = (
+            modified(&w.join("gate/src/lib.rs")),
+            modified(&w.join("gate/src/guard.rs")),
+        );
+        drop(first);
+        assert!(w.exists(), "a kept copy outlives its run");
+
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(s.join("gate/src/lib.rs"), "fn y() {}").unwrap();
+        fs::remove_file(s.join("gate/src/gone.rs")).unwrap();
+        fs::remove_dir(s.join("old")).unwrap();
+        fs::write(w.join("stray.txt"), "left by a test").unwrap();
+        let second = Scratch::kept(s, &[], &dir, &overlay, &cancel)
+            .unwrap()
+            .unwrap();
+        assert_eq!(second.workspace(), w);
+        assert_eq!(
+            fs::read_to_string(w.join("gate/src/lib.rs")).unwrap(),
+            "fn y() {}"
+        );
+        assert!(modified(&w.join("gate/src/lib.rs")) > lib);
+        assert_eq!(
+            modified(&w.join("gate/src/guard.rs")),
+            guard,
+            "an unchanged file keeps its time, so cargo does not rebuild it"
+        );
+        assert!(!w.join("gate/src/gone.rs").exists());
+        assert!(!w.join("old").exists());
+        assert!(!w.join("stray.txt").exists());
+        // Writing the text a file already holds leaves it alone.
+        second
+            .write(
+                Path::new("gate/src/guard.rs"),
+                "fn guard() { /* switch */ }",
+            )
+            .unwrap();
+        assert_eq!(modified(&w.join("gate/src/guard.rs")), guard);
+        second
+            .write(Path::new("gate/src/guard.rs"), "fn guard() {}")
+            .unwrap();
+        assert_eq!(
+            fs::read_to_string(w.join("gate/src/guard.rs")).unwrap(),
+            "fn guard() {}"
+        );
     }
 }

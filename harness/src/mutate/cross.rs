@@ -219,7 +219,9 @@ pub fn run(opts: &RunOptions, args: &CrossArgs<'_>, cancel: &Cancel) -> Result<E
 }
 
 fn interrupted() -> ExitCode {
-    eprintln!("mutate: interrupted; the scratch copy was removed and the workspace is untouched");
+    eprintln!(
+        "mutate: interrupted; the workspace is untouched (a temporary scratch copy was removed; schemata mode keeps its own for the next run)"
+    );
     ExitCode::from(130)
 }
 

@@ -211,7 +211,7 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
         }
         Err(Error::Interrupted) => {
             eprintln!(
-                "mutate: interrupted; the scratch copy was removed and the workspace is untouched"
+                "mutate: interrupted; the workspace is untouched (a temporary scratch copy was removed; schemata mode keeps its own for the next run)"
             );
             Ok(ExitCode::from(130))
         }
