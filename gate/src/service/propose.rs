@@ -69,16 +69,9 @@ impl<P: PaymentProvider> Gate<P> {
         let found = match identity::refused_unasked(&mut tx, tenant, actor).await? {
             Some(refusal) => Err(refusal),
             None => {
-                let ask = Ask {
-                    tenant,
-                    agent: actor,
-                    day: now.date_naive(),
-                    policy: None,
-                    judge: forced.is_none(),
-                    since: None,
-                    key: stored_key,
-                };
-                self.locked_state(&mut tx, ask, now).await?
+                let may_judge = forced.is_none();
+                self.locked_state(&mut tx, tenant, actor, stored_key, may_judge, now)
+                    .await?
             }
         };
         let (world, state) = match found {
@@ -233,45 +226,52 @@ impl<P: PaymentProvider> Gate<P> {
 impl<P: PaymentProvider> Gate<P> {
     /// The caller, then the decision's state locked and read under the
     /// tenant's policy and catalog as they are (see
-    /// [`decision_state::read_for_proposal`]): `ask` names the tenant, the
-    /// agent, the day and the key, and whether the engine may judge at all
-    /// (`judge`: the proposal parsed); its policy and window come from the
-    /// world this gate keeps for the tenant. When that world is not the
-    /// tenant's any more (or was never read), the first call sends it and
-    /// locks nothing, and the second locks under its terms, as a proposal
-    /// that reads the policy in a statement before the lock always did.
+    /// [`decision_state::read_for_proposal`]), for `agent`'s proposal in
+    /// `tenant` today under `key`; `may_judge`: the proposal parsed and its
+    /// key was usable, so the engine will judge it if the policy lets it.
+    /// The policy and the window come from the world this gate keeps for the
+    /// tenant. When that world is not the tenant's any more (or was never
+    /// read), the first call sends it and locks nothing, and the second locks
+    /// under its terms, as a proposal that reads the policy in a statement
+    /// before the lock always did.
     async fn locked_state(
         &self,
         tx: &mut PgConnection,
-        ask: Ask<'_>,
+        tenant: &str,
+        agent: &str,
+        key: Option<&str>,
+        may_judge: bool,
         now: DateTime<Utc>,
     ) -> Result<Result<(Option<Arc<World>>, State), Reason>, ServiceError> {
-        let mut world = self.worlds().get(ask.tenant);
+        let mut world = self.worlds().get(tenant);
         let mut lock_anyway = false;
         loop {
             let policy = world.as_ref().and_then(|w| w.policy.as_ref());
-            let judge = ask.judge && decide::judges(policy);
-            let asked = Ask {
+            let judge = may_judge && decide::judges(policy);
+            let ask = Ask {
+                tenant,
+                agent,
+                day: now.date_naive(),
                 policy,
                 judge,
                 since: Moment::Proposal
                     .counted_since(now, policy)
                     .filter(|_| judge),
-                ..ask
+                key,
             };
             let digest = world.as_ref().map(|w| w.digest.as_str());
-            match decision_state::read_for_proposal(tx, asked, digest, lock_anyway).await? {
+            match decision_state::read_for_proposal(tx, ask, digest, lock_anyway).await? {
                 ProposalState::Locked(state) => return Ok(Ok((world, state))),
                 ProposalState::Refused(reason) => return Ok(Err(reason)),
                 ProposalState::Stale(read) if !lock_anyway => {
                     let read = Arc::new(read);
-                    self.worlds().put(ask.tenant, Arc::clone(&read));
+                    self.worlds().put(tenant, Arc::clone(&read));
                     world = Some(read);
                     lock_anyway = true;
                 }
                 ProposalState::Stale(_) => {
                     return Err(ServiceError::Corrupt {
-                        what: format!("a proposal's state in {} was not locked", ask.tenant),
+                        what: format!("a proposal's state in {tenant} was not locked"),
                     });
                 }
             }
