@@ -36,22 +36,6 @@ impl Who {
     }
 }
 
-/// The columns that look one actor up in one tenant (`$1` the tenant, `$2`
-/// the actor), read into a [`Lookup`] by [`resolve`]. The database function
-/// `proposal_state` makes the same lookup for a proposal
-/// (`migrations/20261204000001_proposal_state.sql`); a test holds the two to
-/// the same answers.
-macro_rules! lookup_columns {
-    () => {
-        "EXISTS (SELECT 1 FROM tenants WHERE id = $1) AS tenant_known, \
-         EXISTS (SELECT 1 FROM agents WHERE tenant_id = $1 AND id = $2) AS is_agent, \
-         (SELECT may_approve FROM people WHERE tenant_id = $1 AND id = $2) AS may_approve, \
-         (SELECT is_operator FROM people WHERE tenant_id = $1 AND id = $2) AS is_operator, \
-         (EXISTS (SELECT 1 FROM agents WHERE id = $2 AND tenant_id <> $1) \
-          OR EXISTS (SELECT 1 FROM people WHERE id = $2 AND tenant_id <> $1)) AS elsewhere"
-    };
-}
-
 /// What the database knows of one actor id, relative to one tenant.
 #[derive(sqlx::FromRow)]
 pub(crate) struct Lookup {
@@ -92,12 +76,17 @@ pub(crate) async fn resolve(
     if let Some(refusal) = refused_unasked(conn, tenant, actor).await? {
         return Ok(Err(refusal));
     }
-    let found: Lookup = sqlx::query_as(concat!("SELECT ", lookup_columns!()))
-        .bind(tenant)
-        .bind(actor)
-        .fetch_one(&mut *conn)
-        .await
-        .ctx("resolving the caller")?;
+    // `caller_lookup` (migrations/20261204000002_caller_lookup.sql) is the
+    // one lookup; `proposal_state` makes a proposal's through it too.
+    let found: Lookup = sqlx::query_as(
+        "SELECT tenant_known, is_agent, may_approve, is_operator, elsewhere \
+         FROM caller_lookup($1, $2)",
+    )
+    .bind(tenant)
+    .bind(actor)
+    .fetch_one(&mut *conn)
+    .await
+    .ctx("resolving the caller")?;
     Ok(found.verdict())
 }
 
