@@ -146,19 +146,27 @@ fn judge(
         return Ok(report);
     }
     observer.event(&Event::Phase("copying the workspace".into()));
-    let kept = match opts.mode {
-        Mode::Schemata => Scratch::kept(
-            &opts.root,
-            exclude,
-            &kept_dir(opts),
-            &plan.instrumented,
-            cancel,
-        )?,
-        Mode::Rewrite => None,
-    };
-    let scratch = match kept {
-        Some(kept) => kept,
-        None => Scratch::copy(&opts.root, exclude, opts.scratch_parent.as_deref(), cancel)?,
+    let scratch = match opts.mode {
+        Mode::Schemata => {
+            let dir = kept_dir(opts);
+            let mut waiting = || {
+                observer.event(&Event::Phase(format!(
+                    "waiting for another run to let go of {}",
+                    dir.display()
+                )))
+            };
+            Scratch::kept(
+                &opts.root,
+                exclude,
+                &dir,
+                &plan.instrumented,
+                cancel,
+                &mut waiting,
+            )?
+        }
+        Mode::Rewrite => {
+            Scratch::copy(&opts.root, exclude, opts.scratch_parent.as_deref(), cancel)?
+        }
     };
     observer.event(&Event::ScratchReady(scratch.path().to_path_buf()));
     // The tree still holds what the plan read (a kept copy holds the

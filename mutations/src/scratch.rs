@@ -25,7 +25,9 @@
 //! whose sources did change, and a run over an unchanged tree builds
 //! nothing. Files and directories the source no longer has are removed. One
 //! run at a time holds the kept copy (an advisory lock on `<dir>/lock`);
-//! another run meanwhile gets a fresh temporary copy instead. The kept copy
+//! another run waits for it (and can be interrupted while it waits), so no
+//! other copy ever builds into the same artifacts between two runs of the
+//! kept one, which would leave cargo trusting files it did not build. The kept copy
 //! is not removed at the end of a run: it lives in the build cache's
 //! directory and goes with it (`cargo clean`).
 
@@ -93,14 +95,16 @@ impl Scratch {
 
     /// The copy kept at `dir` between runs, brought up to date with `from`
     /// (the files in `overlay`, relative to the workspace root, get the text
-    /// given instead of their own), or `None` when another run holds it.
+    /// given instead of their own). When another run holds it, `waiting` is
+    /// called once and this waits for it, polling `cancel`.
     pub fn kept(
         from: &Path,
         exclude: &[String],
         dir: &Path,
         overlay: &BTreeMap<PathBuf, String>,
         cancel: &Cancel,
-    ) -> Result<Option<Scratch>> {
+        waiting: &mut dyn FnMut(),
+    ) -> Result<Scratch> {
         fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let lock_path = dir.join("lock");
         let lock = fs::File::options()
@@ -109,10 +113,20 @@ impl Scratch {
             .write(true)
             .open(&lock_path)
             .map_err(|e| Error::io(&lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => return Ok(None),
-            Err(fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
+        let mut told = false;
+        loop {
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(fs::TryLockError::WouldBlock) => {
+                    if !told {
+                        waiting();
+                        told = true;
+                    }
+                    cancel.check()?;
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
+            }
         }
         let workspace = dir.join("ws");
         let scratch = Scratch {
@@ -134,7 +148,7 @@ impl Scratch {
             fs::remove_dir_all(&logs).map_err(|e| Error::io(&logs, e))?;
         }
         fs::create_dir(&logs).map_err(|e| Error::io(&logs, e))?;
-        Ok(Some(scratch))
+        Ok(scratch)
     }
 
     /// The copied workspace root.
@@ -366,9 +380,8 @@ mod tests {
             "fn guard() { /* switch */ }".to_owned(),
         )]);
         let cancel = Cancel::new();
-        let first = Scratch::kept(s, &[], &dir, &overlay, &cancel)
-            .unwrap()
-            .unwrap();
+        let mut waited = 0;
+        let first = Scratch::kept(s, &[], &dir, &overlay, &cancel, &mut || waited += 1).unwrap();
         let w = first.workspace().to_path_buf();
         assert_eq!(
             fs::read_to_string(w.join("gate/src/guard.rs")).unwrap(),
@@ -376,12 +389,13 @@ mod tests {
         );
         assert!(!w.join("target").exists());
         assert!(w.join("old").is_dir());
-        // A second run while the first holds the copy gets none.
-        assert!(
-            Scratch::kept(s, &[], &dir, &overlay, &cancel)
-                .unwrap()
-                .is_none()
-        );
+        // A second run while the first holds the copy waits for it (here
+        // until it is interrupted).
+        let interrupted = Cancel::new();
+        interrupted.cancel();
+        let second = Scratch::kept(s, &[], &dir, &overlay, &interrupted, &mut || waited += 1);
+        assert!(matches!(second, Err(Error::Interrupted)), "{second:?}");
+        assert_eq!(waited, 1, "a run that waits says so once");
         let (lib, guard) = (
             modified(&w.join("gate/src/lib.rs")),
             modified(&w.join("gate/src/guard.rs")),
@@ -394,9 +408,8 @@ mod tests {
         fs::remove_file(s.join("gate/src/gone.rs")).unwrap();
         fs::remove_dir(s.join("old")).unwrap();
         fs::write(w.join("stray.txt"), "left by a test").unwrap();
-        let second = Scratch::kept(s, &[], &dir, &overlay, &cancel)
-            .unwrap()
-            .unwrap();
+        let second = Scratch::kept(s, &[], &dir, &overlay, &cancel, &mut || waited += 1).unwrap();
+        assert_eq!(waited, 1, "a free copy is taken without waiting");
         assert_eq!(second.workspace(), w);
         assert_eq!(
             fs::read_to_string(w.join("gate/src/lib.rs")).unwrap(),
