@@ -170,6 +170,69 @@ fn schemata_and_rewrite_modes_reach_the_same_right_verdicts() {
     );
 }
 
+/// Every file under `dir` and its modification time.
+fn mtimes(dir: &Path) -> BTreeMap<PathBuf, std::time::SystemTime> {
+    fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, std::time::SystemTime>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries {
+            let e = e.unwrap();
+            let p = e.path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.is_dir() {
+                walk(&p, out);
+            } else {
+                out.insert(p, meta.modified().unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, &mut out);
+    out
+}
+
+#[test]
+fn a_second_schemata_run_over_an_unchanged_tree_builds_nothing() {
+    let _g = cargo_lock();
+    let root = fixture();
+    let out = tempfile::tempdir().unwrap();
+    let opts = options(&root, Mode::Schemata, out.path());
+    let first = mutations::run(&opts, &Cancel::new(), &mut log).unwrap();
+    assert_eq!(first.mode, Mode::Schemata, "{:?}", first.notes);
+    let kept = mutations::runner::kept_dir(&opts);
+    let artifacts = opts.target_dir.join("schemata");
+    let (copy, built) = (mtimes(&kept.join("ws")), mtimes(&artifacts));
+    assert!(
+        copy.keys().any(|p| p.ends_with("src/guards.rs")),
+        "the kept copy holds the workspace: {copy:?}"
+    );
+    assert!(
+        !built.is_empty(),
+        "nothing built under {}",
+        artifacts.display()
+    );
+
+    let second = mutations::run(&opts, &Cancel::new(), &mut log).unwrap();
+    assert_eq!(verdicts(&second), verdicts(&first));
+    assert_eq!(
+        mtimes(&kept.join("ws")),
+        copy,
+        "the kept copy was rewritten although the tree did not change"
+    );
+    let rebuilt: Vec<_> = mtimes(&artifacts)
+        .into_iter()
+        .filter(|(p, t)| built.get(p) != Some(t))
+        .map(|(p, _)| p)
+        .collect();
+    // Cargo may touch its own bookkeeping; no compiled artifact changes.
+    let compiled: Vec<_> = rebuilt
+        .iter()
+        .filter(|p| p.components().any(|c| c.as_os_str() == "deps"))
+        .collect();
+    assert!(compiled.is_empty(), "rebuilt: {compiled:?}");
+}
+
 #[test]
 fn a_locator_that_no_longer_matches_is_registry_drift() {
     let ws = fixture_copy();
