@@ -87,7 +87,13 @@ impl Scratch {
             workspace,
         };
         fs::create_dir(&scratch.workspace).map_err(|e| Error::io(&scratch.workspace, e))?;
-        copy_dir(from, &scratch.workspace, Some(exclude), cancel)?;
+        let none = BTreeMap::new();
+        let mirror = Mirror {
+            exclude,
+            overlay: &none,
+            cancel,
+        };
+        mirror.dir(from, &scratch.workspace, Path::new(""))?;
         let logs = scratch.logs();
         fs::create_dir(&logs).map_err(|e| Error::io(&logs, e))?;
         Ok(scratch)
@@ -137,12 +143,12 @@ impl Scratch {
             workspace,
         };
         ensure_dir(&scratch.workspace)?;
-        let copy = Sync {
+        let mirror = Mirror {
             exclude,
             overlay,
             cancel,
         };
-        copy.dir(from, &scratch.workspace, Path::new(""))?;
+        mirror.dir(from, &scratch.workspace, Path::new(""))?;
         let logs = scratch.logs();
         if logs.exists() {
             fs::remove_dir_all(&logs).map_err(|e| Error::io(&logs, e))?;
@@ -185,14 +191,16 @@ pub fn excluded(name: &str, exclude: &[String]) -> bool {
     ALWAYS_EXCLUDED.contains(&name) || exclude.iter().any(|e| e.trim_matches('/') == name)
 }
 
-/// Brings a kept copy up to date with its source, one directory at a time.
-struct Sync<'a> {
+/// Makes a copy hold what its source holds, one directory at a time: an
+/// empty directory (a temporary copy) or a kept copy from an earlier run,
+/// where only what differs is written.
+struct Mirror<'a> {
     exclude: &'a [String],
     overlay: &'a BTreeMap<PathBuf, String>,
     cancel: &'a Cancel,
 }
 
-impl Sync<'_> {
+impl Mirror<'_> {
     /// Makes `to` hold what `from` holds (`rel`: `from` relative to the
     /// workspace root; the top level's excluded names are left out), writing
     /// only what differs, and removes what `from` does not hold.
@@ -236,24 +244,40 @@ impl Sync<'_> {
         Ok(())
     }
 
-    /// Writes `dst` when its bytes are not the ones wanted.
+    /// Writes `dst` unless it already holds the bytes wanted (the overlay's
+    /// text, or `src`'s bytes with `src`'s permissions).
     fn file(&self, src: &Path, dst: &Path, rel: &Path) -> Result<()> {
-        let want: Cow<'_, [u8]> = match self.overlay.get(rel) {
-            Some(text) => Cow::Borrowed(text.as_bytes()),
-            None => Cow::Owned(fs::read(src).map_err(|e| Error::io(src, e))?),
-        };
-        if dst.is_file()
-            && !dst.is_symlink()
-            && fs::read(dst).is_ok_and(|held| held == want.as_ref())
-        {
+        let overlay = self.overlay.get(rel);
+        if holds(src, dst, overlay)? {
             return Ok(());
         }
         remove_any(dst)?;
-        match self.overlay.get(rel) {
+        match overlay {
             Some(text) => fs::write(dst, text).map_err(|e| Error::io(dst, e)),
             None => fs::copy(src, dst).map(drop).map_err(|e| Error::io(src, e)),
         }
     }
+}
+
+/// Whether `dst` is a plain file holding what [`Mirror::file`] would write.
+fn holds(src: &Path, dst: &Path, overlay: Option<&String>) -> Result<bool> {
+    let Ok(held) = fs::symlink_metadata(dst) else {
+        return Ok(false);
+    };
+    if !held.is_file() {
+        return Ok(false);
+    }
+    let want = match overlay {
+        Some(text) => Cow::Borrowed(text.as_bytes()),
+        None => {
+            let source = fs::metadata(src).map_err(|e| Error::io(src, e))?;
+            if source.len() != held.len() || source.permissions() != held.permissions() {
+                return Ok(false);
+            }
+            Cow::Owned(fs::read(src).map_err(|e| Error::io(src, e))?)
+        }
+    };
+    Ok(fs::read(dst).is_ok_and(|bytes| bytes == want.as_ref()))
 }
 
 /// `p` is a directory (not a link to one), made if missing.
@@ -276,39 +300,6 @@ fn remove_any(p: &Path) -> Result<()> {
         fs::remove_file(p)
     }
     .map_err(|e| Error::io(p, e))
-}
-
-fn copy_dir(from: &Path, to: &Path, top_exclude: Option<&[String]>, cancel: &Cancel) -> Result<()> {
-    cancel.check()?;
-    let mut entries: Vec<_> = fs::read_dir(from)
-        .map_err(|e| Error::io(from, e))?
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::io(from, e))?;
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let name = entry.file_name();
-        let src = entry.path();
-        if let Some(ex) = top_exclude
-            && excluded(&name.to_string_lossy(), ex)
-        {
-            continue;
-        }
-        let dst = to.join(&name);
-        let ft = entry.file_type().map_err(|e| Error::io(&src, e))?;
-        if ft.is_symlink() {
-            let link = fs::read_link(&src).map_err(|e| Error::io(&src, e))?;
-            std::os::unix::fs::symlink(&link, &dst).map_err(|e| Error::io(&dst, e))?;
-        } else if ft.is_dir() {
-            if src.join("CACHEDIR.TAG").exists() {
-                continue;
-            }
-            fs::create_dir(&dst).map_err(|e| Error::io(&dst, e))?;
-            copy_dir(&src, &dst, None, cancel)?;
-        } else if ft.is_file() {
-            fs::copy(&src, &dst).map_err(|e| Error::io(&src, e))?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -373,6 +364,7 @@ mod tests {
         fs::write(s.join("gate/src/gone.rs"), "fn gone() {}").unwrap();
         fs::create_dir_all(s.join("target/debug")).unwrap();
         fs::create_dir_all(s.join("old")).unwrap();
+        fs::write(s.join("run.sh"), "#!/bin/sh\n").unwrap();
         let home = tempfile::tempdir().unwrap();
         let dir = home.path().join("kept");
         let overlay = BTreeMap::from([(
@@ -408,6 +400,8 @@ mod tests {
         fs::remove_file(s.join("gate/src/gone.rs")).unwrap();
         fs::remove_dir(s.join("old")).unwrap();
         fs::write(w.join("stray.txt"), "left by a test").unwrap();
+        let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        fs::set_permissions(s.join("run.sh"), executable).unwrap();
         let second = Scratch::kept(s, &[], &dir, &overlay, &cancel, &mut || waited += 1).unwrap();
         assert_eq!(waited, 1, "a free copy is taken without waiting");
         assert_eq!(second.workspace(), w);
@@ -424,6 +418,10 @@ mod tests {
         assert!(!w.join("gate/src/gone.rs").exists());
         assert!(!w.join("old").exists());
         assert!(!w.join("stray.txt").exists());
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &fs::metadata(w.join("run.sh")).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o755, "same bytes, new permissions: copied");
         // Writing the text a file already holds leaves it alone.
         second
             .write(

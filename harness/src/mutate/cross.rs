@@ -219,9 +219,7 @@ pub fn run(opts: &RunOptions, args: &CrossArgs<'_>, cancel: &Cancel) -> Result<E
 }
 
 fn interrupted() -> ExitCode {
-    eprintln!(
-        "mutate: interrupted; the workspace is untouched (a temporary scratch copy was removed; schemata mode keeps its own for the next run)"
-    );
+    eprintln!("{}", super::INTERRUPTED);
     ExitCode::from(130)
 }
 

@@ -40,6 +40,10 @@ pub mod tour;
 
 use cross::{CrossArgs, Sample};
 
+/// What an interrupted run says before it exits 130.
+const INTERRUPTED: &str = "mutate: interrupted; the workspace is untouched (a temporary scratch \
+     copy was removed; schemata mode keeps its own for the next run)";
+
 /// Delete each registered guard in turn (mutations/registry.yaml) and require a named test to fail.
 #[derive(Debug, Args)]
 pub struct MutateArgs {
@@ -210,9 +214,7 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
             Ok(ExitCode::from(report.exit_code()))
         }
         Err(Error::Interrupted) => {
-            eprintln!(
-                "mutate: interrupted; the workspace is untouched (a temporary scratch copy was removed; schemata mode keeps its own for the next run)"
-            );
+            eprintln!("{INTERRUPTED}");
             Ok(ExitCode::from(130))
         }
         Err(e) => Err(e).context("mutation run"),
