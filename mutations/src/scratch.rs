@@ -29,12 +29,17 @@
 //! other copy ever builds into the same artifacts between two runs of the
 //! kept one, which would leave cargo trusting files it did not build. The kept copy
 //! is not removed at the end of a run: it lives in the build cache's
-//! directory and goes with it (`cargo clean`).
+//! directory and goes with it (`cargo clean`). Because cargo trusts a
+//! file older than its last build, a kept copy survives a clock stepped
+//! back: the end of each run is stamped (`<dir>/last-run`), and a file
+//! written while the clock reads earlier than that stamp is dated just after
+//! it, so cargo still sees it as changed.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use tempfile::TempDir;
 
@@ -56,8 +61,14 @@ pub struct Scratch {
 enum Home {
     /// A fresh temporary directory, removed on drop.
     Temporary(TempDir),
-    /// A fixed directory kept between runs; the lock is released on drop.
-    Kept { dir: PathBuf, _lock: fs::File },
+    /// A fixed directory kept between runs; the lock is released on drop,
+    /// after the end of the run is stamped. `not_before`: the last run's
+    /// stamp, the earliest time a file written now may carry.
+    Kept {
+        dir: PathBuf,
+        not_before: Option<SystemTime>,
+        _lock: fs::File,
+    },
 }
 
 impl Scratch {
@@ -92,6 +103,7 @@ impl Scratch {
             exclude,
             overlay: &none,
             cancel,
+            not_before: None,
         };
         mirror.dir(from, &scratch.workspace, Path::new(""))?;
         let logs = scratch.logs();
@@ -135,9 +147,13 @@ impl Scratch {
             }
         }
         let workspace = dir.join("ws");
+        let not_before = fs::metadata(dir.join(LAST_RUN))
+            .and_then(|m| m.modified())
+            .ok();
         let scratch = Scratch {
             home: Home::Kept {
                 dir: dir.to_path_buf(),
+                not_before,
                 _lock: lock,
             },
             workspace,
@@ -147,6 +163,7 @@ impl Scratch {
             exclude,
             overlay,
             cancel,
+            not_before,
         };
         mirror.dir(from, &scratch.workspace, Path::new(""))?;
         let logs = scratch.logs();
@@ -175,6 +192,14 @@ impl Scratch {
         }
     }
 
+    /// The earliest time a file written into the copy may carry.
+    fn not_before(&self) -> Option<SystemTime> {
+        match &self.home {
+            Home::Temporary(_) => None,
+            Home::Kept { not_before, .. } => *not_before,
+        }
+    }
+
     /// Writes `text` to `rel` inside the copy, unless it holds exactly that
     /// already (so that its modification time moves only when it changes).
     pub fn write(&self, rel: &Path, text: &str) -> Result<()> {
@@ -182,8 +207,40 @@ impl Scratch {
         if fs::read(&p).is_ok_and(|held| held == text.as_bytes()) {
             return Ok(());
         }
-        fs::write(&p, text).map_err(|e| Error::io(&p, e))
+        fs::write(&p, text).map_err(|e| Error::io(&p, e))?;
+        date_after(&p, self.not_before())
     }
+}
+
+impl Drop for Scratch {
+    /// Stamps the end of a kept copy's run (best effort: without a stamp the
+    /// next run dates its writes by the clock alone).
+    fn drop(&mut self) {
+        if let Home::Kept { dir, .. } = &self.home {
+            let _ = fs::File::create(dir.join(LAST_RUN))
+                .and_then(|stamp| stamp.set_modified(SystemTime::now()));
+        }
+    }
+}
+
+/// The file whose modification time is the end of a kept copy's last run.
+const LAST_RUN: &str = "last-run";
+
+/// Dates the file just written at `p` after `not_before` when the clock
+/// reads earlier than that (it was stepped back since the stamp).
+fn date_after(p: &Path, not_before: Option<SystemTime>) -> Result<()> {
+    let Some(stamp) = not_before else {
+        return Ok(());
+    };
+    if SystemTime::now() > stamp {
+        return Ok(());
+    }
+    let later = stamp + std::time::Duration::from_secs(1);
+    fs::File::options()
+        .write(true)
+        .open(p)
+        .and_then(|f| f.set_modified(later))
+        .map_err(|e| Error::io(p, e))
 }
 
 /// Whether a top-level entry is excluded.
@@ -198,6 +255,8 @@ struct Mirror<'a> {
     exclude: &'a [String],
     overlay: &'a BTreeMap<PathBuf, String>,
     cancel: &'a Cancel,
+    /// Written files are dated after this (see [`date_after`]).
+    not_before: Option<SystemTime>,
 }
 
 impl Mirror<'_> {
@@ -255,7 +314,8 @@ impl Mirror<'_> {
         match overlay {
             Some(text) => fs::write(dst, text).map_err(|e| Error::io(dst, e)),
             None => fs::copy(src, dst).map(drop).map_err(|e| Error::io(src, e)),
-        }
+        }?;
+        date_after(dst, self.not_before)
     }
 }
 
@@ -392,8 +452,13 @@ mod tests {
             modified(&w.join("gate/src/lib.rs")),
             modified(&w.join("gate/src/guard.rs")),
         );
+        let ended = std::time::SystemTime::now();
         drop(first);
         assert!(w.exists(), "a kept copy outlives its run");
+        assert!(
+            modified(&dir.join(LAST_RUN)) >= ended,
+            "the end of the run is stamped"
+        );
 
         std::thread::sleep(std::time::Duration::from_millis(20));
         fs::write(s.join("gate/src/lib.rs"), "fn y() {}").unwrap();
@@ -437,5 +502,27 @@ mod tests {
             fs::read_to_string(w.join("gate/src/guard.rs")).unwrap(),
             "fn guard() {}"
         );
+        drop(second);
+
+        // The clock is stepped back: the last run seems to end a day from
+        // now. A file changed now is dated after it, or cargo would trust
+        // the artifacts built from its old text; an unchanged one is not.
+        let day = std::time::Duration::from_secs(86_400);
+        let future = std::time::SystemTime::now() + day;
+        fs::File::options()
+            .write(true)
+            .open(dir.join(LAST_RUN))
+            .unwrap()
+            .set_modified(future)
+            .unwrap();
+        let untouched = modified(&w.join("run.sh"));
+        fs::write(s.join("gate/src/lib.rs"), "fn z() {}").unwrap();
+        let third = Scratch::kept(s, &[], &dir, &overlay, &cancel, &mut || waited += 1).unwrap();
+        assert!(modified(&w.join("gate/src/lib.rs")) > future);
+        assert_eq!(modified(&w.join("run.sh")), untouched);
+        third
+            .write(Path::new("gate/src/guard.rs"), "fn guard() { 1 }")
+            .unwrap();
+        assert!(modified(&w.join("gate/src/guard.rs")) > future);
     }
 }
