@@ -13,6 +13,7 @@ mod core_refusals;
 mod db_factory;
 mod db_guards;
 mod db_guards_state;
+mod db_hex_checks;
 mod db_provider_guards;
 mod db_roles;
 mod db_tenancy;
