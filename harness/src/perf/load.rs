@@ -43,6 +43,7 @@ use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, Executor, PgConnection};
 
 use super::Progress;
+use super::cpu;
 use super::statements::{self, Breakdown};
 use super::stats::thousands;
 use super::unguarded::{self, Guards};
@@ -113,6 +114,8 @@ pub struct Cell {
     /// Operations whose outcome was not the one the cell expects.
     pub unexpected: u64,
     pub first_unexpected: Option<String>,
+    /// CPU per operation over the cell (see [`cpu`]).
+    pub cpu: Option<cpu::PerOp>,
 }
 
 /// One client count: pgbench and the gate side by side.
@@ -121,6 +124,8 @@ pub struct LoadRow {
     pub clients: usize,
     pub pgbench_tps: Option<f64>,
     pub pgbench_error: Option<String>,
+    /// CPU per pgbench transaction (see [`cpu`]).
+    pub pgbench_cpu: Option<cpu::PerOp>,
     pub propose_one_tenant: Option<Cell>,
     pub propose_tenant_per_client: Option<Cell>,
     pub flow_one_tenant: Option<Cell>,
@@ -448,6 +453,7 @@ async fn cell(
     clients: usize,
     seconds: Duration,
 ) -> Result<(Cell, Histograms)> {
+    let cpu_before = cpu::read();
     let start = Instant::now();
     let deadline = start + seconds;
     let tasks: Vec<_> = (0..clients)
@@ -467,6 +473,7 @@ async fn cell(
         runs.push(t.await.context("a load client panicked")??);
     }
     let elapsed = start.elapsed().as_secs_f64();
+    let cpu_after = cpu::read();
     let mut histograms = Histograms::new();
     let mut out = Cell {
         completed: 0,
@@ -474,6 +481,7 @@ async fn cell(
         per_sec: None,
         unexpected: 0,
         first_unexpected: None,
+        cpu: None,
     };
     for run in runs {
         out.completed += run.completed;
@@ -491,6 +499,7 @@ async fn cell(
         }
     }
     out.per_sec = super::stats::rate(out.completed, elapsed);
+    out.cpu = cpu::per_op(cpu_before, cpu_after, out.completed);
     Ok((out, histograms))
 }
 
@@ -586,9 +595,11 @@ impl Pgbench {
         Ok(bench)
     }
 
-    async fn run(&self, clients: usize, seconds: Duration) -> Result<f64> {
+    /// pgbench at `clients` for `seconds`: (TPS, CPU per transaction).
+    async fn run(&self, clients: usize, seconds: Duration) -> Result<(f64, Option<cpu::PerOp>)> {
         let n = clients.to_string();
         let t = seconds.as_secs().max(1).to_string();
+        let before = cpu::read();
         let out = tokio::process::Command::new(&self.program)
             .args([
                 "-n", "-c", &n, "-j", &n, "-T", &t, "-M", "prepared", &self.url,
@@ -604,7 +615,10 @@ impl Pgbench {
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
-        parse_tps(&stdout).with_context(|| format!("no tps in pgbench's output: {stdout}"))
+        let tps =
+            parse_tps(&stdout).with_context(|| format!("no tps in pgbench's output: {stdout}"))?;
+        let per_tx = parse_transactions(&stdout).and_then(|n| cpu::per_op(before, cpu::read(), n));
+        Ok((tps, per_tx))
     }
 
     async fn drop(self) -> Result<()> {
@@ -648,6 +662,19 @@ fn serialized_bound(rows: &[LoadRow], goal_ms: f64) -> Option<String> {
     ))
 }
 
+/// The `number of transactions actually processed: N` of pgbench's report.
+fn parse_transactions(stdout: &str) -> Option<u64> {
+    stdout.lines().find_map(|line| {
+        let rest = line
+            .trim()
+            .strip_prefix("number of transactions actually processed: ")?;
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
 /// The `tps = N` figure of pgbench's report.
 fn parse_tps(stdout: &str) -> Option<f64> {
     stdout.lines().find_map(|line| {
@@ -688,14 +715,15 @@ pub(super) async fn measure(
     let mut latency = Vec::new();
     for &clients in &plan.clients {
         progress.say(&format!("load: {clients} clients"));
-        let (pgbench_tps, pgbench_error) = match bench.run(clients, plan.cell).await {
-            Ok(tps) => (Some(tps), None),
-            Err(e) => (None, Some(format!("{e:#}"))),
+        let (pgbench_tps, pgbench_cpu, pgbench_error) = match bench.run(clients, plan.cell).await {
+            Ok((tps, cpu)) => (Some(tps), cpu, None),
+            Err(e) => (None, None, Some(format!("{e:#}"))),
         };
         let mut row = LoadRow {
             clients,
             pgbench_tps,
             pgbench_error,
+            pgbench_cpu,
             propose_one_tenant: None,
             propose_tenant_per_client: None,
             flow_one_tenant: None,
@@ -841,17 +869,35 @@ mod tests {
             clients,
             pgbench_tps: None,
             pgbench_error: None,
+            pgbench_cpu: None,
             propose_one_tenant: one_tenant_per_sec.map(|per_sec| Cell {
                 completed: 1,
                 seconds: 1.0,
                 per_sec: Some(per_sec),
                 unexpected: 0,
                 first_unexpected: None,
+                cpu: None,
             }),
             propose_tenant_per_client: None,
             flow_one_tenant: None,
             flow_tenant_per_client: None,
         }
+    }
+
+    #[test]
+    fn pgbench_reports_how_many_transactions_it_processed() {
+        let out = "transaction type: <builtin: TPC-B (sort of)>\n\
+                   number of transactions actually processed: 12345\n\
+                   number of failed transactions: 0 (0.000%)\n\
+                   tps = 6172.5 (without initial connection time)\n";
+        assert_eq!(parse_transactions(out), Some(12345));
+        assert_eq!(parse_tps(out), Some(6172.5));
+        // pgbench -T with a target count prints "N/M".
+        assert_eq!(
+            parse_transactions("number of transactions actually processed: 40/100\n"),
+            Some(40)
+        );
+        assert_eq!(parse_transactions("tps = 1.0\n"), None);
     }
 
     #[test]

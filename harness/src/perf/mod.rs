@@ -26,6 +26,7 @@
 //! [`findings`] the notes drawn from it, and [`render`] its Markdown, chart
 //! and headline.
 
+mod cpu;
 mod database;
 mod decisions;
 mod findings;

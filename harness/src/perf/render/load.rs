@@ -7,6 +7,7 @@
 
 use std::fmt::Write as _;
 
+use crate::perf::cpu::PerOp;
 use crate::perf::load::{Cell, LatencyRow, Load, LoadRow, Shape, Unguarded};
 use crate::perf::model::HISTORY;
 use crate::perf::statements::Breakdown;
@@ -169,6 +170,7 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
             let _ = writeln!(s, "- pgbench at {} clients failed: {e}", row.clients);
         }
     }
+    s.push_str(&cpu_section(&load.rows));
     s.push_str("### Goals (issue 13), ratios from this run\n\n| measure | figure | goal | met |\n|---|---|---|---|\n");
     s.push_str(&goal_rows(load));
     s.push('\n');
@@ -215,6 +217,68 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
         }
         s.push('\n');
     }
+    s
+}
+
+/// One window's CPU per operation: total (server + client), and beside a
+/// gate cell the ratio pgbench's transaction ÷ this operation.
+fn cpu_cell(op: Option<PerOp>, pgbench: Option<PerOp>) -> String {
+    let Some(op) = op else {
+        return "n/a".into();
+    };
+    let figure = format!(
+        "{} µs ({} + {})",
+        thousands(op.total_us().round() as u64),
+        thousands(op.server_us.round() as u64),
+        thousands(op.client_us.round() as u64)
+    );
+    match pgbench.and_then(|p| ratio(p.total_us(), op.total_us())) {
+        Some(r) => format!("{figure}, {r:.3}×"),
+        None => figure,
+    }
+}
+
+/// CPU per operation beside the throughput table; nothing when no window
+/// could be read (a server on another machine).
+fn cpu_section(rows: &[LoadRow]) -> String {
+    let measured = rows.iter().any(|r| {
+        r.pgbench_cpu.is_some()
+            || [
+                &r.propose_one_tenant,
+                &r.propose_tenant_per_client,
+                &r.flow_tenant_per_client,
+            ]
+            .iter()
+            .any(|c| c.as_ref().is_some_and(|c| c.cpu.is_some()))
+    });
+    if !measured {
+        return String::new();
+    }
+    let mut s = String::from(
+        "### CPU per operation (the kernel's accounting, same cells)\n\n\
+         Each pgbench run and each cell above also read the kernel's CPU counters before and \
+         after (`harness/src/perf/cpu.rs`): the CPU time the machine spent per transaction or \
+         operation, in Postgres' processes (server) and in the load's own process (client: the \
+         gate and the load driver; pgbench's client for pgbench). Throughput moves with \
+         whatever else runs on a shared host; CPU per operation barely does. Once the machine \
+         is the bottleneck, the throughput ratio tends to the CPU ratio: pgbench's CPU per \
+         transaction ÷ the gate's per operation (the × figure).\n\n\
+         | clients | pgbench, per transaction | propose, one tenant | propose, tenant per client \
+         | flow, tenant per client |\n|---|---|---|---|---|\n",
+    );
+    for row in rows {
+        let cell = |c: &Option<Cell>| cpu_cell(c.as_ref().and_then(|c| c.cpu), row.pgbench_cpu);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            row.clients,
+            cpu_cell(row.pgbench_cpu, None),
+            cell(&row.propose_one_tenant),
+            cell(&row.propose_tenant_per_client),
+            cell(&row.flow_tenant_per_client),
+        );
+    }
+    s.push_str("\nEach figure: total µs (server + client).\n\n");
     s
 }
 
@@ -362,6 +426,11 @@ pub(in crate::perf::render) mod tests {
             per_sec: Some(per_sec),
             unexpected: 0,
             first_unexpected: None,
+            // A fifth of a core per operation per second: 2,000 µs at 100/s.
+            cpu: Some(PerOp {
+                client_us: 40_000.0 / per_sec,
+                server_us: 160_000.0 / per_sec,
+            }),
         })
     }
 
@@ -371,6 +440,10 @@ pub(in crate::perf::render) mod tests {
             clients,
             pgbench_tps: Some(tps),
             pgbench_error: None,
+            pgbench_cpu: Some(PerOp {
+                client_us: 100.0,
+                server_us: 300.0,
+            }),
             propose_one_tenant: cell(100.0 * k),
             propose_tenant_per_client: cell(200.0 * k),
             flow_one_tenant: cell(40.0 * k),
@@ -477,6 +550,35 @@ pub(in crate::perf::render) mod tests {
         none.statements = None;
         let md = section(Some(&none), None);
         assert!(md.contains("Not measured in this run"), "{md}");
+    }
+
+    #[test]
+    fn cpu_per_operation_is_a_table_beside_pgbench_and_its_absence_prints_nothing() {
+        let md = section(Some(&fixed()), None);
+        // 1 client: propose one tenant at 100/s costs 1,600 + 400 µs; pgbench
+        // 300 + 100 µs a transaction: 400 / 2,000 = 0.2×.
+        assert!(
+            md.contains("| 1 | 400 µs (300 + 100) | 2,000 µs (1,600 + 400), 0.200× |"),
+            "{md}"
+        );
+        assert!(md.contains("### CPU per operation"), "{md}");
+        let mut none = fixed();
+        for row in &mut none.rows {
+            row.pgbench_cpu = None;
+            for c in [
+                &mut row.propose_one_tenant,
+                &mut row.propose_tenant_per_client,
+                &mut row.flow_one_tenant,
+                &mut row.flow_tenant_per_client,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                c.cpu = None;
+            }
+        }
+        let md = section(Some(&none), None);
+        assert!(!md.contains("CPU per operation"), "{md}");
     }
 
     #[test]
