@@ -578,7 +578,7 @@ pub(in crate::perf::render) mod tests {
             }
         }
         let md = section(Some(&none), None);
-        assert!(!md.contains("CPU per operation"), "{md}");
+        assert!(!md.contains("### CPU per operation"), "{md}");
     }
 
     #[test]
