@@ -38,13 +38,19 @@ async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
         .map(|r| r.rows_affected())
 }
 
-/// Every refused value refused by `guard`, and two valid digests accepted.
-async fn holds(pool: &PgPool, template: &str, guard: &str) -> TestResult {
-    for (value, what) in refused_values() {
-        let result = exec(pool, &with(template, &value)).await;
+/// Every refused value refused by `guard`, the `n`th put into
+/// `statement(n)` in place of `{v}`.
+async fn refuses_every_bad_value(pool: &PgPool, statement: impl Fn(u32) -> String, guard: &str) {
+    for (n, (value, what)) in (0..).zip(refused_values()) {
+        let result = exec(pool, &with(&statement(n), &value)).await;
         assert!(result.is_err(), "{guard} accepted {what}");
         assert_refused_by(result, guard);
     }
+}
+
+/// Every refused value refused by `guard`, and two valid digests accepted.
+async fn holds(pool: &PgPool, template: &str, guard: &str) -> TestResult {
+    refuses_every_bad_value(pool, |_| template.to_owned(), guard).await;
     for n in [1, 2] {
         let done = exec(pool, &with(template, &valid(n))).await?;
         assert_eq!(done, 1, "{guard} refused a valid digest");
@@ -104,11 +110,7 @@ async fn ck_authority_digest_hex_refuses_anything_but_64_lowercase_hex() -> Test
                  FROM payment_requests WHERE id = '{request}'"
             )
         };
-        for (n, (value, what)) in (0..).zip(refused_values()) {
-            let result = exec(w.pool(), &with(&insert(n), &value)).await;
-            assert!(result.is_err(), "ck_authority_digest_hex accepted {what}");
-            assert_refused_by(result, "ck_authority_digest_hex");
-        }
+        refuses_every_bad_value(w.pool(), insert, "ck_authority_digest_hex").await;
         // A valid digest passes the CHECK and is then refused by the key
         // that binds an authority to its request's own digest: the CHECK is
         // not what refused the values above for want of a match.
@@ -139,15 +141,8 @@ async fn ck_ledger_hashes_hex_refuses_anything_but_64_lowercase_hex_on_either_si
         )
         .await?;
         // The same values in the entry's own hash.
-        for (value, what) in refused_values() {
-            let sql = with(&entry(&format!("'{}'", valid(7)), "{v}"), &value);
-            let result = exec(w.pool(), &sql).await;
-            assert!(
-                result.is_err(),
-                "ck_ledger_hashes_hex accepted {what} as the hash"
-            );
-            assert_refused_by(result, "ck_ledger_hashes_hex");
-        }
+        let own_hash = entry(&format!("'{}'", valid(7)), "{v}");
+        refuses_every_bad_value(w.pool(), |_| own_hash.clone(), "ck_ledger_hashes_hex").await;
         Ok(())
     })
     .await
@@ -156,26 +151,9 @@ async fn ck_ledger_hashes_hex_refuses_anything_but_64_lowercase_hex_on_either_si
 #[tokio::test]
 async fn ck_ledger_head_hash_hex_refuses_anything_but_64_lowercase_hex() -> TestResult {
     on_world(async |w| {
-        for (value, what) in refused_values() {
-            let result = exec(
-                w.owner(),
-                &with(
-                    "UPDATE ledger_head SET hash = {v} WHERE tenant_id = 'acme'",
-                    &value,
-                ),
-            )
-            .await;
-            assert!(result.is_err(), "ck_ledger_head_hash_hex accepted {what}");
-            assert_refused_by(result, "ck_ledger_head_hash_hex");
-        }
-        let moved = exec(
-            w.owner(),
-            &with(
-                "UPDATE ledger_head SET hash = {v} WHERE tenant_id = 'acme'",
-                &valid(3),
-            ),
-        )
-        .await?;
+        let update = "UPDATE ledger_head SET hash = {v} WHERE tenant_id = 'acme'";
+        refuses_every_bad_value(w.owner(), |_| update.to_owned(), "ck_ledger_head_hash_hex").await;
+        let moved = exec(w.owner(), &with(update, &valid(3))).await?;
         assert_eq!(moved, 1, "ck_ledger_head_hash_hex refused a valid hash");
         Ok(())
     })
@@ -191,11 +169,7 @@ async fn ck_api_keys_sha256_hex_refuses_anything_but_64_lowercase_hex() -> TestR
                  VALUES ('{n:016x}', 'acme', 'buyer-agent', NULL, {{v}}, now())"
             )
         };
-        for (n, (value, what)) in (0..).zip(refused_values()) {
-            let result = exec(w.owner(), &with(&key(n), &value)).await;
-            assert!(result.is_err(), "ck_api_keys_sha256_hex accepted {what}");
-            assert_refused_by(result, "ck_api_keys_sha256_hex");
-        }
+        refuses_every_bad_value(w.owner(), key, "ck_api_keys_sha256_hex").await;
         assert_eq!(exec(w.owner(), &with(&key(99), &valid(5))).await?, 1);
         Ok(())
     })
