@@ -4,9 +4,11 @@
 //!
 //! Guarantees:
 //! - A window is two readings, one before and one after the same work; its
-//!   figures are differences of the kernel's cumulative counters, so what the
-//!   machine's other tenants do between the readings is not counted (on a
-//!   shared host, throughput moves with them; CPU per operation barely does).
+//!   figures are differences of the kernel's cumulative counters, so only
+//!   this process and the server's processes are counted. What else runs on
+//!   the host is not counted, but it still slows what is (shared cores and
+//!   caches): one disturbed evening moved CPU per operation by up to 2×
+//!   between rounds, as much as throughput. Compare figures of one run.
 //! - **client**: this process's own user and system time (the gate and the
 //!   load driver, every thread), plus the time of children it reaped in the
 //!   window (pgbench). **server**: every local process named `postgres`,

@@ -259,10 +259,11 @@ fn cpu_section(rows: &[LoadRow]) -> String {
          Each pgbench run and each cell above also read the kernel's CPU counters before and \
          after (`harness/src/perf/cpu.rs`): the CPU time the machine spent per transaction or \
          operation, in Postgres' processes (server) and in the load's own process (client: the \
-         gate and the load driver; pgbench's client for pgbench). Throughput moves with \
-         whatever else runs on a shared host; CPU per operation barely does. Once the machine \
-         is the bottleneck, the throughput ratio tends to the CPU ratio: pgbench's CPU per \
-         transaction ÷ the gate's per operation (the × figure).\n\n\
+         gate and the load driver; pgbench's client for pgbench). It splits each operation's \
+         cost between the server and the gate, and gives the ratio the throughput ratio tends \
+         to once the machine is the bottleneck: pgbench's CPU per transaction ÷ the gate's per \
+         operation (the × figure). On a disturbed shared host it moves as much as throughput \
+         does (up to 2× between rounds, one evening): compare the figures of one run.\n\n\
          | clients | pgbench, per transaction | propose, one tenant | propose, tenant per client \
          | flow, tenant per client |\n|---|---|---|---|---|\n",
     );
