@@ -11,12 +11,14 @@
 //!   between rounds, as much as throughput. Compare figures of one run.
 //! - **client**: this process's own user and system time (the gate and the
 //!   load driver, every thread), plus the time of children it reaped in the
-//!   window (pgbench). **server**: every local process named `postgres`,
-//!   with the time of the children each reaped, so a backend that exits in
-//!   the window (pgbench's do) is still counted, once, through its
-//!   postmaster.
-//! - No reading (not Linux, or a server that is not on this machine: no
-//!   `postgres` process is visible) gives no figure, never a wrong one.
+//!   window (pgbench). **server**: the one server the load talks to, found
+//!   from a backend's pid (`pg_backend_pid()`): its postmaster, with the time
+//!   of the children it reaped, and every process it started, so a backend
+//!   that exits in the window (pgbench's do) is still counted, once. Another
+//!   Postgres on the same machine is never counted.
+//! - No reading (not Linux, or a server that is not on this machine, whose
+//!   backend's pid is not a process here) gives no figure, never a wrong
+//!   one.
 //! - Ticks are converted with the kernel's `USER_HZ` as `getconf CLK_TCK`
 //!   reports it (100 when it cannot be asked).
 
@@ -64,9 +66,18 @@ fn ticks_per_second() -> f64 {
     })
 }
 
-/// `(comm, utime + stime, cutime + cstime)` in ticks, from one
-/// `/proc/<pid>/stat` text.
-fn parse_stat(text: &str) -> Option<(&str, u64, u64)> {
+/// One process's line of `/proc/<pid>/stat`, times in ticks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Stat<'a> {
+    comm: &'a str,
+    ppid: u32,
+    /// Its own user and system time.
+    ticks: u64,
+    /// The user and system time of the children it reaped.
+    reaped: u64,
+}
+
+fn parse_stat(text: &str) -> Option<Stat<'_>> {
     // The command name is in parentheses and may itself hold spaces or ')'.
     let open = text.find('(')?;
     let close = text.rfind(')')?;
@@ -75,38 +86,74 @@ fn parse_stat(text: &str) -> Option<(&str, u64, u64)> {
     // After the name: state (0), ppid (1), ... utime (11), stime (12),
     // cutime (13), cstime (14).
     let n = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    Some((comm, n(11)? + n(12)?, n(13)? + n(14)?))
+    Some(Stat {
+        comm,
+        ppid: u32::try_from(n(1)?).ok()?,
+        ticks: n(11)? + n(12)?,
+        reaped: n(13)? + n(14)?,
+    })
 }
 
-/// The counters now; `None` where `/proc` cannot be read or no Postgres
-/// process is visible.
-pub fn read() -> Option<Reading> {
-    read_from(Path::new("/proc"))
+/// The Postgres server a reading counts: its postmaster's pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Server {
+    postmaster: u32,
 }
 
-fn read_from(proc: &Path) -> Option<Reading> {
+impl Server {
+    /// The server of the backend whose pid is `backend` (what
+    /// `pg_backend_pid()` answers), when that backend runs on this machine.
+    pub fn of_backend(backend: i32) -> Option<Server> {
+        Server::of_backend_in(Path::new("/proc"), backend)
+    }
+
+    fn of_backend_in(proc: &Path, backend: i32) -> Option<Server> {
+        let pid = u32::try_from(backend).ok().filter(|p| *p > 0)?;
+        let text = std::fs::read_to_string(proc.join(pid.to_string()).join("stat")).ok()?;
+        let stat = parse_stat(&text)?;
+        (stat.comm == "postgres").then_some(Server {
+            postmaster: stat.ppid,
+        })
+    }
+}
+
+/// The counters now; `None` without a server on this machine, or where
+/// `/proc` cannot be read.
+pub fn read(server: Option<Server>) -> Option<Reading> {
+    read_from(Path::new("/proc"), server?)
+}
+
+fn read_from(proc: &Path, server: Server) -> Option<Reading> {
     let own = std::fs::read_to_string(proc.join("self/stat")).ok()?;
-    let (_, own_ticks, reaped) = parse_stat(&own)?;
-    let mut server = 0u64;
+    let own = parse_stat(&own)?;
+    let mut total = 0u64;
     let mut seen = false;
     for entry in std::fs::read_dir(proc).ok()?.flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
-        }
+        };
         // A process may exit between the listing and the read: skip it.
         let Ok(text) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
-        if let Some(("postgres", ticks, children)) = parse_stat(&text) {
-            server += ticks + children;
+        let Some(stat) = parse_stat(&text) else {
+            continue;
+        };
+        if pid == server.postmaster {
+            total += stat.ticks + stat.reaped;
             seen = true;
+        } else if stat.ppid == server.postmaster {
+            total += stat.ticks + stat.reaped;
         }
     }
     let hz = ticks_per_second();
     seen.then(|| Reading {
-        client: (own_ticks + reaped) as f64 / hz,
-        server: server as f64 / hz,
+        client: (own.ticks + own.reaped) as f64 / hz,
+        server: total as f64 / hz,
     })
 }
 
@@ -128,13 +175,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stat_line_gives_its_name_and_both_kinds_of_time() {
+    fn a_stat_line_gives_its_name_parent_and_both_kinds_of_time() {
         let line = "4242 (postgres) S 1 4242 4242 0 -1 4194560 900 0 0 0 \
                     125 40 7 3 20 0 1 0 100 2000000 500 18446744073709551615";
-        assert_eq!(parse_stat(line), Some(("postgres", 165, 10)));
+        let stat = parse_stat(line).expect("a stat line");
+        assert_eq!(
+            (stat.comm, stat.ppid, stat.ticks, stat.reaped),
+            ("postgres", 1, 165, 10)
+        );
         // A name with a space and a parenthesis of its own.
-        let odd = "7 (tokio (rt) x) R 1 7 7 0 -1 0 0 0 0 0 5 6 0 1 20 0 1 0";
-        assert_eq!(parse_stat(odd), Some(("tokio (rt) x", 11, 1)));
+        let odd = "7 (tokio (rt) x) R 3 7 7 0 -1 0 0 0 0 0 5 6 0 1 20 0 1 0";
+        let stat = parse_stat(odd).expect("a stat line");
+        assert_eq!(
+            (stat.comm, stat.ppid, stat.ticks, stat.reaped),
+            ("tokio (rt) x", 3, 11, 1)
+        );
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_stat("1 (short) S 1 2"), None);
     }
@@ -159,24 +214,37 @@ mod tests {
     }
 
     #[test]
-    fn a_proc_without_postgres_gives_no_reading() {
+    fn only_the_server_of_the_backend_is_counted() {
         let dir = tempfile::tempdir().expect("a temporary folder");
-        let stat = |pid: &str, comm: &str| {
+        let stat = |pid: &str, comm: &str, ppid: u32, ticks: u32| {
             std::fs::create_dir_all(dir.path().join(pid)).expect("a pid folder");
             std::fs::write(
                 dir.path().join(pid).join("stat"),
-                format!("{pid} ({comm}) S 1 1 1 0 -1 0 0 0 0 0 300 100 20 0 20 0 1 0"),
+                format!("{pid} ({comm}) S {ppid} 1 1 0 -1 0 0 0 0 0 {ticks} 100 20 0 20 0 1 0"),
             )
             .expect("a stat file");
         };
-        stat("self", "harness");
-        stat("10", "bash");
-        assert_eq!(read_from(dir.path()), None);
-        stat("11", "postgres");
-        stat("12", "postgres");
-        let r = read_from(dir.path()).expect("a reading");
+        stat("self", "harness", 1, 300);
+        // The server the load talks to: postmaster 10, backend 11.
+        stat("10", "postgres", 1, 200);
+        stat("11", "postgres", 10, 300);
+        // Another cluster on the same machine, and an unrelated process.
+        stat("20", "postgres", 1, 5000);
+        stat("21", "postgres", 20, 5000);
+        stat("30", "bash", 1, 5000);
+        let server = Server::of_backend_in(dir.path(), 11).expect("backend 11's server");
+        assert_eq!(server, Server { postmaster: 10 });
+        let r = read_from(dir.path(), server).expect("a reading");
         let hz = ticks_per_second();
-        assert!((r.server - 840.0 / hz).abs() < 1e-9, "{r:?}");
+        // (200 + 100 + 20) + (300 + 100 + 20)
+        assert!((r.server - 740.0 / hz).abs() < 1e-9, "{r:?}");
         assert!((r.client - 420.0 / hz).abs() < 1e-9, "{r:?}");
+        // A backend that is not a Postgres process here gives no server;
+        // a server whose postmaster is gone gives no reading.
+        assert_eq!(Server::of_backend_in(dir.path(), 30), None);
+        assert_eq!(Server::of_backend_in(dir.path(), 99), None);
+        assert_eq!(Server::of_backend_in(dir.path(), -1), None);
+        assert_eq!(read_from(dir.path(), Server { postmaster: 40 }), None);
+        assert_eq!(read(None), None);
     }
 }

@@ -452,8 +452,9 @@ async fn cell(
     work: Work,
     clients: usize,
     seconds: Duration,
+    server: Option<cpu::Server>,
 ) -> Result<(Cell, Histograms)> {
-    let cpu_before = cpu::read();
+    let cpu_before = cpu::read(server);
     let start = Instant::now();
     let deadline = start + seconds;
     let tasks: Vec<_> = (0..clients)
@@ -473,7 +474,7 @@ async fn cell(
         runs.push(t.await.context("a load client panicked")??);
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let cpu_after = cpu::read();
+    let cpu_after = cpu::read(server);
     let mut histograms = Histograms::new();
     let mut out = Cell {
         completed: 0,
@@ -595,11 +596,17 @@ impl Pgbench {
         Ok(bench)
     }
 
-    /// pgbench at `clients` for `seconds`: (TPS, CPU per transaction).
-    async fn run(&self, clients: usize, seconds: Duration) -> Result<(f64, Option<cpu::PerOp>)> {
+    /// pgbench at `clients` for `seconds`: (TPS, CPU per transaction, the
+    /// server's processes counted).
+    async fn run(
+        &self,
+        clients: usize,
+        seconds: Duration,
+        server: Option<cpu::Server>,
+    ) -> Result<(f64, Option<cpu::PerOp>)> {
         let n = clients.to_string();
         let t = seconds.as_secs().max(1).to_string();
-        let before = cpu::read();
+        let before = cpu::read(server);
         let out = tokio::process::Command::new(&self.program)
             .args([
                 "-n", "-c", &n, "-j", &n, "-T", &t, "-M", "prepared", &self.url,
@@ -617,7 +624,8 @@ impl Pgbench {
         }
         let tps =
             parse_tps(&stdout).with_context(|| format!("no tps in pgbench's output: {stdout}"))?;
-        let per_tx = parse_transactions(&stdout).and_then(|n| cpu::per_op(before, cpu::read(), n));
+        let per_tx =
+            parse_transactions(&stdout).and_then(|n| cpu::per_op(before, cpu::read(server), n));
         self.collect_garbage().await?;
         Ok((tps, per_tx))
     }
@@ -716,6 +724,12 @@ pub(super) async fn measure(
     let most = plan.clients.iter().copied().max().unwrap_or(1);
     let pool = pool_size(plan.pool, most);
     let (db, gate) = world(admin_url, most, pool).await?;
+    // The server whose processes the CPU figures count (see `cpu`).
+    let server = sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()")
+        .fetch_one(gate.pool())
+        .await
+        .ok()
+        .and_then(cpu::Server::of_backend);
     let bare = match plan.unguarded_clients.is_empty() {
         true => None,
         false => Some(unguarded_world(admin_url, most, pool).await?),
@@ -732,10 +746,11 @@ pub(super) async fn measure(
     let mut latency = Vec::new();
     for &clients in &plan.clients {
         progress.say(&format!("load: {clients} clients"));
-        let (pgbench_tps, pgbench_cpu, pgbench_error) = match bench.run(clients, plan.cell).await {
-            Ok((tps, cpu)) => (Some(tps), cpu, None),
-            Err(e) => (None, None, Some(format!("{e:#}"))),
-        };
+        let (pgbench_tps, pgbench_cpu, pgbench_error) =
+            match bench.run(clients, plan.cell, server).await {
+                Ok((tps, cpu)) => (Some(tps), cpu, None),
+                Err(e) => (None, None, Some(format!("{e:#}"))),
+            };
         let mut row = LoadRow {
             clients,
             pgbench_tps,
@@ -765,7 +780,7 @@ pub(super) async fn measure(
             (Shape::TenantPerClient, Work::Flow),
         ] {
             cell_no += 1;
-            let (c, h) = cell(&gate, cell_no, shape, work, clients, plan.cell).await?;
+            let (c, h) = cell(&gate, cell_no, shape, work, clients, plan.cell, server).await?;
             if keep {
                 latency.extend(latency_rows(&h, shape, clients, None));
             }
@@ -806,7 +821,8 @@ pub(super) async fn measure(
             for work in [Work::Propose, Work::Flow] {
                 cell_no += 1;
                 let shape = Shape::TenantPerClient;
-                let (c, _) = cell(bare_gate, cell_no, shape, work, clients, plan.cell).await?;
+                let (c, _) =
+                    cell(bare_gate, cell_no, shape, work, clients, plan.cell, server).await?;
                 if c.unexpected > 0 {
                     notes.push(format!(
                         "{clients} clients, {work:?} without guards: {} operations did not do \
@@ -825,7 +841,16 @@ pub(super) async fn measure(
         if keep {
             for shape in [Shape::OneTenant, Shape::TenantPerClient] {
                 cell_no += 1;
-                let (_, h) = cell(&gate, cell_no, shape, Work::Approve, clients, plan.cell).await?;
+                let (_, h) = cell(
+                    &gate,
+                    cell_no,
+                    shape,
+                    Work::Approve,
+                    clients,
+                    plan.cell,
+                    server,
+                )
+                .await?;
                 latency.extend(latency_rows(&h, shape, clients, Some("approve")));
             }
         }

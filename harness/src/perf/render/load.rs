@@ -259,8 +259,8 @@ fn cpu_section(rows: &[LoadRow]) -> String {
          Each pgbench run and each cell above also read the kernel's CPU counters before and \
          after (`harness/src/perf/cpu.rs`): the CPU time the machine spent per transaction or \
          operation, in Postgres' processes (server) and in the load's own process (client: the \
-         gate and the load driver; pgbench's client for pgbench). Server is every Postgres \
-         process, background work included (autovacuum, checkpoints), which weighs most where \
+         gate and the load driver; pgbench's client for pgbench). Server is every process of \
+         the one Postgres server the load talks to, background work included (autovacuum, checkpoints), which weighs most where \
          there are fewest operations to share it (1 and 2 clients); pgbench's figure includes \
          starting its connections. It splits each operation's \
          cost between the server and the gate, and gives the ratio the throughput ratio tends \
