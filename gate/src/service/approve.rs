@@ -229,7 +229,7 @@ async fn reevaluate(
             day: now.date_naive(),
             policy: policy.as_ref(),
             judge,
-            since: Moment::Approval.counted_since(now, policy.as_ref()),
+            counted: Moment::Approval.counted(now, policy.as_ref()),
             key: None,
         },
     )

@@ -37,18 +37,36 @@ pub(crate) enum Moment {
     Approval,
 }
 
+/// Which of an agent's recorded proposals a decision reads: those made
+/// after `since` (the start of the longer of the policy's two windows), and
+/// of them at most the newest `proposals`, and the newest `denials` of the
+/// refused ones: the policy's velocity and denial-rate limits.
+///
+/// The engine only asks whether a window holds its limit, and a window's
+/// proposals are the newest ones after `since`, so the newest `limit` of
+/// them decide exactly as all of them would: the count it sees is
+/// min(count, limit), which reaches the limit exactly when the count does.
+/// Reading no more than that keeps an agent that goes on proposing past its
+/// limits (each refusal is recorded too) from making every later decision
+/// of its tenant read its whole flood under the tenant's day lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counted {
+    pub since: DateTime<Utc>,
+    pub proposals: u32,
+    pub denials: u32,
+}
+
 impl Moment {
-    /// Since when the agent's recorded proposals count towards a decision
-    /// at `now` under `policy` (its velocity and denial-rate windows), or
-    /// `None` when none count: at an approval, or without an enforceable
-    /// policy (which refuses first).
-    pub fn counted_since(
-        self,
-        now: DateTime<Utc>,
-        policy: Option<&CurrentPolicy>,
-    ) -> Option<DateTime<Utc>> {
+    /// Which of the agent's recorded proposals count towards a decision at
+    /// `now` under `policy` (see [`Counted`]), or `None` when none count: at
+    /// an approval, or without an enforceable policy (which refuses first).
+    pub fn counted(self, now: DateTime<Utc>, policy: Option<&CurrentPolicy>) -> Option<Counted> {
         let policy = policy?.policy.as_ref().ok()?;
-        (self == Moment::Proposal).then(|| world::window_start(now, policy))
+        (self == Moment::Proposal).then(|| Counted {
+            since: world::window_start(now, policy),
+            proposals: policy.velocity.max_proposals,
+            denials: policy.denial_rate.max_denials,
+        })
     }
 }
 

@@ -1,7 +1,7 @@
 //! The state one decision is made on: locked and read in one round trip.
 //!
 //! Guarantees: [`read`] calls the database's `decision_state` function
-//! (`migrations/20261203000001_decision_state.sql`). It locks the tenant's
+//! (`migrations/20261204000004_bounded_counts.sql`). It locks the tenant's
 //! day of reservations in the policy's currency (rank 4 of the one lock
 //! order in [`super::lock`]; opened first on the day's first decision) and
 //! then, when the engine will judge, every delegation hop the agent holds
@@ -12,7 +12,7 @@
 //! move before its reservation and its request row are written.
 //!
 //! [`read_for_proposal`] calls `proposal_state`
-//! (`migrations/20261204000001_proposal_state.sql`), which first resolves the
+//! (`migrations/20261204000004_bounded_counts.sql`), which first resolves the
 //! caller and checks that the policy and catalog the gate would decide with
 //! ([`super::world_cache`]) are still the tenant's, and only then calls
 //! `decision_state`: a proposal's caller, policy and state in one round trip.
@@ -20,7 +20,10 @@
 //! What comes back is checked, never assumed whole: a reply that does not
 //! decode is an error, and a day row still missing after it was opened (or
 //! chains missing from a locked state) is [`ServiceError::Corrupt`]; neither is ever a decision. The agent's recent
-//! proposals come back as arrays of timestamps, decoded in binary.
+//! proposals come back as arrays of timestamps, decoded in binary: the
+//! newest of them only, no more than the policy's limits
+//! ([`super::decide::Counted`]), so a decision reads as much as its policy
+//! allows, however long an agent has gone on proposing.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Deserialize;
@@ -30,6 +33,7 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres};
 
 use super::budget::Day;
+use super::decide::Counted;
 use super::error::{Ctx, ServiceError};
 use super::identity::{Lookup, Who};
 use super::rows::DelegationRow;
@@ -49,8 +53,8 @@ pub(crate) struct Ask<'a> {
     pub policy: Option<&'a CurrentPolicy>,
     /// The engine will judge: lock the agent's hops and read their chains.
     pub judge: bool,
-    /// Read the agent's recorded proposals made after this instant.
-    pub since: Option<DateTime<Utc>>,
+    /// Which of the agent's recorded proposals to read, if any.
+    pub counted: Option<Counted>,
     /// Look up the request this idempotency key (already in the identifier
     /// grammar) names for the agent.
     pub key: Option<&'a str>,
@@ -74,7 +78,8 @@ pub(crate) struct State {
     /// Every hop the agent holds with the chain above it (root first), the
     /// oldest hop first; empty when the engine will not judge.
     pub chains: Vec<(String, DelegationChain)>,
-    /// The agent's proposals since [`Ask::since`]; empty without it.
+    /// The agent's proposals [`Ask::counted`] names, newest first, at most
+    /// its limits; empty without it.
     pub recent: Recent,
 }
 
@@ -119,7 +124,7 @@ pub(crate) async fn read(conn: &mut PgConnection, ask: Ask<'_>) -> Result<State,
     let (currency, cap_paise) = Day::terms(ask.policy);
     let query = sqlx::query_as(
         "SELECT reserved_paise, first, chains, proposals, denials \
-           FROM decision_state($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+           FROM decision_state($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     );
     let reply: Reply = bind_ask(query, &ask, &currency, cap_paise)
         .fetch_one(conn)
@@ -128,8 +133,8 @@ pub(crate) async fn read(conn: &mut PgConnection, ask: Ask<'_>) -> Result<State,
     state_of(&ask, currency, cap_paise, reply)
 }
 
-/// Binds `decision_state`'s parameters, `$1` to `$9`, for `ask` under the
-/// day's `currency` and cap (`proposal_state` takes the same nine first).
+/// Binds `decision_state`'s parameters, `$1` to `$11`, for `ask` under the
+/// day's `currency` and cap (`proposal_state` takes the same eleven first).
 fn bind_ask<'q, O>(
     query: QueryAs<'q, Postgres, O, PgArguments>,
     ask: &Ask<'q>,
@@ -143,7 +148,9 @@ fn bind_ask<'q, O>(
         .bind(currency)
         .bind(cap_paise)
         .bind(ask.judge)
-        .bind(ask.since)
+        .bind(ask.counted.map(|c| c.since))
+        .bind(ask.counted.map(|c| i64::from(c.proposals)))
+        .bind(ask.counted.map(|c| i64::from(c.denials)))
         .bind(ask.key)
         .bind(MAX_CHAIN_DEPTH)
 }
@@ -192,7 +199,7 @@ pub(crate) async fn read_for_proposal(
     let query = sqlx::query_as(
         "SELECT tenant_known, is_agent, may_approve, is_operator, elsewhere, world, version, \
                 policy, catalog, locked, reserved_paise, first, chains, proposals, denials \
-           FROM proposal_state($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+           FROM proposal_state($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
     );
     let reply: ProposalReply = bind_ask(query, &ask, &currency, cap_paise)
         .bind(world)
@@ -282,6 +289,7 @@ fn chains_of(hops: Vec<ChainHop>) -> Vec<(String, DelegationChain)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::decide;
     use super::*;
 
     fn hop(leaf: &str, id: &str, parent: Option<&str>) -> ChainHop {
@@ -359,7 +367,7 @@ mod tests {
             day: super::super::standard::now().date_naive(),
             policy: None,
             judge: false,
-            since: None,
+            counted: None,
             key: None,
         }
     }
@@ -429,6 +437,86 @@ mod tests {
         assert_eq!(state.today.reserved_paise, 0);
         let opened: i64 = sqlx::query_scalar(days).fetch_one(&mut *conn).await?;
         assert_eq!(opened, 1, "the current world's day was not opened");
+        drop(conn);
+        db.drop().await?;
+        Ok(())
+    }
+
+    /// A decision reads only the newest of the agent's recorded proposals,
+    /// no more than its policy's limits (20 proposals and 5 refusals in the
+    /// standard world), however many the agent has made: they are exactly
+    /// the newest rows the table holds, and wider limits read them all.
+    #[tokio::test]
+    async fn a_decision_reads_only_the_newest_proposals_up_to_the_policys_limits() -> DbResult {
+        use super::super::clock::{Clock, ManualClock};
+        use super::super::decide::Moment;
+        use super::super::{Gate, standard, world};
+        let Some(db) = crate::db::fresh_test_database().await? else {
+            return Ok(());
+        };
+        let clock = std::sync::Arc::new(ManualClock::new(standard::now()));
+        let gate = Gate::new(
+            db.pool().clone(),
+            crate::provider::InProcessProvider::new(),
+            b"spendgate-bounded-counts-test-secret-0123456789".to_vec(),
+            clock.clone(),
+        )?;
+        gate.seed(&standard::seed()).await?;
+        // Refused (a merchant not allowed) and stepped up, in turn: once
+        // the denial rate is reached every one is refused, and recorded.
+        for i in 0..40 {
+            clock.advance(chrono::Duration::seconds(7));
+            let body: &[u8] = match i % 2 {
+                0 => br#"{"sku":"USB-HUB","quantity":1,"purpose":"desk"}"#,
+                _ => br#"{"sku":"CLOUD-TEAM","quantity":1,"purpose":"team plan"}"#,
+            };
+            gate.propose("acme", "buyer-agent", body, None).await?;
+        }
+        let mut conn = db.pool().acquire().await?;
+        let newest = |deny_only: bool| {
+            sqlx::query_scalar::<_, DateTime<Utc>>(
+                "SELECT created_at FROM payment_requests \
+                  WHERE tenant_id = 'acme' AND agent_id = 'buyer-agent' \
+                    AND (decision = 'deny' OR NOT $1) ORDER BY created_at DESC",
+            )
+            .bind(deny_only)
+        };
+        let all = newest(false).fetch_all(&mut *conn).await?;
+        let refused = newest(true).fetch_all(&mut *conn).await?;
+        assert_eq!(all.len(), 40);
+        assert!(refused.len() > 5 && refused.len() < 40, "{}", refused.len());
+
+        let (policy, _) = world::policy_and_catalog(&mut conn, "acme", false).await?;
+        let counted = Moment::Proposal
+            .counted(clock.now(), policy.as_ref())
+            .ok_or("the standard policy counts proposals")?;
+        assert_eq!((counted.proposals, counted.denials), (20, 5));
+        let asked = |counted| Ask {
+            policy: policy.as_ref(),
+            judge: true,
+            counted: Some(counted),
+            ..ask("acme", "buyer-agent")
+        };
+        let state = read(&mut conn, asked(counted)).await?;
+        assert_eq!(state.recent.proposals, all[..20]);
+        assert_eq!(state.recent.denials, refused[..5]);
+
+        let wide = decide::Counted {
+            proposals: 1_000,
+            denials: 1_000,
+            ..counted
+        };
+        let state = read(&mut conn, asked(wide)).await?;
+        assert_eq!(state.recent.proposals, all);
+        assert_eq!(state.recent.denials, refused);
+
+        // A window's start still bounds the read: nothing before it.
+        let later = decide::Counted {
+            since: all[9],
+            ..wide
+        };
+        let state = read(&mut conn, asked(later)).await?;
+        assert_eq!(state.recent.proposals, all[..9]);
         drop(conn);
         db.drop().await?;
         Ok(())

@@ -243,7 +243,7 @@ mod tests {
 
     /// The database function that locks and reads a decision's state.
     const DECISION_STATE: &str =
-        include_str!("../../../migrations/20261203000001_decision_state.sql");
+        include_str!("../../../migrations/20261204000004_bounded_counts.sql");
 
     /// The (rank, row words) of every `/* lock order N: row */` comment of
     /// some SQL, in the order they appear.

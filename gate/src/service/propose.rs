@@ -254,9 +254,7 @@ impl<P: PaymentProvider> Gate<P> {
                 day: now.date_naive(),
                 policy,
                 judge,
-                since: Moment::Proposal
-                    .counted_since(now, policy)
-                    .filter(|_| judge),
+                counted: Moment::Proposal.counted(now, policy).filter(|_| judge),
                 key,
             };
             let digest = world.as_ref().map(|w| w.digest.as_str());

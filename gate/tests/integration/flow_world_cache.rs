@@ -145,7 +145,8 @@ async fn a_state_function_that_never_locks_is_an_error_not_a_loop() -> TestResul
         sqlx::query(
             "CREATE OR REPLACE FUNCTION proposal_state( \
                  p_tenant text, p_agent text, p_day date, p_currency text, p_cap bigint, \
-                 p_judge boolean, p_since timestamptz, p_key text, p_max_depth integer, \
+                 p_judge boolean, p_since timestamptz, p_proposals_max bigint, \
+                 p_denials_max bigint, p_key text, p_max_depth integer, \
                  p_world text, p_lock_anyway boolean) \
              RETURNS TABLE (tenant_known boolean, is_agent boolean, may_approve boolean, \
                  is_operator boolean, elsewhere boolean, world text, version integer, \
