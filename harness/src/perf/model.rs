@@ -779,4 +779,29 @@ pub const HISTORY: &[HistoryEntry] = &[
              --load-only` showed no difference beyond the run-to-run spread, and no \
              throughput figure is claimed for it.",
     },
+    HistoryEntry {
+        change: "the load phase settles the server before its first window and keeps the \
+             planner's statistics current: `VACUUM` in every database the migrations' \
+             owner owns, then a `CHECKPOINT` when the role may take one, before the first \
+             cell (the database phase leaves hundreds of emptied spares and their WAL to \
+             autovacuum and the checkpointer, which did that work during the first cells: \
+             under `make bench` the server's CPU per proposal at 1 and 2 clients was 2 to 3 \
+             times its 8-client figure, and not in a load run alone); and `ANALYZE` of the \
+             gate's database before each cell, as autovacuum keeps a serving database's \
+             (Postgres keeps each prepared statement's plan for the table sizes it saw: a \
+             primary-key lookup planned on a one-page table stays a sequential scan as the \
+             table grows, until the next analyze). Corrections of the measurement, not of \
+             the gate",
+        measure: "propose, tenant per client, 8 clients, per second; and CPU per proposal \
+             (server + client) at 1 / 2 clients under `make bench`",
+        before: "the load's own databases vacuumed while empty and not analyzed: 674/s \
+             (1-second cells), 505/s (2-second cells); under `make bench` (fe43cae): 1,941 / \
+             3,250 µs at 1 / 2 clients against 1,069 µs at 8",
+        after: "analyzed before each cell: 1,964/s (2-second cells, the run right after); \
+             under `make bench`: this report's CPU table",
+        how: "`harness db run -- harness perf --load-only`, release builds, back to back on \
+             one machine on 2026-12-05 (the first two runs with the settling step only, the \
+             third with the analysis too), and the `make bench` runs before and after the \
+             change.",
+    },
 ];
