@@ -372,24 +372,40 @@ mod tests {
         }
     }
 
+    /// A gate on `db` with the standard world seeded, and its manual clock
+    /// (at the standard world's now).
+    async fn standard_gate(
+        db: &crate::db::FreshDatabase,
+    ) -> Result<
+        (
+            super::super::Gate<crate::provider::InProcessProvider>,
+            std::sync::Arc<super::super::clock::ManualClock>,
+        ),
+        Box<dyn std::error::Error>,
+    > {
+        use super::super::{Gate, clock::ManualClock, standard};
+        let clock = std::sync::Arc::new(ManualClock::new(standard::now()));
+        let gate = Gate::new(
+            db.pool().clone(),
+            crate::provider::InProcessProvider::new(),
+            b"spendgate-decision-state-test-secret-0123456789".to_vec(),
+            clock.clone(),
+        )?;
+        gate.seed(&standard::seed()).await?;
+        Ok((gate, clock))
+    }
+
     /// `proposal_state` looks the caller up as `identity::resolve` does, for
     /// every kind of caller; with a world that is not the tenant's it locks
     /// and opens nothing and sends the world, and with that world's digest
     /// it locks the day (opening it).
     #[tokio::test]
     async fn the_proposal_lookup_agrees_with_resolve_and_only_a_current_world_locks() -> DbResult {
-        use super::super::{Gate, clock::ManualClock, identity, standard};
+        use super::super::identity;
         let Some(db) = crate::db::fresh_test_database().await? else {
             return Ok(());
         };
-        let clock = std::sync::Arc::new(ManualClock::new(standard::now()));
-        let gate = Gate::new(
-            db.pool().clone(),
-            crate::provider::InProcessProvider::new(),
-            b"spendgate-proposal-state-test-secret-0123456789".to_vec(),
-            clock,
-        )?;
-        gate.seed(&standard::seed()).await?;
+        standard_gate(&db).await?;
         let mut conn = db.pool().acquire().await?;
         let days = "SELECT count(*) FROM daily_spend WHERE tenant_id = 'acme'";
         for (tenant, actor) in [
@@ -448,20 +464,13 @@ mod tests {
     /// the newest rows the table holds, and wider limits read them all.
     #[tokio::test]
     async fn a_decision_reads_only_the_newest_proposals_up_to_the_policys_limits() -> DbResult {
-        use super::super::clock::{Clock, ManualClock};
+        use super::super::clock::Clock;
         use super::super::decide::Moment;
-        use super::super::{Gate, standard, world};
+        use super::super::world;
         let Some(db) = crate::db::fresh_test_database().await? else {
             return Ok(());
         };
-        let clock = std::sync::Arc::new(ManualClock::new(standard::now()));
-        let gate = Gate::new(
-            db.pool().clone(),
-            crate::provider::InProcessProvider::new(),
-            b"spendgate-bounded-counts-test-secret-0123456789".to_vec(),
-            clock.clone(),
-        )?;
-        gate.seed(&standard::seed()).await?;
+        let (gate, clock) = standard_gate(&db).await?;
         // Refused (a merchant not allowed) and stepped up, in turn: once
         // the denial rate is reached every one is refused, and recorded.
         for i in 0..40 {

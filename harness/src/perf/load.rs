@@ -576,13 +576,7 @@ async fn settle(owner_url: &str) -> Result<()> {
     .await
     .context("listing the server's databases")?;
     for name in &names {
-        let mut db = PgConnection::connect(&with_database(owner_url, name)?)
-            .await
-            .with_context(|| format!("connecting to {name}"))?;
-        db.execute("VACUUM")
-            .await
-            .with_context(|| format!("vacuuming {name}"))?;
-        db.close().await.ok();
+        execute_in(owner_url, name, "VACUUM").await?;
     }
     // Only a superuser or a member of pg_checkpoint may; the vacuum above is
     // the larger part.
@@ -613,12 +607,18 @@ async fn settle(owner_url: &str) -> Result<()> {
 /// load on such plans: 505 proposals/s at 8 clients (tenant per client), and
 /// 1,964/s with this before each cell, in back-to-back runs.
 async fn analyze(owner_url: &str, database: &str) -> Result<()> {
+    execute_in(owner_url, database, "ANALYZE").await
+}
+
+/// Runs `statement` in `database`, on a connection of its own as the role of
+/// `owner_url`.
+async fn execute_in(owner_url: &str, database: &str, statement: &'static str) -> Result<()> {
     let mut conn = PgConnection::connect(&with_database(owner_url, database)?)
         .await
-        .with_context(|| format!("connecting to analyze {database}"))?;
-    conn.execute("ANALYZE")
+        .with_context(|| format!("connecting to {database}"))?;
+    conn.execute(statement)
         .await
-        .with_context(|| format!("analyzing {database}"))?;
+        .with_context(|| format!("{statement} in {database}"))?;
     conn.close().await.ok();
     Ok(())
 }
