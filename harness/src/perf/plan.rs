@@ -45,7 +45,10 @@ pub struct PerfArgs {
     pub no_db: bool,
     /// Also run the load phase: pgbench and the gate through Postgres at
     /// 1, 2, 4, 8 and 16 clients, side by side, with latency percentiles and
-    /// DIR/performance.svg (DATABASE_URL, or a throwaway Postgres).
+    /// DIR/performance.svg (DATABASE_URL, or a throwaway Postgres). Before its
+    /// first window it runs VACUUM in every database the migrations' owner
+    /// owns on that server, and CHECKPOINT when the role may: give it a
+    /// server of its own.
     #[arg(long)]
     pub db: bool,
     /// Only the load phase (implies --db): writes DIR/performance-load.md,
