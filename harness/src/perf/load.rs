@@ -444,9 +444,19 @@ async fn seeded_gate(db: &FreshDatabase, clients: usize, pool: u32) -> Result<Ar
     Ok(Arc::new(gate))
 }
 
-/// Runs one cell; returns its throughput and its histograms.
+/// A load world's gate, and its database's URL as the migrations' owner
+/// (who may `ANALYZE` it; the gate's role owns nothing).
+#[derive(Clone, Copy)]
+struct Served<'a> {
+    gate: &'a Arc<LoadGate>,
+    owner_url: &'a str,
+}
+
+/// Runs one cell; returns its throughput and its histograms. The planner's
+/// statistics of the world's database are brought up to date first, outside
+/// the window (see [`analyze`]).
 async fn cell(
-    gate: &Arc<LoadGate>,
+    world: Served<'_>,
     cell_no: usize,
     shape: Shape,
     work: Work,
@@ -454,6 +464,8 @@ async fn cell(
     seconds: Duration,
     server: Option<cpu::Server>,
 ) -> Result<(Cell, Histograms)> {
+    analyze(world.owner_url).await?;
+    let gate = world.gate;
     let cpu_before = cpu::read(server);
     let start = Instant::now();
     let deadline = start + seconds;
@@ -576,7 +588,9 @@ async fn settle(owner_url: &str) -> Result<()> {
     .await
     .context("listing the server's databases")?;
     for name in &names {
-        execute_in(owner_url, name, "VACUUM").await?;
+        execute(&with_database(owner_url, name)?, "VACUUM")
+            .await
+            .with_context(|| format!("in {name}"))?;
     }
     // Only a superuser or a member of pg_checkpoint may; the vacuum above is
     // the larger part.
@@ -596,9 +610,9 @@ async fn settle(owner_url: &str) -> Result<()> {
     Ok(())
 }
 
-/// Brings the planner's statistics of `database` up to date, outside every
-/// measured window, as autovacuum keeps a serving database's: its tables
-/// grow by thousands of rows a cell. Postgres plans each prepared statement
+/// Brings the planner's statistics of the database at `url` up to date,
+/// outside every measured window, as autovacuum keeps a serving database's:
+/// its tables grow by thousands of rows a cell. Postgres plans each prepared statement
 /// once for the table sizes it sees then, and keeps that plan until the
 /// table's statistics change: a primary-key lookup planned on a one-page
 /// table is a sequential scan, and stays one as the table grows, until
@@ -606,19 +620,18 @@ async fn settle(owner_url: &str) -> Result<()> {
 /// vacuumed while empty (as a spare of the database phase may be) ran the
 /// load on such plans: 505 proposals/s at 8 clients (tenant per client), and
 /// 1,964/s with this before each cell, in back-to-back runs.
-async fn analyze(owner_url: &str, database: &str) -> Result<()> {
-    execute_in(owner_url, database, "ANALYZE").await
+async fn analyze(url: &str) -> Result<()> {
+    execute(url, "ANALYZE").await
 }
 
-/// Runs `statement` in `database`, on a connection of its own as the role of
-/// `owner_url`.
-async fn execute_in(owner_url: &str, database: &str, statement: &'static str) -> Result<()> {
-    let mut conn = PgConnection::connect(&with_database(owner_url, database)?)
+/// Runs `statement` on a connection of its own to `url`.
+async fn execute(url: &str, statement: &'static str) -> Result<()> {
+    let mut conn = PgConnection::connect(url)
         .await
-        .with_context(|| format!("connecting to {database}"))?;
+        .with_context(|| format!("connecting to run {statement}"))?;
     conn.execute(statement)
         .await
-        .with_context(|| format!("{statement} in {database}"))?;
+        .with_context(|| format!("running {statement}"))?;
     conn.close().await.ok();
     Ok(())
 }
@@ -706,14 +719,9 @@ impl Pgbench {
     /// follow, charging pgbench's cleanup to the gate (seen as two to three
     /// times the server CPU per proposal at 2 and 4 clients).
     async fn collect_garbage(&self) -> Result<()> {
-        let mut conn = PgConnection::connect(&self.url)
+        execute(&self.url, "VACUUM ANALYZE")
             .await
-            .context("connecting to vacuum pgbench's tables")?;
-        conn.execute("VACUUM ANALYZE")
-            .await
-            .context("vacuuming pgbench's tables")?;
-        conn.close().await.ok();
-        Ok(())
+            .context("vacuuming pgbench's tables")
     }
 
     async fn drop(self) -> Result<()> {
@@ -812,6 +820,15 @@ pub(super) async fn measure(
              autovacuum and the checkpointer may have charged their work to the first cells."
         ));
     }
+    let db_url = with_database(&owner, db.name())?;
+    let served = Served {
+        gate: &gate,
+        owner_url: &db_url,
+    };
+    let bare_served = match &bare {
+        Some((bare_db, bare_gate, _)) => Some((bare_gate, with_database(&owner, bare_db.name())?)),
+        None => None,
+    };
     let mut unguarded_rows = Vec::new();
     let profiled = if plan.clients.contains(&PROFILED_CLIENTS) {
         PROFILED_CLIENTS
@@ -858,8 +875,7 @@ pub(super) async fn measure(
             (Shape::TenantPerClient, Work::Flow),
         ] {
             cell_no += 1;
-            analyze(&owner, db.name()).await?;
-            let (c, h) = cell(&gate, cell_no, shape, work, clients, plan.cell, server).await?;
+            let (c, h) = cell(served, cell_no, shape, work, clients, plan.cell, server).await?;
             if keep {
                 latency.extend(latency_rows(&h, shape, clients, None));
             }
@@ -889,7 +905,7 @@ pub(super) async fn measure(
                 Err(e) => notes.push(format!("No statement breakdown: {e:#}.")),
             }
         }
-        if let Some((bare_db, bare_gate, _)) = &bare
+        if let Some((bare_gate, bare_url)) = &bare_served
             && plan.unguarded_clients.contains(&clients)
         {
             let mut r = UnguardedRow {
@@ -899,10 +915,12 @@ pub(super) async fn measure(
             };
             for work in [Work::Propose, Work::Flow] {
                 cell_no += 1;
-                analyze(&owner, bare_db.name()).await?;
                 let shape = Shape::TenantPerClient;
-                let (c, _) =
-                    cell(bare_gate, cell_no, shape, work, clients, plan.cell, server).await?;
+                let bare = Served {
+                    gate: bare_gate,
+                    owner_url: bare_url,
+                };
+                let (c, _) = cell(bare, cell_no, shape, work, clients, plan.cell, server).await?;
                 if c.unexpected > 0 {
                     notes.push(format!(
                         "{clients} clients, {work:?} without guards: {} operations did not do \
@@ -922,7 +940,7 @@ pub(super) async fn measure(
             for shape in [Shape::OneTenant, Shape::TenantPerClient] {
                 cell_no += 1;
                 let (_, h) = cell(
-                    &gate,
+                    served,
                     cell_no,
                     shape,
                     Work::Approve,
