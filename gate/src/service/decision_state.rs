@@ -530,4 +530,55 @@ mod tests {
         db.drop().await?;
         Ok(())
     }
+
+    /// A connection that planned its decisions while the requests table's
+    /// statistics said it was empty (a new deployment that autovacuum or
+    /// ANALYZE saw before its first proposal) keeps that plan, and still
+    /// walks the index once the table holds rows: no decision scans the
+    /// table, before or after.
+    #[tokio::test]
+    async fn a_decision_never_scans_the_requests_a_planner_saw_empty() -> DbResult {
+        use super::super::clock::Clock;
+        use super::super::decide::Moment;
+        use super::super::world;
+        use sqlx::Connection;
+        let Some(db) = crate::db::fresh_test_database().await? else {
+            return Ok(());
+        };
+        let (gate, clock) = standard_gate(&db).await?;
+        sqlx::query("ANALYZE payment_requests")
+            .execute(db.owner_pool())
+            .await?;
+        let mut conn = db.pool().acquire().await?;
+        let (policy, _) = world::policy_and_catalog(&mut conn, "acme", false).await?;
+        let scans = "SELECT seq_scan FROM pg_stat_xact_user_tables \
+                     WHERE relname = 'payment_requests'";
+        for (round, held) in [(0, 0), (1, 20)] {
+            let counted = Moment::Proposal
+                .counted(clock.now(), policy.as_ref())
+                .ok_or("the standard policy counts proposals")?;
+            let asked = Ask {
+                policy: policy.as_ref(),
+                judge: true,
+                counted: Some(counted),
+                ..ask("acme", "buyer-agent")
+            };
+            let mut tx = conn.begin().await?;
+            let state = read(&mut tx, asked).await?;
+            let scanned: i64 = sqlx::query_scalar(scans).fetch_one(&mut *tx).await?;
+            tx.rollback().await?;
+            assert_eq!(scanned, 0, "round {round}: a decision scanned the requests");
+            assert_eq!(state.recent.proposals.len(), held, "round {round}");
+            // Between the rounds the table fills; the connection keeps the
+            // plan it made on the empty one.
+            for _ in 0..30 {
+                clock.advance(chrono::Duration::seconds(7));
+                let body = br#"{"sku":"USB-HUB","quantity":1,"purpose":"desk"}"#;
+                gate.propose("acme", "buyer-agent", body, None).await?;
+            }
+        }
+        drop(conn);
+        db.drop().await?;
+        Ok(())
+    }
 }
