@@ -49,6 +49,7 @@ mod rows;
 mod seed;
 #[cfg(any(test, feature = "test-support"))]
 pub mod standard;
+mod turns;
 pub mod webhook;
 mod world;
 mod world_cache;
@@ -81,6 +82,8 @@ use crate::provider::{PaymentProvider, ProviderHealth};
 use crate::reason::{Decision, Reason};
 use crate::redact::AgentView;
 use error::Ctx;
+pub use turns::DEFAULT_TURNS_PER_TENANT;
+use turns::Turns;
 use world_cache::WorldCache;
 
 /// How long `pay` waits for the provider by default.
@@ -96,6 +99,7 @@ pub struct Gate<P> {
     clock: Arc<dyn Clock>,
     provider_timeout: Duration,
     worlds: WorldCache,
+    turns: Turns,
 }
 
 impl<P: std::fmt::Debug> std::fmt::Debug for Gate<P> {
@@ -109,6 +113,7 @@ impl<P: std::fmt::Debug> std::fmt::Debug for Gate<P> {
                 &self.previous_secret.as_ref().map(|_| "[redacted]"),
             )
             .field("provider_timeout", &self.provider_timeout)
+            .field("turns_per_tenant", &self.turns.per_tenant())
             .finish_non_exhaustive()
     }
 }
@@ -136,6 +141,7 @@ impl<P: PaymentProvider> Gate<P> {
             clock,
             provider_timeout: DEFAULT_PROVIDER_TIMEOUT,
             worlds: WorldCache::default(),
+            turns: Turns::default(),
         })
     }
 
@@ -159,6 +165,15 @@ impl<P: PaymentProvider> Gate<P> {
     /// How long `pay` waits for the provider before calling it a timeout.
     pub fn with_provider_timeout(mut self, timeout: Duration) -> Self {
         self.provider_timeout = timeout;
+        self
+    }
+
+    /// How many of one tenant's proposals may hold a database connection at
+    /// once (at least one; [`DEFAULT_TURNS_PER_TENANT`] unless set): the
+    /// others wait in the process, so one busy tenant never holds the whole
+    /// pool (see the `turns` module).
+    pub fn with_turns_per_tenant(mut self, per_tenant: usize) -> Self {
+        self.turns = Turns::new(per_tenant);
         self
     }
 
@@ -199,6 +214,11 @@ impl<P: PaymentProvider> Gate<P> {
     /// database checks on every proposal: [`world_cache`]).
     pub(crate) fn worlds(&self) -> &WorldCache {
         &self.worlds
+    }
+
+    /// Each tenant's turns at the pool for its proposals ([`turns`]).
+    pub(crate) fn turns(&self) -> &Turns {
+        &self.turns
     }
 
     pub(crate) fn previous_secret(&self) -> Option<&[u8]> {

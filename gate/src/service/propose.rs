@@ -51,6 +51,9 @@ impl<P: PaymentProvider> Gate<P> {
         let now = self.now();
         let body_sha256 = hex::encode(Sha256::digest(raw_body));
         let parsed = parse_proposal(raw_body);
+        // Held until the proposal is decided: the tenant's proposals past its
+        // turns wait here, without a connection (see `turns`).
+        let _turn = self.turns().take(tenant).await;
         let mut tx = self.begin("proposing").await?;
 
         // A key outside the identifier grammar is never looked up or stored:

@@ -43,4 +43,5 @@ mod razorpay_keys_env;
 mod razorpay_live;
 mod registry_gaps;
 mod row_locks;
+mod tenant_turns;
 mod webhook_envelope;

@@ -1,0 +1,83 @@
+//! One busy tenant never holds the whole pool: its proposals past its
+//! turns (`Gate::with_turns_per_tenant`, 2 by default) wait in the process
+//! without a connection, so another tenant's proposal is decided while they
+//! wait. Raced for real: acme's day is held locked from outside the gate,
+//! six of acme's proposals (each one needing approval: decided, and not
+//! counted as refusals) wait for it on a gate pool of three connections,
+//! and globex's proposal must still be decided.
+
+use std::time::Duration;
+
+use crate::support::*;
+use gate::{Decision, Reason};
+use sqlx::PgPool;
+
+/// This database's backends waiting for a lock.
+async fn waiting_on_locks(pool: &PgPool) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity \
+          WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .fetch_one(pool)
+    .await
+}
+
+#[tokio::test]
+async fn a_tenant_waiting_for_its_day_holds_no_more_connections_than_its_turns() -> TestResult {
+    on_world_with_pool(3, async |w| {
+        // acme's day is opened by one proposal, then held from outside the
+        // gate (the database's own pool, not the gate's three connections).
+        w.propose("CLOUD-TEAM", 1).await?;
+        let watcher = w.db.pool();
+        let mut holder = watcher.begin().await?;
+        sqlx::query("SELECT 1 FROM daily_spend WHERE tenant_id = 'acme' FOR UPDATE")
+            .execute(&mut *holder)
+            .await?;
+        let waiting: Vec<_> = (0..6)
+            .map(|_| {
+                let gate = w.gate.clone();
+                tokio::spawn(async move {
+                    gate.propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
+                        .await
+                })
+            })
+            .collect();
+        // Until acme's turns wait on its day in the database.
+        let mut seen = 0;
+        for _ in 0..600 {
+            seen = waiting_on_locks(watcher).await?;
+            if seen >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            seen, 2,
+            "acme's proposals waiting on its day in the database"
+        );
+
+        // The third connection serves globex while acme waits. A timeout is
+        // the failure: without turns, acme's proposals hold all three.
+        let globex = tokio::time::timeout(
+            Duration::from_secs(30),
+            w.gate
+                .propose("globex", "globex-agent", &body("SNACK-BOX", 1), None),
+        )
+        .await;
+        let globex = globex.map_err(|_| "globex waited behind acme's proposals")??;
+        assert!(globex.request_id.is_some(), "{globex:?}");
+        assert_eq!(
+            waiting_on_locks(watcher).await?,
+            2,
+            "only acme's turns reached the database"
+        );
+
+        holder.rollback().await?;
+        for proposal in waiting {
+            let outcome = proposal.await??;
+            assert_eq!(outcome.decision, Decision::StepUp(Reason::ApprovalRequired));
+        }
+        Ok(())
+    })
+    .await
+}
