@@ -6,9 +6,12 @@
 //! counted as refusals) wait for it on a gate pool of three connections,
 //! and globex's proposal must still be decided.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
+use gate::provider::InProcessProvider;
+use gate::service::{Gate, ManualClock, standard};
 use gate::{Decision, Reason};
 use sqlx::PgPool;
 
@@ -22,62 +25,83 @@ async fn waiting_on_locks(pool: &PgPool) -> Result<i64, sqlx::Error> {
     .await
 }
 
+/// acme's proposals in flight and waiting on its day in the database, with
+/// acme's day held from outside, on a gate of `turns` turns per tenant
+/// (`None`: the default) over a pool of three connections; globex's
+/// proposal must be decided meanwhile, and acme's once the day is free.
+async fn one_tenant_waits_within_its_turns(turns: Option<usize>, in_database: i64) -> TestResult {
+    let Some(db) = fresh().await? else {
+        return Ok(());
+    };
+    let pool = pool_of(&db, 3).await?;
+    let clock = Arc::new(ManualClock::new(standard::now()));
+    let gate = Gate::new(pool, InProcessProvider::new(), SECRET, clock)?;
+    let gate = Arc::new(match turns {
+        Some(n) => gate.with_turns_per_tenant(n),
+        None => gate,
+    });
+    gate.seed(&standard::seed()).await?;
+    // acme's day is opened by one proposal, then held from outside the
+    // gate (the database's own pool, not the gate's three connections).
+    let step_up = body("CLOUD-TEAM", 1);
+    gate.propose("acme", "buyer-agent", &step_up, None).await?;
+    let watcher = db.pool();
+    let mut holder = watcher.begin().await?;
+    sqlx::query("SELECT 1 FROM daily_spend WHERE tenant_id = 'acme' FOR UPDATE")
+        .execute(&mut *holder)
+        .await?;
+    let waiting: Vec<_> = (0..6)
+        .map(|_| {
+            let (gate, step_up) = (gate.clone(), step_up.clone());
+            tokio::spawn(async move { gate.propose("acme", "buyer-agent", &step_up, None).await })
+        })
+        .collect();
+    // Until acme's turns wait on its day in the database.
+    let mut seen = 0;
+    for _ in 0..600 {
+        seen = waiting_on_locks(watcher).await?;
+        if seen >= in_database {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        seen, in_database,
+        "acme's proposals waiting on its day in the database"
+    );
+
+    // A free connection serves globex while acme waits. A timeout is the
+    // failure: without turns, acme's proposals hold all three.
+    let globex = tokio::time::timeout(
+        Duration::from_secs(30),
+        gate.propose("globex", "globex-agent", &body("SNACK-BOX", 1), None),
+    )
+    .await;
+    let globex = globex.map_err(|_| "globex waited behind acme's proposals")??;
+    assert!(globex.request_id.is_some(), "{globex:?}");
+    assert_eq!(
+        waiting_on_locks(watcher).await?,
+        in_database,
+        "only acme's turns reached the database"
+    );
+
+    holder.rollback().await?;
+    for proposal in waiting {
+        let outcome = proposal.await??;
+        assert_eq!(outcome.decision, Decision::StepUp(Reason::ApprovalRequired));
+    }
+    drop(gate);
+    db.drop().await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_tenant_waiting_for_its_day_holds_no_more_connections_than_its_turns() -> TestResult {
-    on_world_with_pool(3, async |w| {
-        // acme's day is opened by one proposal, then held from outside the
-        // gate (the database's own pool, not the gate's three connections).
-        w.propose("CLOUD-TEAM", 1).await?;
-        let watcher = w.db.pool();
-        let mut holder = watcher.begin().await?;
-        sqlx::query("SELECT 1 FROM daily_spend WHERE tenant_id = 'acme' FOR UPDATE")
-            .execute(&mut *holder)
-            .await?;
-        let waiting: Vec<_> = (0..6)
-            .map(|_| {
-                let gate = w.gate.clone();
-                tokio::spawn(async move {
-                    gate.propose("acme", "buyer-agent", &body("CLOUD-TEAM", 1), None)
-                        .await
-                })
-            })
-            .collect();
-        // Until acme's turns wait on its day in the database.
-        let mut seen = 0;
-        for _ in 0..600 {
-            seen = waiting_on_locks(watcher).await?;
-            if seen >= 2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert_eq!(
-            seen, 2,
-            "acme's proposals waiting on its day in the database"
-        );
+    one_tenant_waits_within_its_turns(None, 2).await
+}
 
-        // The third connection serves globex while acme waits. A timeout is
-        // the failure: without turns, acme's proposals hold all three.
-        let globex = tokio::time::timeout(
-            Duration::from_secs(30),
-            w.gate
-                .propose("globex", "globex-agent", &body("SNACK-BOX", 1), None),
-        )
-        .await;
-        let globex = globex.map_err(|_| "globex waited behind acme's proposals")??;
-        assert!(globex.request_id.is_some(), "{globex:?}");
-        assert_eq!(
-            waiting_on_locks(watcher).await?,
-            2,
-            "only acme's turns reached the database"
-        );
-
-        holder.rollback().await?;
-        for proposal in waiting {
-            let outcome = proposal.await??;
-            assert_eq!(outcome.decision, Decision::StepUp(Reason::ApprovalRequired));
-        }
-        Ok(())
-    })
-    .await
+#[tokio::test]
+async fn a_gate_of_one_turn_per_tenant_lets_one_proposal_per_tenant_wait_in_the_database()
+-> TestResult {
+    one_tenant_waits_within_its_turns(Some(1), 1).await
 }
