@@ -825,4 +825,28 @@ pub const HISTORY: &[HistoryEntry] = &[
              1-client cell first, on such a database: its figure before this change was \
              the scans'.",
     },
+    HistoryEntry {
+        change: "turns: at most 2 of one tenant's proposals hold a database connection at \
+             once (`gate::service::turns`, `Gate::with_turns_per_tenant`); the rest wait \
+             in the process, in the order they came, holding no connection. A tenant's \
+             proposals were already decided one at a time (each takes the tenant's day \
+             lock), but every waiting one held a pooled connection and woke in the \
+             database at each handover; a tenant with as many proposals in flight as the \
+             pool had connections held all of them, and every other tenant waited",
+        measure: "propose, one tenant, per second at 1, 2, 4, 8 and 16 clients; the \
+             16-client figure over the best of fewer clients; CPU per proposal (server + \
+             client) at 16 clients; p95 at 8 clients",
+        before: "838, 938, 998, 964, 876/s and 670, 991, 946, 922, 900/s (0.88×, 0.91×); \
+             1,427, 1,401 µs; 10.1, 10.9 ms",
+        after: "823, 1,008, 1,006, 981, 935/s and 673, 1,007, 961, 975, 948/s (0.93×, \
+             0.94×); 1,369, 1,365 µs; 9.2, 9.2 ms",
+        how: "`harness perf --load-only --cell-seconds 2`, release builds of this change \
+             with 100 turns per tenant (before: no limit at these counts) and with 2 \
+             (after), run before, after, before, after on one throwaway server on \
+             2026-12-05 (1-minute load 1.9-3.7 on 2 cores). The tenant-per-client cells, \
+             one client per tenant, moved within their run-to-run spread (8 clients: \
+             1,968, 1,882/s before, 1,875, 1,870/s after). Still short of \"never \
+             slower\": at 16 clients the one tenant ran at 0.93× and 0.94× its 2-client \
+             figure.",
+    },
 ];
