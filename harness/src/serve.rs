@@ -36,6 +36,19 @@ pub struct ServeArgs {
     /// The database to serve, on the server DATABASE_URL names [default: DATABASE_URL's own].
     #[arg(long, value_name = "NAME")]
     database: Option<String>,
+    /// Connections to the database the gate may hold: size it for the
+    /// server (a few per CPU), not for the clients; requests past it wait
+    /// for a connection.
+    #[arg(long, value_name = "N", default_value_t = POOL_SIZE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pool: u32,
+    /// How many of one tenant's proposals may hold a connection at once;
+    /// the rest wait in the gate, so one busy tenant never holds the pool.
+    /// A tenant's proposals are decided one at a time under its day lock
+    /// whatever this is.
+    #[arg(long, value_name = "N", default_value_t = gate::service::DEFAULT_TURNS_PER_TENANT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    turns_per_tenant: usize,
 }
 
 /// Connects to `DATABASE_URL` (or to the database `database` on the same
@@ -43,6 +56,11 @@ pub struct ServeArgs {
 /// owner (`MIGRATION_DATABASE_URL`, or both derived from an administrator's
 /// URL: `gate::db::server_urls`).
 pub async fn connect(command: &str, database: Option<&str>) -> Result<PgPool> {
+    connect_with_pool(command, database, POOL_SIZE).await
+}
+
+/// As [`connect`], with a pool of `size` connections.
+pub async fn connect_with_pool(command: &str, database: Option<&str>, size: u32) -> Result<PgPool> {
     let url = crate::db::lasting_url(command)?;
     let shown = gate::db::redact_url(&url);
     let urls = gate::db::server_urls(&url).await?;
@@ -64,7 +82,7 @@ pub async fn connect(command: &str, database: Option<&str>) -> Result<PgPool> {
     gate::db::migrate(&owner).await?;
     owner.close().await;
     let pool = PgPoolOptions::new()
-        .max_connections(POOL_SIZE)
+        .max_connections(size)
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options(&urls.app)?)
         .await
@@ -72,7 +90,7 @@ pub async fn connect(command: &str, database: Option<&str>) -> Result<PgPool> {
     Ok(pool)
 }
 
-/// Connections the served gate may hold.
+/// Connections the served gate may hold unless `--pool` says otherwise.
 const POOL_SIZE: u32 = 16;
 
 /// The webhook secret from the environment.
@@ -107,8 +125,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
 
 async fn serve(args: ServeArgs) -> Result<ExitCode> {
     let secret = webhook_secret()?;
-    let pool = connect("serve", args.database.as_deref()).await?;
-    let gate = Arc::new(build_gate(pool, secret)?);
+    let pool = connect_with_pool("serve", args.database.as_deref(), args.pool).await?;
+    let gate = Arc::new(build_gate(pool, secret)?.with_turns_per_tenant(args.turns_per_tenant));
     let listener = tokio::net::TcpListener::bind(&args.bind)
         .await
         .with_context(|| format!("binding {}", args.bind))?;

@@ -1,7 +1,8 @@
 //! `harness keys` and `harness serve` through the built binary, against a
 //! fresh database on the `DATABASE_URL` server: a key issued by the CLI
 //! proposes over a real socket, a revoked one is 401, and SIGTERM stops the
-//! server cleanly (exit 0) after answering.
+//! server cleanly (exit 0) after answering; the server runs on a pool of two
+//! connections and one turn per tenant (`--pool`, `--turns-per-tenant`).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -20,7 +21,9 @@ fn harness(database: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
     c.env("SPENDGATE_WEBHOOK_SECRET", SECRET)
         .env("SPENDGATE_LOG", "warn")
-        .args(["serve", "--bind", "127.0.0.1:0", "--database", database]);
+        .args(["serve", "--bind", "127.0.0.1:0", "--database", database])
+        // A small pool and one turn per tenant: the flags a deployment sizes.
+        .args(["--pool", "2", "--turns-per-tenant", "1"]);
     c
 }
 
