@@ -45,9 +45,10 @@ pub struct ServeArgs {
     /// How many of one tenant's proposals may hold a connection at once;
     /// the rest wait in the gate, so one busy tenant never holds the pool.
     /// A tenant's proposals are decided one at a time under its day lock
-    /// whatever this is.
+    /// whatever this is. At most 65536 (more turns than connections is no
+    /// limit at all).
     #[arg(long, value_name = "N", default_value_t = gate::service::DEFAULT_TURNS_PER_TENANT,
-          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     turns_per_tenant: usize,
 }
 

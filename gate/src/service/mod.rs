@@ -169,7 +169,8 @@ impl<P: PaymentProvider> Gate<P> {
     }
 
     /// How many of one tenant's proposals may hold a database connection at
-    /// once (at least one; [`DEFAULT_TURNS_PER_TENANT`] unless set): the
+    /// once (at least one, at most `tokio::sync::Semaphore::MAX_PERMITS`;
+    /// [`DEFAULT_TURNS_PER_TENANT`] unless set): the
     /// others wait in the process, so one busy tenant never holds the whole
     /// pool (see the `turns` module).
     pub fn with_turns_per_tenant(mut self, per_tenant: usize) -> Self {

@@ -53,10 +53,12 @@ impl Default for Turns {
 }
 
 impl Turns {
-    /// `per_tenant` turns for each tenant (at least one).
+    /// `per_tenant` turns for each tenant: at least one, and at most as
+    /// many as a semaphore holds (`Semaphore::MAX_PERMITS`, which would
+    /// otherwise panic at a tenant's first proposal; far past any pool).
     pub(crate) fn new(per_tenant: usize) -> Self {
         Turns {
-            per_tenant: per_tenant.max(1),
+            per_tenant: per_tenant.clamp(1, Semaphore::MAX_PERMITS),
             tenants: Mutex::new(HashMap::new()),
         }
     }
@@ -181,5 +183,12 @@ mod tests {
     fn a_tenant_always_has_at_least_one_turn() {
         assert_eq!(Turns::new(0).per_tenant(), 1);
         assert_eq!(Turns::default().per_tenant(), DEFAULT_TURNS_PER_TENANT);
+    }
+
+    #[tokio::test]
+    async fn a_huge_number_of_turns_is_capped_not_a_panic() {
+        let turns = Turns::new(usize::MAX);
+        assert_eq!(turns.per_tenant(), Semaphore::MAX_PERMITS);
+        assert!(gets_a_turn(&turns, "acme").await.is_some());
     }
 }
