@@ -6,12 +6,9 @@
 //! counted as refusals) wait for it on a gate pool of three connections,
 //! and globex's proposal must still be decided.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
-use gate::provider::InProcessProvider;
-use gate::service::{Gate, ManualClock, standard};
 use gate::{Decision, Reason};
 use sqlx::PgPool;
 
@@ -30,22 +27,20 @@ async fn waiting_on_locks(pool: &PgPool) -> Result<i64, sqlx::Error> {
 /// (`None`: the default) over a pool of three connections; globex's
 /// proposal must be decided meanwhile, and acme's once the day is free.
 async fn one_tenant_waits_within_its_turns(turns: Option<usize>, in_database: i64) -> TestResult {
-    let Some(db) = fresh().await? else {
-        return Ok(());
-    };
-    let pool = pool_of(&db, 3).await?;
-    let clock = Arc::new(ManualClock::new(standard::now()));
-    let gate = Gate::new(pool, InProcessProvider::new(), SECRET, clock)?;
-    let gate = Arc::new(match turns {
+    let Some(w) = world_configured(3, |gate| match turns {
         Some(n) => gate.with_turns_per_tenant(n),
         None => gate,
-    });
-    gate.seed(&standard::seed()).await?;
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    let gate = w.gate.clone();
     // acme's day is opened by one proposal, then held from outside the
     // gate (the database's own pool, not the gate's three connections).
     let step_up = body("CLOUD-TEAM", 1);
     gate.propose("acme", "buyer-agent", &step_up, None).await?;
-    let watcher = db.pool();
+    let watcher = w.db.pool();
     let mut holder = watcher.begin().await?;
     sqlx::query("SELECT 1 FROM daily_spend WHERE tenant_id = 'acme' FOR UPDATE")
         .execute(&mut *holder)
@@ -91,8 +86,7 @@ async fn one_tenant_waits_within_its_turns(turns: Option<usize>, in_database: i6
         assert_eq!(outcome.decision, Decision::StepUp(Reason::ApprovalRequired));
     }
     drop(gate);
-    db.drop().await?;
-    Ok(())
+    w.drop().await
 }
 
 #[tokio::test]

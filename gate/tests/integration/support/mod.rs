@@ -85,12 +85,26 @@ pub async fn pool_of(db: &FreshDatabase, size: u32) -> Result<PgPool, sqlx::Erro
 pub async fn world_with_pool(
     pool_size: u32,
 ) -> Result<Option<World>, Box<dyn std::error::Error + Send + Sync>> {
+    world_configured(pool_size, |gate| gate).await
+}
+
+/// As [`world_with_pool`], the gate built by `configure` (a builder call
+/// such as `with_turns_per_tenant`) before it is seeded.
+pub async fn world_configured(
+    pool_size: u32,
+    configure: impl FnOnce(Gate<InProcessProvider>) -> Gate<InProcessProvider>,
+) -> Result<Option<World>, Box<dyn std::error::Error + Send + Sync>> {
     let Some(db) = fresh().await? else {
         return Ok(None);
     };
     let pool = pool_of(&db, pool_size).await?;
     let clock = Arc::new(ManualClock::new(standard::now()));
-    let gate = Gate::new(pool, InProcessProvider::new(), SECRET, clock.clone())?;
+    let gate = configure(Gate::new(
+        pool,
+        InProcessProvider::new(),
+        SECRET,
+        clock.clone(),
+    )?);
     gate.seed(&standard::seed()).await?;
     Ok(Some(World {
         db,
