@@ -534,8 +534,10 @@ mod tests {
     /// A connection that planned its decisions while the requests table's
     /// statistics said it was empty (a new deployment that autovacuum or
     /// ANALYZE saw before its first proposal) keeps that plan, and still
-    /// walks the index once the table holds rows: no decision scans the
-    /// table, before or after.
+    /// walks the agent's requests newest first and stops at the policy's
+    /// limits once the table holds many: no decision scans the table, and
+    /// none reads the agent's older requests (an index in another order,
+    /// then a sort, read them all), before or after.
     #[tokio::test]
     async fn a_decision_never_scans_the_requests_a_planner_saw_empty() -> DbResult {
         use super::super::clock::Clock;
@@ -546,14 +548,33 @@ mod tests {
             return Ok(());
         };
         let (gate, clock) = standard_gate(&db).await?;
-        sqlx::query("ANALYZE payment_requests")
+        sqlx::query("VACUUM ANALYZE payment_requests")
             .execute(db.owner_pool())
             .await?;
+        // The standard limits: 20 proposals, 5 refusals (every one here is
+        // refused: the merchant is not allowed). Each round first records
+        // `made` proposals, then decides on the one connection: the first
+        // decision plans on a table of 300 rows that the statistics call
+        // empty (where Postgres finds a walk of another index, a filter on
+        // the window and a sort cheapest), the second runs that plan on 500.
+        let propose = |made: usize| {
+            let gate = &gate;
+            let clock = &clock;
+            async move {
+                for _ in 0..made {
+                    clock.advance(chrono::Duration::seconds(7));
+                    let body = br#"{"sku":"USB-HUB","quantity":1,"purpose":"desk"}"#;
+                    gate.propose("acme", "buyer-agent", body, None).await?;
+                }
+                Ok::<_, Box<dyn std::error::Error>>(())
+            }
+        };
         let mut conn = db.pool().acquire().await?;
         let (policy, _) = world::policy_and_catalog(&mut conn, "acme", false).await?;
-        let scans = "SELECT seq_scan FROM pg_stat_xact_user_tables \
-                     WHERE relname = 'payment_requests'";
-        for (round, held) in [(0, 0), (1, 20)] {
+        let read_so_far = "SELECT seq_scan, COALESCE(idx_tup_fetch, 0) \
+                             FROM pg_stat_xact_user_tables WHERE relname = 'payment_requests'";
+        for (round, made) in [(0, 300), (1, 200)] {
+            propose(made).await?;
             let counted = Moment::Proposal
                 .counted(clock.now(), policy.as_ref())
                 .ok_or("the standard policy counts proposals")?;
@@ -563,19 +584,26 @@ mod tests {
                 counted: Some(counted),
                 ..ask("acme", "buyer-agent")
             };
+            // A backend's counters of its transaction are read before and
+            // after: they also hold what it has not yet reported.
             let mut tx = conn.begin().await?;
+            let (scanned_before, fetched_before): (i64, i64) =
+                sqlx::query_as(read_so_far).fetch_one(&mut *tx).await?;
             let state = read(&mut tx, asked).await?;
-            let scanned: i64 = sqlx::query_scalar(scans).fetch_one(&mut *tx).await?;
+            let (scanned_after, fetched_after): (i64, i64) =
+                sqlx::query_as(read_so_far).fetch_one(&mut *tx).await?;
             tx.rollback().await?;
+            let (scanned, fetched) = (
+                scanned_after - scanned_before,
+                fetched_after - fetched_before,
+            );
             assert_eq!(scanned, 0, "round {round}: a decision scanned the requests");
-            assert_eq!(state.recent.proposals.len(), held, "round {round}");
-            // Between the rounds the table fills; the connection keeps the
-            // plan it made on the empty one.
-            for _ in 0..30 {
-                clock.advance(chrono::Duration::seconds(7));
-                let body = br#"{"sku":"USB-HUB","quantity":1,"purpose":"desk"}"#;
-                gate.propose("acme", "buyer-agent", body, None).await?;
-            }
+            assert!(
+                fetched <= 25,
+                "round {round}: a decision fetched {fetched} requests to find its newest 25"
+            );
+            assert_eq!(state.recent.proposals.len(), 20, "round {round}");
+            assert_eq!(state.recent.denials.len(), 5, "round {round}");
         }
         drop(conn);
         db.drop().await?;
