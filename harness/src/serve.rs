@@ -82,9 +82,7 @@ pub async fn connect_with_pool(command: &str, database: Option<&str>, size: u32)
         .with_context(|| format!("connecting to {shown} as the owner"))?;
     gate::db::migrate(&owner).await?;
     owner.close().await;
-    let pool = PgPoolOptions::new()
-        .max_connections(size)
-        .acquire_timeout(Duration::from_secs(10))
+    let pool = gate::db::pool_options(size)
         .connect_with(options(&urls.app)?)
         .await
         .with_context(|| format!("connecting to {shown}"))?;

@@ -3,6 +3,9 @@
 //! Guarantees:
 //! - [`MIGRATOR`] embeds every file of `migrations/` at build time (the crate's
 //!   build script rebuilds when that folder changes).
+//! - [`pool_options`] is how every pool of the gate is built: `size`
+//!   connections at most, [`CONNECT_TIMEOUT`] to get one, and no round trip
+//!   before a connection is handed out (see its doc).
 //! - [`connect`] returns a pool that has answered, or a [`DbError`] that says
 //!   whether the server is down or unreachable ([`DbError::Unreachable`]) or was
 //!   reached and refused us ([`DbError::Rejected`]). Every error names the URL
@@ -132,6 +135,24 @@ pub(super) fn parse(url: &str) -> Result<PgConnectOptions, DbError> {
     })
 }
 
+/// The options of a gate's pool of at most `size` connections.
+///
+/// sqlx sends a connection a Sync and waits for the server's answer when it
+/// goes back to the pool (always), and by default again each time it is
+/// handed out: one round trip more per operation, before its first
+/// statement. Here it is not sent on the way out. A connection that died
+/// while idle in the pool (a server restart, an idle timeout) fails the
+/// operation's first statement instead, which every operation answers as
+/// the database being unavailable: it decides nothing and records nothing,
+/// and the connection is closed on its way back, so the next operation gets
+/// a new one.
+pub fn pool_options(size: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(size.max(1))
+        .acquire_timeout(CONNECT_TIMEOUT)
+        .test_before_acquire(false)
+}
+
 /// A pool of `size` connections that has answered, or why not (`shown` is
 /// the redacted URL the error names).
 pub(super) async fn pool(
@@ -139,9 +160,7 @@ pub(super) async fn pool(
     shown: &str,
     size: u32,
 ) -> Result<PgPool, DbError> {
-    PgPoolOptions::new()
-        .max_connections(size)
-        .acquire_timeout(CONNECT_TIMEOUT)
+    pool_options(size)
         .connect_with(options)
         .await
         .map_err(|cause| connect_error(shown, cause))

@@ -6,8 +6,8 @@
 //! - Every item lives in the file of its job and is used from here, so a
 //!   caller names `gate::db::<item>` whatever file holds it:
 //!   - `error`: [`DbError`], the one error type; URLs always shown redacted;
-//!   - `connect`: [`MIGRATOR`], [`connect()`], [`migrate`], the URL variables,
-//!     [`redact_url`], [`with_user`];
+//!   - `connect`: [`MIGRATOR`], [`connect()`], [`migrate`], [`pool_options`],
+//!     the URL variables, [`redact_url`], [`with_user`];
 //!   - `roles`: [`OWNER_ROLE`], [`APP_ROLE`], [`server_urls`],
 //!     [`ensure_roles`];
 //!   - `factory` (`test-support`): `FreshDatabase`, `fresh_database`,
@@ -40,7 +40,8 @@ mod roles;
 mod spares;
 
 pub use connect::{
-    DATABASE_URL_ENV, MIGRATION_DATABASE_URL_ENV, MIGRATOR, connect, migrate, redact_url, with_user,
+    DATABASE_URL_ENV, MIGRATION_DATABASE_URL_ENV, MIGRATOR, connect, migrate, pool_options,
+    redact_url, with_user,
 };
 #[cfg(any(test, feature = "test-support"))]
 pub use drop_guards::{DROP_GUARDS_ENV, DROP_GUARDS_LOG_ENV};

@@ -106,6 +106,45 @@ async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
     .await
 }
 
+/// A gate pool hands out an idle connection without a round trip to test it
+/// first (`gate::db::pool_options`). One that died while it waited (a
+/// server restart, an idle timeout) fails the proposal it was handed to,
+/// which is refused as the database being unavailable and writes nothing;
+/// it is closed on its way back, and the next proposal is decided on a new
+/// connection.
+#[tokio::test]
+async fn a_connection_that_died_in_the_pool_fails_one_operation_and_writes_nothing() -> TestResult {
+    on_world_with_pool(1, async |w| {
+        let before = ledger_len(w).await?;
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(w.pool())
+            .await?;
+        // The pool's one connection is idle in it now; its backend is ended
+        // from another connection of the same role.
+        let mut other =
+            <sqlx::PgConnection as sqlx::Connection>::connect_with(w.db.connect_options()).await?;
+        let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
+            .bind(pid)
+            .fetch_one(&mut other)
+            .await?;
+        assert!(ended, "backend {pid} was not ended");
+        let err = w.propose("SNACK-BOX", 1).await;
+        assert!(
+            matches!(err, Err(ServiceError::DatabaseUnavailable { .. })),
+            "{err:?}"
+        );
+        nothing_written(w, before).await?;
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, Decision::Allow);
+        let now: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(w.pool())
+            .await?;
+        assert_ne!(now, pid, "the dead connection was handed out again");
+        Ok(())
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_ledger_that_cannot_be_appended_to_writes_nothing() -> TestResult {
     on_world(async |w| {

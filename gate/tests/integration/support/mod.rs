@@ -15,7 +15,6 @@ use gate::service::{
 };
 use gate::{Decision, Reason};
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
 
 pub type TestResult = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
@@ -72,10 +71,10 @@ pub async fn fresh() -> Result<Option<FreshDatabase>, gate::db::DbError> {
     gate::db::fresh_test_database().await
 }
 
-/// A pool of `size` connections to `db` as the application role (the default pool has 10).
+/// A pool of `size` connections to `db` as the application role (the default
+/// pool has 10), built as every gate pool is (`gate::db::pool_options`).
 pub async fn pool_of(db: &FreshDatabase, size: u32) -> Result<PgPool, sqlx::Error> {
-    PgPoolOptions::new()
-        .max_connections(size)
+    gate::db::pool_options(size)
         .acquire_timeout(Duration::from_secs(60))
         .connect_with(db.connect_options().clone())
         .await
