@@ -849,4 +849,57 @@ pub const HISTORY: &[HistoryEntry] = &[
              slower\": at 16 clients the one tenant ran at 0.93× and 0.94× its 2-client \
              figure.",
     },
+    HistoryEntry {
+        change: "`decision_state` plans its reads with sorts off too, and never JIT-compiles \
+             them (migration 20261205000002: `enable_sort = off`, `jit = off` for the \
+             function). A generic plan made while `payment_requests`' statistics called it \
+             empty, once the table had about 7 pages, walked the idempotency key's unique \
+             index by tenant and agent, filtered the window and sorted: every decision read \
+             all of the agent's proposals in the window, not the newest 20 and 5 of the \
+             standard limits. Some load connections made that plan (auto_explain: reads of \
+             up to 2 ms at the end of a 4-second cell). `jit = off` because a disabled node \
+             costs 10^10 planner units, past `jit_above_cost`: with sorts off alone the \
+             hops' read was compiled on every call (72 ms a decision, 20 proposals/s)",
+        measure: "rows of `payment_requests` fetched by one decision on a connection that \
+             planned on 300 rows its statistics called empty \
+             (`a_decision_never_scans_the_requests_a_planner_saw_empty`); the load phase at \
+             1 and 8 clients, propose one tenant / tenant per client, per second",
+        before: "600 rows; load 1,055, 1,064 / 1,220, 2,437/s and 1,076, 1,072 / 1,196, \
+             2,474/s",
+        after: "25 rows; load 1,034, 1,030 / 1,110, 2,264/s and 1,101, 1,146 / 1,170, \
+             2,441/s",
+        how: "the test, with and without the migration; the load: `harness perf \
+             --load-only --cell-seconds 3` (propose cells only), release builds before and \
+             after, run after, before, after, before on one throwaway server on 2026-12-05. \
+             The load moved within its spread: its `ANALYZE` before each cell usually gives \
+             every connection good plans, so the bad one came only by chance. What the \
+             change removes is a read that grows with the agent's proposals in the window \
+             where it should stop at the policy's limits.",
+    },
+    HistoryEntry {
+        change: "a pool that fits the server: the load phase's default pool is 4 connections \
+             per CPU (8 here) where it was one per client of the largest count (16), and \
+             every gate pool (`gate::db::pool_options`: the load's, `harness serve`'s, the \
+             tests' and the corpus runs') hands out an idle connection without first sending \
+             it a Sync and waiting for the answer (sqlx's `test_before_acquire`, on by \
+             default; it still does so when the connection comes back). sqlx hands out idle \
+             connections in the order they came back, so a pool of 16 cycled every \
+             operation through 16 backends, each colder in the server's caches",
+        measure: "propose per second, one tenant at 1, 8 and 16 clients and tenant per \
+             client at 8, pool of 16 against 8; propose tenant per client at 1 client, \
+             with the test before acquire and without",
+        before: "pool 16: one tenant 995, 1,171, 1,159/s and 866, 1,090, 1,016/s; tenant \
+             per client 2,367 and 2,173/s. Tested: 1,029, 998, 1,012, 1,010, 1,015, 949/s \
+             (mean 1,002/s)",
+        after: "pool 8: one tenant 1,136, 1,262, 1,211/s and 1,049, 1,202, 1,209/s; tenant \
+             per client 2,495 and 2,498/s. Untested: 1,008, 1,043, 1,105, 1,098, 1,047, \
+             992/s (mean 1,049/s, higher in 5 of 6 pairs)",
+        how: "`harness perf --load-only --cell-seconds 3 --pool 16 | 8 | 4` (propose cells \
+             only), one release build, run 16, 8, 4, 16, 8, 4 on one throwaway server on \
+             2026-12-05 (a pool of 4 was between: one tenant as 8, tenant per client 2,347 \
+             and 2,344/s at 8 clients). The test before acquire: 3-second cells at 1 client, \
+             alternated six times. A connection that died idle now fails the one operation \
+             it is handed to as the database being unavailable \
+             (`flow_errors::a_connection_that_died_in_the_pool_fails_one_operation_and_writes_nothing`).",
+    },
 ];

@@ -59,11 +59,11 @@ pub struct PerfArgs {
     /// Seconds per load cell [default: 3; 1 with --quick].
     #[arg(long, value_name = "S")]
     pub cell_seconds: Option<u64>,
-    /// Connections in the load phase's gate pool, at most, and never more
-    /// than one per client of the largest count [default: that]. A cell with
-    /// more clients than this
-    /// queues them for a connection in the process, as a deployed gate with
-    /// a pool sized for its server does.
+    /// Connections in the load phase's gate pool, never more than one per
+    /// client of the largest count [default: 4 per CPU of this machine, the
+    /// server's]. A cell with more clients than this queues them for a
+    /// connection in the process, as a deployed gate with a pool sized for
+    /// its server does.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub pool: Option<u32>,
     /// Also run the wire phase: the HTTP service on a loopback port under N
