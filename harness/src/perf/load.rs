@@ -64,9 +64,11 @@ pub struct LoadPlan {
     pub cell: Duration,
     /// The client counts whose latencies are reported.
     pub latency_clients: Vec<usize>,
-    /// The gate pool's size, at most; `None`: one connection per client of
-    /// the largest count.
+    /// The gate pool's size, at most; `None`: [`POOL_PER_CPU`] per CPU.
     pub pool: Option<u32>,
+    /// Worker threads of the runtime the phase runs on ([`worker_threads`]),
+    /// as the report says it.
+    pub workers: usize,
     /// The client counts at which the tenant-per-client cells run again, in
     /// the same pass, on a copy of the schema without its guards
     /// ([`unguarded`]); empty: not at all.
@@ -168,6 +170,8 @@ pub struct Load {
     pub cell_seconds: f64,
     /// Connections in the gate's pool.
     pub pool: u32,
+    /// Worker threads of the phase's runtime.
+    pub workers: usize,
     pub pgbench: String,
     pub pgbench_scale: u32,
     pub clock_speed: u32,
@@ -399,6 +403,18 @@ fn pool_size(asked: Option<u32>, most: usize, cpus: usize) -> u32 {
     let most = one_per_client(most);
     let fits = u32::try_from(cpus.max(1).saturating_mul(POOL_PER_CPU)).unwrap_or(u32::MAX);
     asked.unwrap_or(fits).clamp(1, most)
+}
+
+/// Worker threads of the load phase's runtime on a machine of `cpus` CPUs:
+/// a quarter of them, at least one. The gate and the load driver in this
+/// process take about a fifth of the machine's CPU at 8 clients (the
+/// server's backends, on the same machine, take the rest), and a second
+/// worker on 2 CPUs mostly added wakeups from one thread to the other: CPU in
+/// this process per proposal at 8 clients, tenant per client, 140, 146,
+/// 141 µs with two workers and 126, 125, 123 µs with one; per flow 1,012,
+/// 948, 1,039 µs and 871, 890, 856 µs (three alternated pairs, 2026-12-05).
+pub(super) fn worker_threads(cpus: usize) -> usize {
+    (cpus / 4).max(1)
 }
 
 /// One fresh database for the whole phase, seeded with `acme` and one copy
@@ -985,6 +1001,7 @@ pub(super) async fn measure(
         Load {
             cell_seconds: plan.cell.as_secs_f64(),
             pool,
+            workers: plan.workers,
             pgbench: format!(
                 "pgbench -i -s {PGBENCH_SCALE}; pgbench -n -c N -j N -T {} -M prepared",
                 plan.cell.as_secs().max(1)
@@ -1004,6 +1021,15 @@ pub(super) async fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_runtime_has_a_worker_per_four_cpus_and_at_least_one() {
+        assert_eq!(worker_threads(0), 1);
+        assert_eq!(worker_threads(2), 1);
+        assert_eq!(worker_threads(4), 1);
+        assert_eq!(worker_threads(8), 2);
+        assert_eq!(worker_threads(64), 16);
+    }
 
     #[test]
     fn the_pool_is_what_was_asked_or_four_per_cpu_but_never_more_than_the_clients() {

@@ -902,4 +902,21 @@ pub const HISTORY: &[HistoryEntry] = &[
              it is handed to as the database being unavailable \
              (`flow_errors::a_connection_that_died_in_the_pool_fails_one_operation_and_writes_nothing`).",
     },
+    HistoryEntry {
+        change: "the load phase runs on a runtime of one worker thread per 4 CPUs, at least \
+             one (`perf::load::worker_threads`: 1 here), where it ran on `bench`'s two. The \
+             gate and the load driver take about a fifth of this machine at 8 clients; a \
+             second worker mostly added wakeups from one thread to the other (a profile of \
+             the process: 27% of its samples in the kernel's task switching)",
+        measure: "CPU per operation at 8 clients, tenant per client, in this process \
+             (total): propose; flow. Propose per second at 8 clients, tenant per client",
+        before: "propose 140, 146, 141 µs (750, 742, 756 µs); flow 1,012, 948, 1,039 µs \
+             (4,340, 4,145, 4,468 µs); 2,548, 2,586, 2,528/s",
+        after: "propose 126, 125, 123 µs (715, 714, 718 µs); flow 871, 890, 856 µs (4,045, \
+             4,030, 4,174 µs); 2,618, 2,620, 2,548/s",
+        how: "`harness perf --load-only --pool 8 --cell-seconds 3` (one tenant and tenant \
+             per client proposals, tenant per client flows, at 1 and 8 clients), one release \
+             build with two workers and with one, alternated three times on one throwaway \
+             server on 2026-12-05. At 1 client the two moved both ways.",
+    },
 ];

@@ -137,7 +137,8 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
          For each client count, one pass runs pgbench (`{}`, its built-in TPC-B-like \
          script in a database of its own) and then the gate's four cells, {:.0} s each, \
          one after another on one migrated database, the gate on a pool of {} connections \
-         (a cell with more clients queues them for one in the process). \
+         (a cell with more clients queues them for one in the process) in a runtime of {} \
+         worker thread(s). \
          **propose**: a proposal the merchant allowlist denies (the whole decision path, \
          recorded and appended to the ledger). **flow**: propose (allowed) → checkout → pay \
          (in-process provider) → signed capture webhook; one flow is one unit. \
@@ -145,7 +146,7 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
          client *i* works in tenant `t0i`, a copy of `acme`. The world's rate limits are \
          raised out of reach, its caps and budgets far above a run's spend, and its clock \
          runs {}× real time (one-minute rate windows). The whole phase took {:.0} s.\n",
-        load.pgbench, load.cell_seconds, load.pool, load.clock_speed, load.seconds
+        load.pgbench, load.cell_seconds, load.pool, load.workers, load.clock_speed, load.seconds
     );
     s.push_str(
         "| clients | pgbench TPS | propose, one tenant | propose, tenant per client | \
@@ -458,6 +459,7 @@ pub(in crate::perf::render) mod tests {
         Load {
             cell_seconds: 3.0,
             pool: 8,
+            workers: 1,
             pgbench: "pgbench".into(),
             pgbench_scale: 1,
             clock_speed: 600,
