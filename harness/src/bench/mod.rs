@@ -203,8 +203,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
 
 /// The async runtime every harness command runs its database work on.
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    runtime_of(2)
+}
+
+/// As [`runtime`], with `workers` worker threads.
+pub fn runtime_of(workers: usize) -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .context("could not start the async runtime")

@@ -66,9 +66,9 @@ pub struct LoadPlan {
     pub latency_clients: Vec<usize>,
     /// The gate pool's size, at most; `None`: [`POOL_PER_CPU`] per CPU.
     pub pool: Option<u32>,
-    /// Worker threads of the runtime the phase runs on ([`worker_threads`]),
-    /// as the report says it.
-    pub workers: usize,
+    /// CPUs of this machine (the server's too): the default pool's size and
+    /// the runtime's worker threads ([`worker_threads`]) follow from it.
+    pub cpus: usize,
     /// The client counts at which the tenant-per-client cells run again, in
     /// the same pass, on a copy of the schema without its guards
     /// ([`unguarded`]); empty: not at all.
@@ -825,8 +825,7 @@ pub(super) async fn measure(
     let owner = gate::db::server_urls(admin_url).await?.owner;
     let bench = Pgbench::init(&owner).await?;
     let most = plan.clients.iter().copied().max().unwrap_or(1);
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let pool = pool_size(plan.pool, most, cpus);
+    let pool = pool_size(plan.pool, most, plan.cpus);
     let (db, gate) = world(admin_url, most, pool).await?;
     // The server whose processes the CPU figures count (see `cpu`).
     let server = sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()")
@@ -1001,7 +1000,7 @@ pub(super) async fn measure(
         Load {
             cell_seconds: plan.cell.as_secs_f64(),
             pool,
-            workers: plan.workers,
+            workers: worker_threads(plan.cpus),
             pgbench: format!(
                 "pgbench -i -s {PGBENCH_SCALE}; pgbench -n -c N -j N -T {} -M prepared",
                 plan.cell.as_secs().max(1)

@@ -46,7 +46,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use chrono::{SecondsFormat, Utc};
 use scenarios::{Corpus, Scenario};
 
@@ -73,21 +73,15 @@ impl Progress {
 /// The load phase: (figures, notes).
 fn run_load(args: &PerfArgs, url: &str, progress: &Progress) -> Result<(load::Load, Vec<String>)> {
     progress.say("load: the gate through Postgres beside pgbench");
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let workers = load::worker_threads(cpus);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-        .context("could not start the load phase's async runtime")?;
     let plan = load::LoadPlan {
-        workers,
+        cpus: std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         clients: vec![1, 2, 4, 8, 16],
         cell: Duration::from_secs(args.cell_seconds.unwrap_or(if args.quick { 1 } else { 3 })),
         latency_clients: vec![1, 8],
         pool: args.pool,
         unguarded_clients: vec![1, 8],
     };
+    let runtime = crate::bench::runtime_of(load::worker_threads(plan.cpus))?;
     let (load, mut notes) = runtime.block_on(load::measure(url, &plan, progress))?;
     notes.push(
         "Each tenant has a ledger head of its own (`ledger_head`, one row per tenant), so \
