@@ -141,11 +141,10 @@ pub(super) fn parse(url: &str) -> Result<PgConnectOptions, DbError> {
 /// goes back to the pool (always), and by default again each time it is
 /// handed out: one round trip more per operation, before its first
 /// statement. Here it is not sent on the way out. A connection that died
-/// while idle in the pool (a server restart, an idle timeout) fails the
-/// operation's first statement instead, which every operation answers as
-/// the database being unavailable: it decides nothing and records nothing,
-/// and the connection is closed on its way back, so the next operation gets
-/// a new one.
+/// while idle in the pool (a server restart, an idle timeout) fails its
+/// `BEGIN` instead, which wrote nothing; it is closed on its way back, and
+/// the gate begins its transaction again on another connection
+/// (`Gate::begin`).
 pub fn pool_options(size: u32) -> PgPoolOptions {
     PgPoolOptions::new()
         .max_connections(size.max(1))

@@ -12,8 +12,10 @@
 use crate::db::DbError;
 use crate::reason::Reason;
 
-/// Postgres SQLSTATE classes and codes that mean "the server went away".
-const UNAVAILABLE_CODES: &[&str] = &["57P01", "57P02", "57P03"];
+/// Postgres SQLSTATE codes that mean "the server went away" (besides class
+/// 08, connection exceptions): shut down by an administrator, crashed, not
+/// yet accepting connections, and a session ended for idling too long.
+const UNAVAILABLE_CODES: &[&str] = &["57P01", "57P02", "57P03", "57P05"];
 
 /// An error of the stateful gate.
 #[derive(Debug, thiserror::Error)]
@@ -65,12 +67,19 @@ impl ServiceError {
 }
 
 fn is_unavailable(cause: &sqlx::Error) -> bool {
+    connection_lost(cause)
+        || matches!(
+            cause,
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed
+        )
+}
+
+/// True when `cause` says the one connection it came from is gone (its
+/// socket, or the server process behind it), as opposed to the pool or a
+/// statement failing.
+pub(crate) fn connection_lost(cause: &sqlx::Error) -> bool {
     match cause {
-        sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
         sqlx::Error::Database(e) => e.code().is_some_and(|code| {
             code.starts_with("08") || UNAVAILABLE_CODES.contains(&code.as_ref())
         }),
@@ -92,6 +101,15 @@ impl<T> Ctx<T> for Result<T, sqlx::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_connection_is_one_connection_gone_and_a_closed_pool_is_not() {
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert!(connection_lost(&sqlx::Error::Io(reset)));
+        assert!(!connection_lost(&sqlx::Error::PoolClosed));
+        assert!(!connection_lost(&sqlx::Error::PoolTimedOut));
+        assert!(!connection_lost(&sqlx::Error::RowNotFound));
+    }
 
     #[test]
     fn a_closed_pool_is_unavailable_and_a_decode_error_is_not() {

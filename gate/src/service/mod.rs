@@ -230,11 +230,28 @@ impl<P: PaymentProvider> Gate<P> {
         self.provider_timeout
     }
 
+    /// A transaction on a pooled connection, for `action`.
+    ///
+    /// The pool hands out an idle connection without testing it first
+    /// (`crate::db::pool_options`). One that died while idle (a server
+    /// restart, an idle timeout) fails its `BEGIN`, which wrote nothing: the
+    /// transaction is begun again on another connection, at most once per
+    /// connection the pool may hold and once more, so that no operation (a
+    /// payment's second transaction, after the provider answered, least of
+    /// all) fails for a connection that was already dead. Any other error,
+    /// or a lost connection on every try, is the action's error.
     pub(crate) async fn begin(
         &self,
         action: &'static str,
     ) -> Result<Transaction<'static, Postgres>, ServiceError> {
-        self.pool.begin().await.ctx(action)
+        let tries = self.pool.options().get_max_connections().saturating_add(1);
+        let mut tried = 1;
+        loop {
+            match self.pool.begin().await {
+                Err(cause) if error::connection_lost(&cause) && tried < tries => tried += 1,
+                begun => return begun.ctx(action),
+            }
+        }
     }
 }
 

@@ -108,41 +108,63 @@ async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
 
 /// A gate pool hands out an idle connection without a round trip to test it
 /// first (`gate::db::pool_options`). One that died while it waited (a
-/// server restart, an idle timeout) fails the proposal it was handed to,
-/// which is refused as the database being unavailable and writes nothing;
-/// it is closed on its way back, and the next proposal is decided on a new
-/// connection.
-#[tokio::test]
-async fn a_connection_that_died_in_the_pool_fails_one_operation_and_writes_nothing() -> TestResult {
-    on_world_with_pool(1, async |w| {
-        let before = ledger_len(w).await?;
-        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-            .fetch_one(w.pool())
-            .await?;
-        // The pool's one connection is idle in it now; its backend is ended
-        // from another connection of the same role.
+/// server restart, an idle timeout) fails its `BEGIN`, which wrote nothing,
+/// and the gate begins again on another connection: on a pool of `size`
+/// whose every idle connection is dead (a restart ends them all), the next
+/// proposal is still decided, exactly once, and no dead connection is used
+/// again.
+async fn every_idle_connection_dead_then_a_proposal(size: u32) -> TestResult {
+    on_world_with_pool(size, async |w| {
+        // Every connection of the pool opened and back in it, idle.
+        let mut held = Vec::new();
+        for _ in 0..size {
+            held.push(w.pool().acquire().await?);
+        }
+        let mut dead = Vec::new();
+        for conn in &mut held {
+            let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+                .fetch_one(&mut **conn)
+                .await?;
+            dead.push(pid);
+        }
+        drop(held);
+        // Their backends are ended from another connection of the same role.
         let mut other =
             <sqlx::PgConnection as sqlx::Connection>::connect_with(w.db.connect_options()).await?;
-        let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
-            .bind(pid)
-            .fetch_one(&mut other)
-            .await?;
-        assert!(ended, "backend {pid} was not ended");
-        let err = w.propose("SNACK-BOX", 1).await;
-        assert!(
-            matches!(err, Err(ServiceError::DatabaseUnavailable { .. })),
-            "{err:?}"
-        );
-        nothing_written(w, before).await?;
+        for &pid in &dead {
+            let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 5000)")
+                .bind(pid)
+                .fetch_one(&mut other)
+                .await?;
+            assert!(ended, "backend {pid} was not ended");
+        }
         let p = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(p.decision, Decision::Allow);
+        let requests: i64 = sqlx::query_scalar("SELECT count(*) FROM payment_requests")
+            .fetch_one(w.pool())
+            .await?;
+        assert_eq!(requests, 1, "the proposal was recorded once");
         let now: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
             .fetch_one(w.pool())
             .await?;
-        assert_ne!(now, pid, "the dead connection was handed out again");
+        assert!(
+            !dead.contains(&now),
+            "a dead connection was handed out again"
+        );
         Ok(())
     })
     .await
+}
+
+#[tokio::test]
+async fn a_connection_that_died_in_the_pool_is_replaced_before_the_operation_begins() -> TestResult
+{
+    every_idle_connection_dead_then_a_proposal(1).await
+}
+
+#[tokio::test]
+async fn a_pool_whose_every_idle_connection_died_still_begins_the_next_operation() -> TestResult {
+    every_idle_connection_dead_then_a_proposal(2).await
 }
 
 #[tokio::test]

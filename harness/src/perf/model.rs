@@ -898,9 +898,9 @@ pub const HISTORY: &[HistoryEntry] = &[
              only), one release build, run 16, 8, 4, 16, 8, 4 on one throwaway server on \
              2026-12-05 (a pool of 4 was between: one tenant as 8, tenant per client 2,347 \
              and 2,344/s at 8 clients). The test before acquire: 3-second cells at 1 client, \
-             alternated six times. A connection that died idle now fails the one operation \
-             it is handed to as the database being unavailable \
-             (`flow_errors::a_connection_that_died_in_the_pool_fails_one_operation_and_writes_nothing`).",
+             alternated six times. A connection that died idle fails its `BEGIN`, and \
+             `Gate::begin` begins again on another connection \
+             (`flow_errors::a_pool_whose_every_idle_connection_died_still_begins_the_next_operation`).",
     },
     HistoryEntry {
         change: "the load phase runs on a runtime of one worker thread per 4 CPUs, at least \
