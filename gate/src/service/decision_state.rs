@@ -531,6 +531,36 @@ mod tests {
         Ok(())
     }
 
+    /// decision_state's plans are fixed by its own settings (migrations
+    /// 20261204000004, 20261205000001 and 20261205000002): generic plans,
+    /// no sequential scan and no sort where an index serves, and never a JIT
+    /// compilation, which a disabled plan node's cost would otherwise set
+    /// off on every call (72 ms a decision when only the sorts were off).
+    #[tokio::test]
+    async fn a_decision_plans_by_its_own_settings_and_never_compiles() -> DbResult {
+        let Some(db) = crate::db::fresh_test_database().await? else {
+            return Ok(());
+        };
+        let config: Vec<String> = sqlx::query_scalar(
+            "SELECT unnest(proconfig) FROM pg_proc WHERE proname = 'decision_state'",
+        )
+        .fetch_all(db.pool())
+        .await?;
+        for setting in [
+            "plan_cache_mode=force_generic_plan",
+            "enable_seqscan=off",
+            "enable_sort=off",
+            "jit=off",
+        ] {
+            assert!(
+                config.iter().any(|c| c == setting),
+                "{setting} not in {config:?}"
+            );
+        }
+        db.drop().await?;
+        Ok(())
+    }
+
     /// A connection that planned its decisions while the requests table's
     /// statistics said it was empty (a new deployment that autovacuum or
     /// ANALYZE saw before its first proposal) keeps that plan, and still
