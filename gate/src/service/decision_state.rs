@@ -12,9 +12,11 @@
 //! move before its reservation and its request row are written.
 //!
 //! [`read_for_proposal`] calls `proposal_state`
-//! (`migrations/20261204000004_bounded_counts.sql`), which first resolves the
+//! (`migrations/20261205000003_world_stamp.sql`), which first resolves the
 //! caller and checks that the policy and catalog the gate would decide with
-//! ([`super::world_cache`]) are still the tenant's, and only then calls
+//! ([`super::world_cache`]) are still the tenant's (against the digest the
+//! tenant's last policy or catalog write stored, and when that differs,
+//! against the world read and hashed afresh), and only then calls
 //! `decision_state`: a proposal's caller, policy and state in one round trip.
 //!
 //! What comes back is checked, never assumed whole: a reply that does not

@@ -24,9 +24,12 @@
 //! lock of `decision_state` (its comment); a test checks that every rank is
 //! the number of the item below that names its row:
 //! 1. the tenant row, `FOR NO KEY UPDATE` (only `set_policy`, to number
-//!    versions). It never blocks the key-share locks that foreign-key
-//!    checks of other writers take on the same row, so a publication cannot
-//!    deadlock with a proposal whose insert references the tenant;
+//!    versions, and the database's `world_restamp`, after a write of the
+//!    tenant's policy or catalog, to rewrite its world digest:
+//!    `migrations/20261205000003_world_stamp.sql`). It never blocks the
+//!    key-share locks that foreign-key checks of other writers take on the
+//!    same row, so a publication cannot deadlock with a proposal whose
+//!    insert references the tenant;
 //! 2. the checkout authority (only a payment locks one, to consume it, and
 //!    only before its request: no operation locks an authority after a
 //!    request);
@@ -245,6 +248,9 @@ mod tests {
     const DECISION_STATE: &str =
         include_str!("../../../migrations/20261204000004_bounded_counts.sql");
 
+    /// The database function that rewrites a tenant's world digest.
+    const WORLD_STAMP: &str = include_str!("../../../migrations/20261205000003_world_stamp.sql");
+
     /// The (rank, row words) of every `/* lock order N: row */` comment of
     /// some SQL, in the order they appear.
     fn sql_locks(sql: &str) -> Vec<(u8, String)> {
@@ -295,7 +301,8 @@ mod tests {
         assert_eq!(declared, KEYS.len(), "list every key type in KEYS");
         // Every key's rank, and every rank decision_state's comments give,
         // is the one item that names its row.
-        let sql = sql_locks(DECISION_STATE);
+        let mut sql = sql_locks(DECISION_STATE);
+        sql.extend(sql_locks(WORLD_STAMP));
         let ranked = KEYS
             .iter()
             .map(|(rank, row)| (*rank, (*row).to_owned()))
@@ -315,6 +322,28 @@ mod tests {
                 "nothing ranks {n} ({text})"
             );
         }
+    }
+
+    /// The world digest's writer locks the tenant row, its one lock, under
+    /// the rank comment, and no other row.
+    #[test]
+    fn the_world_stamp_locks_only_the_tenant_row_under_its_rank_comment() {
+        assert_eq!(
+            sql_locks(WORLD_STAMP),
+            [(TenantKey::RANK, TenantKey::ROW.to_owned())]
+        );
+        assert_eq!(
+            WORLD_STAMP.matches("FOR NO KEY UPDATE").count(),
+            2,
+            "the clause and its doc"
+        );
+        assert_eq!(WORLD_STAMP.matches("FOR UPDATE").count(), 0);
+        let locking = WORLD_STAMP
+            .split("/* lock order ")
+            .nth(1)
+            .and_then(|rest| rest.split(';').next())
+            .unwrap_or_default();
+        assert!(locking.contains("FOR NO KEY UPDATE"), "{locking}");
     }
 
     /// decision_state takes its locks in the order: every lock clause of the

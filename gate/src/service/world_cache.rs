@@ -2,11 +2,14 @@
 //!
 //! Guarantees: an entry is a guess, never trusted. It carries the digest the
 //! database computed of the tenant's latest policy version (number and text)
-//! and of its catalog rows (`proposal_state`,
-//! `migrations/20261204000001_proposal_state.sql`). A proposal decides with
+//! and of its catalog rows (`tenant_world`,
+//! `migrations/20261205000003_world_stamp.sql`). A proposal decides with
 //! an entry only when the database finds that digest current, in the very
-//! statement that then locks the decision's state; otherwise the database
-//! sends the policy and the catalog as they are, and they replace the entry.
+//! statement that then locks the decision's state (`proposal_state`): equal
+//! to the digest every write of the tenant's policy or catalog stores with
+//! the tenant (`tenants.world_digest`), or else to the digest of the world
+//! read afresh; otherwise the database sends the policy and the catalog as
+//! they are, and they replace the entry.
 //! So a cached policy or catalog is never older than the one a proposal
 //! read in a statement of its own before this cache existed. At most
 //! [`MAX_TENANTS`] entries are kept: a full cache is emptied before another

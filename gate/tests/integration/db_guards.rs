@@ -7,7 +7,6 @@
 
 use crate::support::*;
 use gate::service::webhook::EVENT_CAPTURED;
-use sqlx::{Executor, PgPool};
 
 /// A request moved to AUTHORIZED by the gate (CLOUD-STARTER x1, 60000).
 async fn authorized(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
@@ -19,12 +18,6 @@ async fn authorized(w: &World) -> Result<String, Box<dyn std::error::Error + Sen
 async fn pending(w: &World) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
     let p = w.propose("CLOUD-TEAM", 1).await?;
     Ok(request_id(&p))
-}
-
-async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
-    pool.execute(sqlx::AssertSqlSafe(sql))
-        .await
-        .map(|r| r.rows_affected())
 }
 
 fn child(id: &str, parent: &str, budget: i64) -> String {
@@ -1148,6 +1141,53 @@ async fn ledger_append_only_refuses_truncate() -> TestResult {
             .fetch_one(w.pool())
             .await?;
         assert!(left > 0);
+        Ok(())
+    })
+    .await
+}
+
+/// Every write of a tenant's catalog or policy leaves the tenant's world
+/// stamp equal to the digest of its world as it now is
+/// (`world_stamp_follows_catalog`, `world_stamp_follows_policy`), and the
+/// application role cannot write the stamp itself.
+#[tokio::test]
+async fn world_stamp_follows_every_write_of_a_catalog_or_policy() -> TestResult {
+    on_world(async |w| {
+        let current = "SELECT count(*) FROM tenants t \
+                        WHERE t.world_digest = (SELECT d.digest FROM tenant_world(t.id) d)";
+        let all: i64 = sqlx::query_scalar("SELECT count(*) FROM tenants")
+            .fetch_one(w.pool())
+            .await?;
+        for write in [
+            "UPDATE catalog_items SET price_paise = price_paise + 1 WHERE tenant_id = 'acme'",
+            "UPDATE catalog_items SET tenant_id = 'globex', sku = 'USB-HUB-2' \
+             WHERE tenant_id = 'acme' AND sku = 'USB-HUB'",
+            "DELETE FROM catalog_items WHERE tenant_id = 'globex' AND sku = 'SNACK-BOX'",
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
+             SELECT tenant_id, version + 1, policy, published_at FROM policy_versions \
+              WHERE tenant_id = 'globex' ORDER BY version DESC LIMIT 1",
+        ] {
+            let before: Vec<Option<String>> =
+                sqlx::query_scalar("SELECT world_digest FROM tenants ORDER BY id")
+                    .fetch_all(w.pool())
+                    .await?;
+            let touched = exec(w.owner(), write).await?;
+            assert!(touched > 0, "{write}");
+            let stamped: i64 = sqlx::query_scalar(current).fetch_one(w.pool()).await?;
+            assert_eq!(stamped, all, "after {write}");
+            let after: Vec<Option<String>> =
+                sqlx::query_scalar("SELECT world_digest FROM tenants ORDER BY id")
+                    .fetch_all(w.pool())
+                    .await?;
+            assert_ne!(before, after, "{write} changed a world");
+        }
+        let forged = exec(
+            w.pool(),
+            "UPDATE tenants SET world_digest = repeat('0', 64) WHERE id = 'acme'",
+        )
+        .await;
+        let message = forged.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains("permission denied"), "{message}");
         Ok(())
     })
     .await

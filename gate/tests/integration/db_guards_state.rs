@@ -4,13 +4,6 @@
 //! from a fresh database and requires the test named after it to fail.
 
 use crate::support::*;
-use sqlx::{Executor, PgPool};
-
-async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
-    pool.execute(sqlx::AssertSqlSafe(sql))
-        .await
-        .map(|r| r.rows_affected())
-}
 
 fn hop(id: &str, parent: &str) -> String {
     format!(

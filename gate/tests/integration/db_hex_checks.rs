@@ -5,7 +5,7 @@
 //! or nothing at all are refused.
 
 use crate::support::*;
-use sqlx::{Executor, PgPool};
+use sqlx::PgPool;
 
 /// Refused by every hex CHECK: each differs from a valid digest in one way.
 fn refused_values() -> Vec<(String, &'static str)> {
@@ -30,12 +30,6 @@ fn valid(n: u32) -> String {
 /// `template` with `{v}` replaced by `value` as an SQL literal.
 fn with(template: &str, value: &str) -> String {
     template.replace("{v}", &format!("'{}'", value.replace('\'', "''")))
-}
-
-async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
-    pool.execute(sqlx::AssertSqlSafe(sql))
-        .await
-        .map(|r| r.rows_affected())
 }
 
 /// Every refused value refused by `guard`, the `n`th put into

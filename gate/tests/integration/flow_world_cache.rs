@@ -177,3 +177,94 @@ async fn a_state_function_that_never_locks_is_an_error_not_a_loop() -> TestResul
     })
     .await
 }
+
+/// The stamp a proposal compares its gate's copy with
+/// (`tenants.world_digest`), and the digest of the world as it is.
+async fn stamp_and_world(pool: &PgPool) -> Result<(Option<String>, String), sqlx::Error> {
+    sqlx::query_as(
+        "SELECT t.world_digest, (SELECT w.digest FROM tenant_world(t.id) w) \
+           FROM tenants t WHERE t.id = 'acme'",
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// A catalog row added and one removed by plain SQL, behind a gate that holds
+/// the catalog without them (so the stamp, `world_stamp_follows_catalog`, is
+/// all that tells it): its next proposals are decided on the catalog as it is.
+#[tokio::test]
+async fn a_catalog_row_added_or_removed_by_sql_decides_the_next_proposal() -> TestResult {
+    on_world(async |w| {
+        let p = w.propose("SNACK-MINI", 1).await?;
+        assert_eq!(p.decision, deny(Reason::SkuUnknown));
+        assert_eq!(w.propose("SNACK-BOX", 1).await?.decision, Decision::Allow);
+
+        exec(
+            w.owner(),
+            "INSERT INTO catalog_items (tenant_id, sku, merchant_id, price_paise, currency, \
+             category, max_quantity, available, description) \
+             VALUES ('acme', 'SNACK-MINI', 'snackshop', 5000, 'INR', 'food', 4, true, 'a small box')",
+        )
+        .await?;
+        let p = w.propose("SNACK-MINI", 1).await?;
+        assert_eq!(p.decision, Decision::Allow, "the added row decides");
+        let (amount, _) = recorded(w.pool(), &request_id(&p)).await?;
+        assert_eq!(amount, Some(5_000));
+
+        exec(
+            w.owner(),
+            "DELETE FROM catalog_items WHERE tenant_id = 'acme' AND sku = 'SNACK-BOX'",
+        )
+        .await?;
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, deny(Reason::SkuUnknown), "the removed row is gone");
+        let (stamp, world) = stamp_and_world(w.pool()).await?;
+        assert_eq!(stamp.as_deref(), Some(world.as_str()));
+        Ok(())
+    })
+    .await
+}
+
+/// A catalog emptied by TRUNCATE behind a gate that holds it
+/// (`world_stamp_follows_catalog_truncate`): its next proposal finds no sku.
+#[tokio::test]
+async fn a_truncated_catalog_decides_the_next_proposal() -> TestResult {
+    on_world(async |w| {
+        assert_eq!(w.propose("SNACK-BOX", 1).await?.decision, Decision::Allow);
+        assert_eq!(w.propose("SNACK-BOX", 1).await?.decision, Decision::Allow);
+        exec(w.owner(), "TRUNCATE catalog_items").await?;
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, deny(Reason::SkuUnknown));
+        let (stamp, world) = stamp_and_world(w.pool()).await?;
+        assert_eq!(stamp.as_deref(), Some(world.as_str()));
+        Ok(())
+    })
+    .await
+}
+
+/// A policy version inserted by plain SQL behind a gate that holds the one
+/// before (`world_stamp_follows_policy`): its next proposal is decided, and
+/// recorded, under the new version.
+#[tokio::test]
+async fn a_policy_version_inserted_by_sql_decides_the_next_proposal() -> TestResult {
+    on_world(async |w| {
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, Decision::Allow);
+        let (_, version) = recorded(w.pool(), &request_id(&p)).await?;
+        exec(
+            w.owner(),
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
+             SELECT tenant_id, version + 1, \
+                    jsonb_set(policy, '{allowed_merchants}', '[]'::jsonb), published_at \
+               FROM policy_versions WHERE tenant_id = 'acme' \
+              ORDER BY version DESC LIMIT 1",
+        )
+        .await?;
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, deny(Reason::MerchantNotAllowed));
+        let (_, now) = recorded(w.pool(), &request_id(&p)).await?;
+        assert_eq!(now, version.map(|v| v + 1), "the new version decided");
+        Ok(())
+    })
+    .await
+}

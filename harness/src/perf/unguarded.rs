@@ -29,10 +29,15 @@ use sqlx::{Connection, Executor, PgConnection};
 
 /// The triggers that compute rather than guard, kept enabled: (table,
 /// trigger). `ledger_head_for_new_tenant` opens a new tenant's ledger chain;
-/// `delegation_derived_columns` fills a new hop's `claim_paise` and `depth`.
+/// `delegation_derived_columns` fills a new hop's `claim_paise` and `depth`;
+/// the `world_stamp_follows_*` triggers keep `tenants.world_digest`, the
+/// stamp a proposal compares its gate's cached world with.
 pub const COMPUTING_TRIGGERS: &[(&str, &str)] = &[
     ("tenants", "ledger_head_for_new_tenant"),
     ("delegations", "delegation_derived_columns"),
+    ("catalog_items", "world_stamp_follows_catalog"),
+    ("catalog_items", "world_stamp_follows_catalog_truncate"),
+    ("policy_versions", "world_stamp_follows_policy"),
 ];
 
 /// The guards a database holds in `public`, read from its catalog.

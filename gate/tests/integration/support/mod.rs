@@ -217,6 +217,13 @@ pub async fn paid_order(
     Ok((request, authority, id(&paid)))
 }
 
+/// Runs `sql` (trusted test text) on `pool`: the rows it touched.
+pub async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
+    sqlx::Executor::execute(pool, sqlx::AssertSqlSafe(sql))
+        .await
+        .map(|r| r.rows_affected())
+}
+
 /// Runs `sql` on `pool`; it must be refused by the named constraint or trigger.
 pub async fn assert_sql_refused_by(pool: &PgPool, sql: &str, guard: &str) {
     assert_refused_by(
