@@ -68,17 +68,6 @@ enum Command {
     ScenarioFormat(scenario_format::ScenarioFormatArgs),
 }
 
-/// The allocator of every harness command, the service (`serve`) and the
-/// load benchmark among them: mimalloc, not glibc's malloc. In a profile of
-/// the load phase's process (8 clients, tenant per client) glibc's malloc and
-/// free took 27% of its samples: the gate builds each proposal's ledger
-/// entries as JSON, its SQL arguments and its hashes in small short-lived
-/// allocations. With mimalloc the process spent 118, 106, 115 µs a proposal
-/// where it spent 136, 123, 130 µs (three alternated pairs, 2026-12-05; the
-/// report's history has the whole measurement).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(

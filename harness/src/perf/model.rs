@@ -940,21 +940,4 @@ pub const HISTORY: &[HistoryEntry] = &[
              2b5ef91 and of it with the migration, alternated three times on one throwaway \
              server on 2026-12-05, nothing else running.",
     },
-    HistoryEntry {
-        change: "the harness (the service, the load driver, every command) allocates with \
-             mimalloc instead of glibc's malloc. A profile of the load phase's process at 8 \
-             clients, tenant per client, put 27% of its samples in glibc's malloc, free and \
-             their helpers: each proposal's ledger entries as JSON, its SQL arguments, its \
-             hashes and ids are many small allocations that live for one operation",
-        measure: "CPU per operation in this process at 8 clients, tenant per client: propose; \
-             flow. Propose and flow per second, tenant per client, 8 clients",
-        before: "propose 136, 123, 130 µs; flow 922, 914, 923 µs; 2,561, 2,749, 2,519/s; \
-             flow 429, 431, 419/s",
-        after: "propose 118, 106, 115 µs; flow 787, 828, 856 µs; 2,762, 2,840, 2,611/s; \
-             flow 466, 427, 423/s",
-        how: "`harness perf --load-only --cell-seconds 4` (tenant per client proposals and \
-             flows at 1 and 8 clients), release builds of the world stamp's code with glibc's \
-             allocator and with mimalloc, alternated three times on one throwaway server on \
-             2026-12-05. The server's CPU per operation moved both ways, within noise.",
-    },
 ];
