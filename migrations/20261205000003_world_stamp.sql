@@ -26,7 +26,8 @@
 --     (a stamp an old cache would match).
 --   * The functions that write it run as the migrations' owner (SECURITY
 --     DEFINER, search_path pinned); the application role has no UPDATE on
---     the column, so only these triggers write it.
+--     the column and may not call world_restamp (EXECUTE revoked from
+--     PUBLIC), so only these triggers write it.
 --   * proposal_state trusts the stamp only to say "unchanged": when the
 --     gate's digest equals it, the decision's state is locked at once, as
 --     when the gate's digest equalled the hash proposal_state computed. Any
@@ -116,6 +117,10 @@ CREATE TRIGGER world_stamp_follows_policy
     FOR EACH ROW EXECUTE FUNCTION world_stamp_follows();
 
 SELECT world_restamp(NULL);
+
+-- Only the trigger (as the owner) rewrites stamps: nobody else may lock
+-- every tenant row through it.
+REVOKE EXECUTE ON FUNCTION world_restamp(text[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION proposal_state(
     p_tenant text,

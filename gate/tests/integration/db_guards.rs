@@ -1188,6 +1188,13 @@ async fn world_stamp_follows_every_write_of_a_catalog_or_policy() -> TestResult 
         .await;
         let message = forged.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(message.contains("permission denied"), "{message}");
+        // Nor may it make the owner's function lock and rewrite every stamp.
+        let restamped = exec(w.pool(), "SELECT world_restamp(NULL)").await;
+        let message = restamped.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            message.contains("permission denied for function world_restamp"),
+            "{message}"
+        );
         Ok(())
     })
     .await
