@@ -1,8 +1,8 @@
 //! Reserving and releasing budgets: the tenant's day and the spending hop.
 //!
 //! Guarantees: a reservation takes the daily budget and the delegation
-//! budget together or neither (both statements run inside one savepoint that
-//! is rolled back when either is refused). The daily reservation is a
+//! budget together or neither (one statement, after a savepoint that is
+//! rolled back when either is refused). The daily reservation is a
 //! conditional upsert, backed by `ck_daily_spend_within_cap`; the delegation
 //! reservation is a conditional update of the leaf hop, backed by
 //! `ck_delegation_budget_partitioned`; whichever refuses, the refusal is a
@@ -11,7 +11,7 @@
 //! says it holds, to the day and the hop it was taken from.
 
 use chrono::NaiveDate;
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 
 use super::error::{Ctx, ServiceError};
 use super::rows::RequestRow;
@@ -73,72 +73,66 @@ fn refused_by(err: &sqlx::Error, constraint: &str) -> bool {
         .is_some_and(|c| c == constraint)
 }
 
-/// Takes `r` from the tenant's day (capped at `cap_paise`) and from the hop.
+/// The reservation's one statement: the conditional daily upsert, then the
+/// conditional hop update, which runs only when the day took its share
+/// (`daily` returned a row). The answer is how many rows each took: (1, 1)
+/// is a reservation, anything else a refusal, rolled back to the savepoint.
+const RESERVE: &str = "WITH daily AS ( \
+         INSERT INTO daily_spend AS d (tenant_id, day, currency, reserved_paise, cap_paise) \
+         VALUES ($1, $2, $5, $3, $4) \
+         ON CONFLICT (tenant_id, day, currency) DO UPDATE \
+            SET reserved_paise = d.reserved_paise + EXCLUDED.reserved_paise, \
+                cap_paise = EXCLUDED.cap_paise \
+          WHERE d.reserved_paise + EXCLUDED.reserved_paise <= EXCLUDED.cap_paise \
+         RETURNING reserved_paise), \
+     hop AS ( \
+         UPDATE delegations SET spent_paise = spent_paise + $3 \
+          WHERE tenant_id = $1 AND id = $6 AND revoked_at IS NULL \
+            AND allocated_paise + spent_paise + $3 <= budget_paise \
+            AND EXISTS (SELECT 1 FROM daily) \
+         RETURNING spent_paise) \
+     SELECT (SELECT count(*) FROM daily), (SELECT count(*) FROM hop)";
+
+/// Takes `r` from the tenant's day (capped at `cap_paise`) and from the hop,
+/// in one statement after a savepoint. A reservation leaves the savepoint to
+/// be released by the commit (no round trip of its own); a refusal rolls
+/// back to it, so neither budget is taken.
 pub(crate) async fn reserve(
     conn: &mut PgConnection,
     tenant: &str,
     r: &Reservation,
     cap_paise: i64,
 ) -> Result<Result<(), Reason>, ServiceError> {
-    let mut savepoint = conn.begin().await.ctx("opening a savepoint")?;
-    let daily: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(
-        "INSERT INTO daily_spend AS d (tenant_id, day, currency, reserved_paise, cap_paise) \
-         VALUES ($1, $2, $5, $3, $4) \
-         ON CONFLICT (tenant_id, day, currency) DO UPDATE \
-            SET reserved_paise = d.reserved_paise + EXCLUDED.reserved_paise, \
-                cap_paise = EXCLUDED.cap_paise \
-          WHERE d.reserved_paise + EXCLUDED.reserved_paise <= EXCLUDED.cap_paise \
-         RETURNING reserved_paise",
-    )
-    .bind(tenant)
-    .bind(r.day)
-    .bind(r.amount_paise)
-    .bind(cap_paise)
-    .bind(&r.currency)
-    .fetch_optional(&mut *savepoint)
-    .await;
-    let refusal = match daily {
-        Ok(Some(_)) => None,
-        Ok(None) => Some(Reason::DailyBudgetExhausted),
+    sqlx::raw_sql("SAVEPOINT reserve")
+        .execute(&mut *conn)
+        .await
+        .ctx("opening a savepoint")?;
+    let taken: Result<(i64, i64), sqlx::Error> = sqlx::query_as(RESERVE)
+        .bind(tenant)
+        .bind(r.day)
+        .bind(r.amount_paise)
+        .bind(cap_paise)
+        .bind(&r.currency)
+        .bind(&r.delegation_id)
+        .fetch_one(&mut *conn)
+        .await;
+    let refusal = match taken {
+        Ok((1, 1)) => None,
+        Ok((0, _)) => Some(Reason::DailyBudgetExhausted),
+        Ok(_) => Some(Reason::DelegationBudgetExhausted),
         Err(e) if refused_by(&e, "ck_daily_spend_within_cap") => Some(Reason::DailyBudgetExhausted),
-        Err(e) => return Err(ServiceError::from_sqlx("reserving the daily budget", e)),
-    };
-    let refusal = match refusal {
-        Some(reason) => Some(reason),
-        None => {
-            let hop: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(
-                "UPDATE delegations SET spent_paise = spent_paise + $3 \
-                 WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL \
-                   AND allocated_paise + spent_paise + $3 <= budget_paise \
-                 RETURNING spent_paise",
-            )
-            .bind(tenant)
-            .bind(&r.delegation_id)
-            .bind(r.amount_paise)
-            .fetch_optional(&mut *savepoint)
-            .await;
-            match hop {
-                Ok(Some(_)) => None,
-                Ok(None) => Some(Reason::DelegationBudgetExhausted),
-                Err(e) if refused_by(&e, "ck_delegation_budget_partitioned") => {
-                    Some(Reason::DelegationBudgetExhausted)
-                }
-                Err(e) => {
-                    return Err(ServiceError::from_sqlx(
-                        "reserving the delegation budget",
-                        e,
-                    ));
-                }
-            }
+        Err(e) if refused_by(&e, "ck_delegation_budget_partitioned") => {
+            Some(Reason::DelegationBudgetExhausted)
         }
+        Err(e) => return Err(ServiceError::from_sqlx("reserving the budgets", e)),
     };
     match refusal {
-        None => {
-            savepoint.commit().await.ctx("releasing a savepoint")?;
-            Ok(Ok(()))
-        }
+        None => Ok(Ok(())),
         Some(reason) => {
-            savepoint.rollback().await.ctx("rolling back a savepoint")?;
+            sqlx::raw_sql("ROLLBACK TO SAVEPOINT reserve")
+                .execute(&mut *conn)
+                .await
+                .ctx("rolling back a savepoint")?;
             Ok(Err(reason))
         }
     }

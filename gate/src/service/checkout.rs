@@ -22,14 +22,15 @@ use sqlx::PgConnection;
 
 use super::error::{Ctx, ServiceError};
 use super::identity;
-use super::ledger::{self, Entry};
+use super::ledger::Entry;
 use super::lock::{RequestKey, lock};
 use super::request_state::RequestState;
-use super::requests::{self, Transition};
+use super::requests::Transition;
 use super::rows::RequestRow;
 use super::world;
 use super::{Gate, Outcome};
 use crate::catalog::derive;
+use crate::ident::is_ident;
 use crate::proposal::PurchaseProposal;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
@@ -61,7 +62,22 @@ impl<P: PaymentProvider> Gate<P> {
             tx.rollback().await.ctx("ending a refused checkout")?;
             return Ok(Outcome::refused(Reason::TenantUnknown));
         }
-        let Some(found) = requests::find(&mut tx, tenant, request_id).await? else {
+        // The request is locked where it is found: one statement. An id
+        // that is not an identifier names no request.
+        let found: Option<RequestRow> = if is_ident(tenant) && is_ident(request_id) {
+            lock(
+                &mut tx,
+                RequestKey {
+                    tenant,
+                    request: request_id,
+                },
+            )
+            .await
+            .ctx("locking the request")?
+        } else {
+            None
+        };
+        let Some(request) = found else {
             return self
                 .refuse(
                     tx,
@@ -71,7 +87,7 @@ impl<P: PaymentProvider> Gate<P> {
                 )
                 .await;
         };
-        let tenant = found.tenant_id.clone();
+        let tenant = request.tenant_id.clone();
         // The authority is issued by a human who may approve: never by an
         // agent, and never by a human who may not approve.
         let refusal = match who {
@@ -84,18 +100,6 @@ impl<P: PaymentProvider> Gate<P> {
                 .refuse(tx, now, refuse(Some(&tenant), reason), reason)
                 .await;
         }
-        let request: RequestRow = lock(
-            &mut tx,
-            RequestKey {
-                tenant: &tenant,
-                request: request_id,
-            },
-        )
-        .await
-        .ctx("locking the request")?
-        .ok_or_else(|| ServiceError::Corrupt {
-            what: format!("request {request_id} vanished"),
-        })?;
         let (Some(version), Some(digest), Some(merchant), Some(amount), Some(currency)) = (
             request.policy_version,
             request.purchase_digest.clone(),
@@ -168,9 +172,6 @@ impl<P: PaymentProvider> Gate<P> {
         .execute(&mut *tx)
         .await
         .ctx("issuing the checkout authority")?;
-        Transition::new(&request, RequestState::CheckoutIssued)
-            .apply(&mut tx, now)
-            .await?;
         let entry = Entry::new(
             Some(&tenant),
             "authority.issued",
@@ -187,7 +188,9 @@ impl<P: PaymentProvider> Gate<P> {
                 "expires_at": expires_at,
             }),
         );
-        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
+        Transition::new(&request, RequestState::CheckoutIssued)
+            .apply_recording(&mut tx, now, self.ledger_key(), vec![entry])
+            .await?;
         tx.commit().await.ctx("committing a checkout authority")?;
         Ok(Outcome::ok(authority_id))
     }

@@ -1,6 +1,7 @@
 //! `pay`: consumes the checkout authority and creates exactly one provider order.
 //!
-//! Guarantees: the authority is locked and re-read; a consumed one is
+//! Guarantees: the authority is read under its lock, in the statement that
+//! locks it (with the agent that asked for its request); a consumed one is
 //! `AUTHORITY_ALREADY_USED`, one past its 15 minutes `AUTHORITY_EXPIRED`
 //! (the request then EXPIRES and its budgets come back). The policy version,
 //! the purchase's hash and the whole delegation chain are checked again at
@@ -35,7 +36,7 @@ use super::ledger::{self, Entry};
 use super::lock::{AuthorityKey, RequestKey, lock};
 use super::request_state::RequestState;
 use super::requests::Transition;
-use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, RequestRow};
+use super::rows::{AuthorityRow, AuthorityWithRequester, RequestRow};
 use super::{Gate, Outcome};
 use crate::provider::{OrderRequest, PaymentProvider, ProviderError, ProviderOrder};
 use crate::reason::{Decision, Reason};
@@ -109,25 +110,23 @@ impl<P: PaymentProvider> Gate<P> {
             tx.rollback().await.ctx("ending a refused payment")?;
             return Ok(Err(Reason::TenantUnknown));
         }
-        // The authority and the agent that asked for its request, in one read.
-        let sql = format!(
-            "SELECT {AUTHORITY_COLUMNS}, \
-                    (SELECT r.agent_id FROM payment_requests r \
-                      WHERE r.tenant_id = a.tenant_id AND r.id = a.request_id) AS requester \
-               FROM checkout_authorities a WHERE a.tenant_id = $1 AND a.id = $2"
-        );
-        let found: Option<FoundAuthority> = if crate::ident::is_ident(authority_id) {
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(tenant)
-                .bind(authority_id)
-                .fetch_optional(&mut *tx)
-                .await
-                .ctx("reading the checkout authority")?
+        // The authority, locked where it is found, and the agent that asked
+        // for its request: one statement.
+        let found: Option<AuthorityWithRequester> = if crate::ident::is_ident(authority_id) {
+            lock(
+                &mut tx,
+                AuthorityKey {
+                    tenant,
+                    authority: authority_id,
+                },
+            )
+            .await
+            .ctx("locking the checkout authority")?
         } else {
             None
         };
-        let Some(FoundAuthority {
-            authority: found,
+        let Some(AuthorityWithRequester {
+            authority,
             requester,
         }) = found
         else {
@@ -135,7 +134,7 @@ impl<P: PaymentProvider> Gate<P> {
                 .await?;
             return Ok(Err(Reason::RequestNotAuthorized));
         };
-        let tenant = found.tenant_id.clone();
+        let tenant = authority.tenant_id.clone();
         let mut consumer_is_agent = false;
         {
             // An authority is consumed by the agent that asked for it, or by
@@ -155,18 +154,6 @@ impl<P: PaymentProvider> Gate<P> {
                 return Ok(Err(reason));
             }
         }
-        let authority: AuthorityRow = lock(
-            &mut tx,
-            AuthorityKey {
-                tenant: &tenant,
-                authority: authority_id,
-            },
-        )
-        .await
-        .ctx("locking the checkout authority")?
-        .ok_or_else(|| ServiceError::Corrupt {
-            what: format!("authority {authority_id} vanished"),
-        })?;
         if authority.consumptions > 0 {
             self.close_refused(tx, now, refuse(Some(&tenant), Reason::AuthorityAlreadyUsed))
                 .await?;
@@ -229,9 +216,6 @@ impl<P: PaymentProvider> Gate<P> {
         .execute(&mut *tx)
         .await
         .ctx("consuming the checkout authority")?;
-        Transition::new(&request, RequestState::ProviderPending)
-            .apply(&mut tx, now)
-            .await?;
         let entry = Entry::new(
             Some(&tenant),
             "authority.consumed",
@@ -245,7 +229,9 @@ impl<P: PaymentProvider> Gate<P> {
                 "state": RequestState::ProviderPending,
             }),
         );
-        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
+        Transition::new(&request, RequestState::ProviderPending)
+            .apply_recording(&mut tx, now, self.ledger_key(), vec![entry])
+            .await?;
         tx.commit().await.ctx("committing a consumed authority")?;
         Ok(Ok((authority, request)))
     }
@@ -378,15 +364,6 @@ impl<P: PaymentProvider> Gate<P> {
         ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a provider failure")
     }
-}
-
-/// An authority as pay first reads it, with the agent that asked for its
-/// request.
-#[derive(sqlx::FromRow)]
-struct FoundAuthority {
-    #[sqlx(flatten)]
-    authority: AuthorityRow,
-    requester: Option<String>,
 }
 
 /// Inserts the order row for `authority`; false when the authority already

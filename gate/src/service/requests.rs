@@ -19,7 +19,7 @@ use sqlx::PgConnection;
 
 use super::budget::{self, Reservation};
 use super::error::{Ctx, ServiceError};
-use super::ledger::Chained;
+use super::ledger::{self, Chained, Entry, LedgerKey};
 use super::request_state::RequestState;
 use super::rows::{REQUEST_COLUMNS, RequestRow};
 use crate::catalog::Purchase;
@@ -277,6 +277,48 @@ impl<'a> Transition<'a> {
         conn: &mut PgConnection,
         now: DateTime<Utc>,
     ) -> Result<(), ServiceError> {
+        self.write(conn, now, None).await.map(|_| ())
+    }
+
+    /// Writes the move as [`Transition::apply`] does, then appends `entries`
+    /// to the ledger: the operation's last writes, before its commit. When
+    /// the key remembers the head of the request's tenant's chain and every
+    /// entry is that tenant's, the entries ride on the move's statement
+    /// ([`Chained::CTES`]: one round trip for both); otherwise, or when the
+    /// head had moved, they are appended after it as usual.
+    pub async fn apply_recording(
+        self,
+        conn: &mut PgConnection,
+        now: DateTime<Utc>,
+        key: &LedgerKey,
+        entries: Vec<Entry>,
+    ) -> Result<(), ServiceError> {
+        let tenant = self.request.tenant_id.as_str();
+        let carried = match self.hold {
+            Hold::Count(_) => None,
+            Hold::Keep | Hold::Take(_)
+                if entries.iter().all(|e| e.tenant.as_deref() == Some(tenant)) =>
+            {
+                ledger::chain_from_last_head(key, tenant, now, &entries)?
+            }
+            Hold::Keep | Hold::Take(_) => None,
+        };
+        let moved = self.write(conn, now, carried.as_ref()).await?;
+        if carried.is_some_and(|chained| chained.landed(key, moved)) {
+            return Ok(());
+        }
+        ledger::append(conn, key, now, entries).await
+    }
+
+    /// Writes the move, carrying `ledger` when given; returns whether the
+    /// carried entries went in (the head was still where they were chained
+    /// from).
+    async fn write(
+        self,
+        conn: &mut PgConnection,
+        now: DateTime<Utc>,
+        ledger: Option<&Chained>,
+    ) -> Result<bool, ServiceError> {
         let request = self.request;
         let note = match self.note {
             Note::None => None,
@@ -299,7 +341,7 @@ impl<'a> Transition<'a> {
                 .execute(conn)
                 .await
                 .ctx("moving a request to NEEDS_REVIEW")?;
-                return Ok(());
+                return Ok(false);
             }
             Hold::Take(r) => (r.amount_paise, Some(r.day), Some(r.delegation_id.clone())),
             Hold::Keep if self.to.reserves() => (
@@ -312,25 +354,51 @@ impl<'a> Transition<'a> {
                 (0, request.reserved_day, request.delegation_id.clone())
             }
         };
-        sqlx::query(
-            "UPDATE payment_requests SET state = $3, state_reason = COALESCE($4, state_reason), \
-             reserved_paise = $5, reserved_day = $6, delegation_id = $7, \
-             policy_version = COALESCE($8, policy_version), updated_at = $9, \
-             authorized_at = CASE WHEN $3 = 'AUTHORIZED' THEN $9 ELSE authorized_at END \
-             WHERE tenant_id = $1 AND id = $2",
-        )
-        .bind(&request.tenant_id)
-        .bind(&request.id)
-        .bind(self.to)
-        .bind(note)
-        .bind(reserved)
-        .bind(day)
-        .bind(hop)
-        .bind(self.policy_version)
-        .bind(now)
-        .execute(conn)
-        .await
-        .ctx("moving a request to its next state")?;
-        Ok(())
+        // The move's parameters come after the ledger's, when it carries them.
+        let first = if ledger.is_some() { Chained::PARAMS } else { 0 };
+        let n = |k: usize| format!("${}", first + k);
+        let update = format!(
+            "UPDATE payment_requests SET state = {s}, state_reason = COALESCE({note}, state_reason), \
+             reserved_paise = {reserved}, reserved_day = {day}, delegation_id = {hop}, \
+             policy_version = COALESCE({version}, policy_version), updated_at = {now}, \
+             authorized_at = CASE WHEN {s} = 'AUTHORIZED' THEN {now} ELSE authorized_at END \
+             WHERE tenant_id = {tenant} AND id = {id}",
+            tenant = n(1),
+            id = n(2),
+            s = n(3),
+            note = n(4),
+            reserved = n(5),
+            day = n(6),
+            hop = n(7),
+            version = n(8),
+            now = n(9),
+        );
+        let sql = match ledger {
+            Some(_) => format!(
+                "WITH {}, updated AS ({update} RETURNING 1) \
+                 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM updated)",
+                Chained::CTES
+            ),
+            None => format!("{update} RETURNING 0::bigint, 1::bigint"),
+        };
+        let query = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(sql));
+        let query = match ledger {
+            Some(chained) => chained.bind(query),
+            None => query,
+        };
+        let answer = query
+            .bind(&request.tenant_id)
+            .bind(&request.id)
+            .bind(self.to)
+            .bind(note)
+            .bind(reserved)
+            .bind(day)
+            .bind(hop)
+            .bind(self.policy_version)
+            .bind(now)
+            .fetch_optional(conn)
+            .await
+            .ctx("moving a request to its next state")?;
+        Ok(answer.is_some_and(|(moved, _)| moved == 1))
     }
 }

@@ -155,6 +155,28 @@ impl Lockable for AuthorityRow {
         FROM checkout_authorities";
 }
 
+/// A checkout authority with the agent that asked for its request, as a
+/// payment locks it: who may consume it is known from the one statement that
+/// locks it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct AuthorityWithRequester {
+    #[sqlx(flatten)]
+    pub authority: AuthorityRow,
+    pub requester: Option<String>,
+}
+
+impl Lockable for AuthorityWithRequester {
+    type Key<'k> = AuthorityKey<'k>;
+    /// Only the authority is locked: the request's agent is read by a scalar
+    /// subquery, which a row-lock clause does not reach (the request is
+    /// locked after the authority, in the lock order).
+    const SELECT: &'static str = "SELECT tenant_id, id, request_id, merchant_id, amount_paise, \
+        currency, purchase_digest, policy_version, expires_at, consumptions, \
+        (SELECT r.agent_id FROM payment_requests r \
+          WHERE r.tenant_id = a.tenant_id AND r.id = a.request_id) AS requester \
+        FROM checkout_authorities a";
+}
+
 /// A tenant's ledger head: the number and hash of the latest entry of its chain.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct LedgerHeadRow {

@@ -456,14 +456,22 @@ pub(crate) async fn apply_payment(
     let status = if captured { "captured" } else { "failed" };
     // uq_provider_payment_id: a payment is recorded once; a failed one that
     // the provider later reports captured is upgraded, never counted twice.
+    // A captured payment marks its order CAPTURED in the same statement
+    // (`captured` below), only when the payment went in.
     let recorded: Option<String> = sqlx::query_scalar(
-        "INSERT INTO provider_payments AS p (tenant_id, provider_payment_id, provider_order_id, \
-         request_id, amount_paise, currency, status, source, recorded_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-         ON CONFLICT ON CONSTRAINT uq_provider_payment_id DO UPDATE SET status = EXCLUDED.status \
-         WHERE p.status = 'failed' AND EXCLUDED.status = 'captured' \
-           AND p.provider_order_id = EXCLUDED.provider_order_id AND p.tenant_id = EXCLUDED.tenant_id \
-         RETURNING status",
+        "WITH recorded AS ( \
+             INSERT INTO provider_payments AS p (tenant_id, provider_payment_id, provider_order_id, \
+             request_id, amount_paise, currency, status, source, recorded_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+             ON CONFLICT ON CONSTRAINT uq_provider_payment_id DO UPDATE SET status = EXCLUDED.status \
+             WHERE p.status = 'failed' AND EXCLUDED.status = 'captured' \
+               AND p.provider_order_id = EXCLUDED.provider_order_id AND p.tenant_id = EXCLUDED.tenant_id \
+             RETURNING status), \
+         captured AS ( \
+             UPDATE provider_orders SET status = 'CAPTURED' \
+              WHERE tenant_id = $1 AND provider_order_id = $3 \
+                AND EXISTS (SELECT 1 FROM recorded WHERE status = 'captured')) \
+         SELECT status FROM recorded",
     )
     .bind(&order.tenant_id)
     .bind(payment_id)
@@ -483,14 +491,6 @@ pub(crate) async fn apply_payment(
     if !captured {
         return Ok(Applied::Attempt);
     }
-    sqlx::query(
-        "UPDATE provider_orders SET status = 'CAPTURED' WHERE tenant_id = $1 AND provider_order_id = $2",
-    )
-    .bind(&order.tenant_id)
-    .bind(&order.provider_order_id)
-    .execute(&mut *conn)
-    .await
-    .ctx("updating the provider order")?;
     if request.state == RequestState::ProviderPending {
         Transition::new(request, RequestState::Captured)
             .apply(conn, now)
@@ -715,20 +715,21 @@ impl<P: PaymentProvider> Gate<P> {
             what: format!("the request of order {} vanished", order.provider_order_id),
         })?;
         // Looked up again under the lock: a delivery that raced past the first
-        // look-up sees the winner's row now.
-        let seen_now = event_seen(&mut tx, &digest).await?;
-        let refusal = match seen_now
-            .then_some(Reason::WebhookDuplicate)
-            .or_else(|| verdict(&event, order.amount_paise, &order.currency))
-        {
+        // look-up sees the winner's row now. A duplicate outranks any other
+        // refusal; when the event is otherwise good, the look-up rides on its
+        // INSERT (one statement).
+        let refusal = match verdict(&event, order.amount_paise, &order.currency) {
+            Some(_) if event_seen(&mut tx, &digest).await? => Some(Reason::WebhookDuplicate),
             Some(reason) => Some(reason),
             None => {
                 // uq_provider_event_id: of two deliveries racing past the
-                // look-ups above, the database lets exactly one through.
+                // look-ups, the database lets exactly one through; an event
+                // kept for reconcile is never recorded twice either.
                 let recorded: Option<String> = sqlx::query_scalar(
                     "INSERT INTO provider_events (tenant_id, provider_event_id, provider_order_id, \
                      request_id, event, amount_paise, currency, event_created_at, received_at, outcome, \
-                     body_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'applied', $10) \
+                     body_sha256) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, 'applied', $10 \
+                     WHERE NOT EXISTS (SELECT 1 FROM kept_captures WHERE event_id_sha256 = $11) \
                      ON CONFLICT ON CONSTRAINT uq_provider_event_id DO NOTHING RETURNING event_id_sha256",
                 )
                 .bind(&tenant)
@@ -741,6 +742,7 @@ impl<P: PaymentProvider> Gate<P> {
                 .bind(event.created_at)
                 .bind(now)
                 .bind(&body_sha256)
+                .bind(&digest)
                 .fetch_optional(&mut *tx)
                 .await
                 .ctx("recording the provider event")?;
