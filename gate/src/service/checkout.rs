@@ -225,9 +225,10 @@ pub(crate) fn ends_in(reason: Reason) -> RequestState {
 
 /// Re-checks an authorized request against the world now: the policy
 /// version and its validity window, the purchase's hash and the whole
-/// delegation chain. The policy and the catalog are read in one statement
-/// (a catalog comes back only with an enforceable policy; a missing one
-/// derives nothing, so the purchase would not match: fail closed).
+/// delegation chain. The policy, the catalog and the chain are read in one
+/// statement (a catalog comes back only with an enforceable policy; a
+/// missing one derives nothing, so the purchase would not match: fail
+/// closed).
 pub(crate) async fn still_valid(
     conn: &mut PgConnection,
     request: &RequestRow,
@@ -236,7 +237,8 @@ pub(crate) async fn still_valid(
     now: DateTime<Utc>,
 ) -> Result<Result<(), Reason>, ServiceError> {
     let tenant = request.tenant_id.as_str();
-    let (current, catalog) = world::policy_and_catalog(conn, tenant, true).await?;
+    let (current, catalog, chain) =
+        world::policy_catalog_and_chain(conn, tenant, request.delegation_id.as_deref()).await?;
     let Some(current) = current else {
         return Ok(Err(Reason::AuthorityPolicyChanged));
     };
@@ -254,7 +256,7 @@ pub(crate) async fn still_valid(
         Ok((_, until)) if now > until => return Ok(Err(Reason::PolicyExpired)),
         Ok(_) => {}
     }
-    let (Some(sku), Some(quantity), Some(purpose), Some(leaf)) = (
+    let (Some(sku), Some(quantity), Some(purpose), Some(_leaf)) = (
         &request.sku,
         request.quantity,
         &request.purpose,
@@ -271,7 +273,6 @@ pub(crate) async fn still_valid(
     if !derive(&proposal, &catalog).is_ok_and(|purchase| purchase.digest() == digest) {
         return Ok(Err(Reason::AuthorityPurchaseChanged));
     }
-    let chain = world::chain(conn, tenant, leaf).await?;
     if let Err(reason) = chain.authorize(&request.agent_id, sku, 0, now) {
         return Ok(Err(reason));
     }

@@ -89,7 +89,7 @@ pub(crate) struct State {
 /// Its instants come as microseconds since 1970 (any year Postgres stores
 /// that chrono holds, where JSON's timestamp text stops at 9999).
 #[derive(Deserialize)]
-struct ChainHop {
+pub(crate) struct ChainHop {
     leaf_id: String,
     #[serde(flatten)]
     row: DelegationRow,
@@ -101,7 +101,7 @@ struct ChainHop {
 
 impl ChainHop {
     /// The hop as the engine sees it.
-    fn to_hop(&self) -> DelegationHop {
+    pub(crate) fn to_hop(&self) -> DelegationHop {
         DelegationRow {
             expires_at: self.expires_at_us,
             revoked_at: self.revoked_at_us,

@@ -30,7 +30,7 @@ use super::pay::{insert_order, matches_request};
 use super::request_state::RequestState;
 use super::requests::Transition;
 use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, RequestRow};
-use super::webhook::{Applied, apply_payment, find_order};
+use super::webhook::{Applied, Source, apply_payment, find_order};
 use super::{Gate, Outcome};
 use crate::ident::is_ident;
 use crate::provider::{OrderRequest, OrderSnapshot, PaymentProvider, PaymentStatus, ProviderError};
@@ -214,7 +214,7 @@ impl<P: PaymentProvider> Gate<P> {
                                 &order,
                                 &payment.id,
                                 payment.status == PaymentStatus::Captured,
-                                "reconcile",
+                                Source::Reconcile,
                                 now,
                             )
                             .await?;

@@ -48,7 +48,7 @@ use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 
 use super::error::{Ctx, ServiceError};
-use super::ledger::{self, Entry};
+use super::ledger::{self, Entry, LedgerKey};
 use super::lock::{RequestKey, lock};
 use super::request_state::RequestState;
 use super::requests::Transition;
@@ -441,6 +441,42 @@ pub(crate) enum Applied {
     NeedsReview { counted_paise: i64 },
 }
 
+/// Who reports a payment to [`apply_payment`], and so what it records.
+pub(crate) enum Source<'a> {
+    /// A signed event: the payment's ledger entry (`entry` of what was
+    /// applied) is written by [`apply_payment`], last; for a capture, in the
+    /// statement that moves the request ([`Transition::apply_recording`]).
+    Webhook {
+        key: &'a LedgerKey,
+        entry: &'a (dyn Fn(Applied) -> Entry + Sync),
+    },
+    /// A reconcile run, which writes one entry for all it settled.
+    Reconcile,
+}
+
+impl Source<'_> {
+    /// The `source` column of the payment's row.
+    fn column(&self) -> &'static str {
+        match self {
+            Source::Webhook { .. } => "webhook",
+            Source::Reconcile => "reconcile",
+        }
+    }
+
+    /// Writes the webhook's entry for `applied` (a reconcile writes its own).
+    async fn record(
+        &self,
+        conn: &mut PgConnection,
+        now: DateTime<Utc>,
+        applied: Applied,
+    ) -> Result<Applied, ServiceError> {
+        if let Source::Webhook { key, entry } = self {
+            ledger::append(conn, key, now, vec![entry(applied)]).await?;
+        }
+        Ok(applied)
+    }
+}
+
 /// Records one payment of `order` for the LOCKED `request` and moves the
 /// request as the payment demands. The one place money that moved reaches
 /// the books, for the webhook and reconcile alike.
@@ -450,7 +486,7 @@ pub(crate) async fn apply_payment(
     order: &OrderRow,
     payment_id: &str,
     captured: bool,
-    source: &'static str,
+    source: Source<'_>,
     now: DateTime<Utc>,
 ) -> Result<Applied, ServiceError> {
     let status = if captured { "captured" } else { "failed" };
@@ -480,21 +516,27 @@ pub(crate) async fn apply_payment(
     .bind(order.amount_paise)
     .bind(&order.currency)
     .bind(status)
-    .bind(source)
+    .bind(source.column())
     .bind(now)
     .fetch_optional(&mut *conn)
     .await
     .ctx("recording a provider payment")?;
     if recorded.is_none() {
-        return Ok(Applied::AlreadyRecorded);
+        return source.record(conn, now, Applied::AlreadyRecorded).await;
     }
     if !captured {
-        return Ok(Applied::Attempt);
+        return source.record(conn, now, Applied::Attempt).await;
     }
     if request.state == RequestState::ProviderPending {
-        Transition::new(request, RequestState::Captured)
-            .apply(conn, now)
-            .await?;
+        let captured = Transition::new(request, RequestState::Captured);
+        match &source {
+            Source::Webhook { key, entry } => {
+                captured
+                    .apply_recording(conn, now, key, vec![entry(Applied::Captured)])
+                    .await?;
+            }
+            Source::Reconcile => captured.apply(conn, now).await?,
+        }
         return Ok(Applied::Captured);
     }
     // The request had ended (or was captured already): the money moved all
@@ -542,9 +584,15 @@ pub(crate) async fn apply_payment(
     Transition::needs_review(request, counted)
         .apply(conn, now)
         .await?;
-    Ok(Applied::NeedsReview {
-        counted_paise: counted,
-    })
+    source
+        .record(
+            conn,
+            now,
+            Applied::NeedsReview {
+                counted_paise: counted,
+            },
+        )
+        .await
 }
 
 /// The order row the gate recorded under this provider id.
@@ -757,23 +805,28 @@ impl<P: PaymentProvider> Gate<P> {
                 .ctx("committing a refused provider event")?;
             return Ok(Outcome::refused(reason).with_id(event_id.to_owned()));
         }
-        let applied = apply_payment(
+        let entry = |applied| {
+            Entry::new(
+                Some(&tenant),
+                "provider_event",
+                &subject,
+                applied_body(&event, &digest, &request, applied),
+            )
+        };
+        let source = Source::Webhook {
+            key: self.ledger_key(),
+            entry: &entry,
+        };
+        apply_payment(
             &mut tx,
             &request,
             &order,
             &event.payment_id,
             event.captured,
-            "webhook",
+            source,
             now,
         )
         .await?;
-        let entry = Entry::new(
-            Some(&tenant),
-            "provider_event",
-            &subject,
-            applied_body(&event, &digest, &request, applied),
-        );
-        ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a provider event")?;
         Ok(Outcome::ok(event_id.to_owned()))
     }

@@ -11,6 +11,7 @@ use chrono::{DateTime, Duration, Utc};
 use sqlx::PgConnection;
 use sqlx::types::Json;
 
+use super::decision_state::ChainHop;
 use super::error::{Ctx, ServiceError};
 use super::rows::{DELEGATION_COLUMNS, DelegationRow};
 use crate::catalog::{Catalog, CatalogItem};
@@ -83,6 +84,59 @@ pub(crate) async fn policy_and_catalog(
         return Ok((None, None));
     };
     Ok(policy_read(version, json, rows))
+}
+
+/// The tenant's current policy, its catalog (read as [`policy_and_catalog`]
+/// reads it) and the chain from the root down to `leaf` (as [`chain`] reads
+/// it), in one statement: what an authorized request is checked against
+/// again at checkout and at payment. No policy, no catalog and no chain; no
+/// leaf, an empty chain.
+pub(crate) async fn policy_catalog_and_chain(
+    conn: &mut PgConnection,
+    tenant: &str,
+    leaf: Option<&str>,
+) -> Result<(Option<CurrentPolicy>, Option<Catalog>, DelegationChain), ServiceError> {
+    type Read = (
+        i32,
+        serde_json::Value,
+        Option<Json<Vec<CatalogRow>>>,
+        Json<Vec<ChainHop>>,
+    );
+    let row: Option<Read> = sqlx::query_as(concat!(
+        "SELECT version, policy, ( \
+               SELECT COALESCE(json_agg(c), '[]') FROM (",
+        catalog_select!(),
+        ") c), ( \
+               WITH RECURSIVE up AS ( \
+                   SELECT d.*, 0 AS hops_up FROM delegations d \
+                    WHERE d.tenant_id = $1 AND d.id = $2 \
+                   UNION ALL \
+                   SELECT p.*, up.hops_up + 1 FROM delegations p \
+                     JOIN up ON p.tenant_id = up.tenant_id AND p.id = up.parent_id \
+                    WHERE up.hops_up < $3) \
+               SELECT COALESCE(jsonb_agg(jsonb_build_object( \
+                          'leaf_id', $2::text, 'id', up.id, 'parent_id', up.parent_id, \
+                          'grantee_id', up.grantee_id, 'budget_paise', up.budget_paise, \
+                          'allocated_paise', up.allocated_paise, 'spent_paise', up.spent_paise, \
+                          'skus', up.skus, \
+                          'expires_at_us', (extract(epoch FROM up.expires_at) * 1000000)::bigint, \
+                          'revoked_at_us', (extract(epoch FROM up.revoked_at) * 1000000)::bigint) \
+                        ORDER BY up.hops_up DESC), '[]') \
+                 FROM up) \
+             FROM policy_versions WHERE tenant_id = $1 ORDER BY version DESC LIMIT 1"
+    ))
+    .bind(tenant)
+    .bind(leaf)
+    .bind(MAX_CHAIN_DEPTH)
+    .fetch_optional(conn)
+    .await
+    .ctx("reading the policy, the catalog and a delegation chain")?;
+    let Some((version, json, rows, Json(hops))) = row else {
+        return Ok((None, None, DelegationChain::new(Vec::new())));
+    };
+    let (current, catalog) = policy_read(version, json, rows);
+    let chain = DelegationChain::new(hops.iter().map(ChainHop::to_hop).collect());
+    Ok((current, catalog, chain))
 }
 
 /// A policy version as read, and the catalog read beside it: the catalog
