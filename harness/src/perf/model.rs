@@ -989,4 +989,31 @@ pub const HISTORY: &[HistoryEntry] = &[
              counted in pg_stat_statements over a 1-client flow cell: 38.3 and 35.3 a flow. \
              The flow rose in two pairs of three (+0%, +1%, +4%), within a few per cent.",
     },
+    HistoryEntry {
+        change: "tried and not kept: every gate connection opening with `enable_seqscan = \
+             off` and `jit = off`. Found with auto_explain (5% of statements sampled) in a \
+             flow cell started on an emptied database: Postgres keeps a prepared \
+             statement's plan for the connection's life and plans by a table's size when \
+             the plan is made, so the request's lock, planned while `payment_requests` held \
+             a page, scanned the whole table in every sampled run as the table grew \
+             (pg_stat_user_tables: about 8 scans of the whole table a flow). In a \
+             deployment an autovacuum ANALYZE replans it within about a minute; in \
+             `make bench` the flow cells start on tables the earlier cells filled and an \
+             ANALYZE before each cell, so only the first cells plan on small tables. The \
+             settings made tiny tables' lookups walk an index too, and proposals paid for it",
+        measure: "per second at 8 clients, propose one tenant / tenant per client, flow \
+             tenant per client (the flow cell after the two propose cells); CPU per \
+             operation, tenant per client",
+        before: "1,182, 1,195, 1,216/s / 2,577, 2,694, 2,672/s; flow 429, 436, 449/s; \
+             propose 723, 699, 703 µs, flow 4,395, 4,317, 4,131 µs",
+        after: "1,164, 1,161, 1,212/s / 2,594, 2,629, 2,569/s; flow 452, 462, 463/s; \
+             propose 728, 711, 722 µs, flow 4,192, 4,045, 3,974 µs",
+        how: "`harness perf --load-only --cell-seconds 4` (the three cells at 8 clients), \
+             release builds of ad9092f with and without the settings (`sqlx::PoolOptions::\
+             after_connect`), alternated three times on one throwaway server on \
+             2026-12-05. The flow rose in all three pairs (+5%, +6%, +3%) on tables its own \
+             cell filled; a proposal's CPU rose in all three (+1%, +2%, +3%). Not kept: the \
+             committed benchmark's flow cells do not start on small tables, and the \
+             proposals' goals have the least margin.",
+    },
 ];
