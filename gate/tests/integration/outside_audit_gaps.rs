@@ -6,8 +6,9 @@
 //! (a hop with exactly nothing left, through checkout and pay; a child
 //! granted its untouched parent's whole budget; a zero approval threshold; a
 //! body of exactly 4096 bytes); a release that finds only one of its two
-//! rows is an error that gives nothing back; and an agent without a
-//! delegation is still held to the denial rate.
+//! rows is an error that gives nothing back; an agent without a
+//! delegation is still held to the denial rate; and a ninth hop is refused
+//! by the engine before the database sees it.
 
 use crate::support::*;
 use gate::proposal::MAX_BODY_BYTES;
@@ -379,6 +380,40 @@ async fn an_agent_without_a_delegation_is_still_held_to_the_denial_rate() -> Tes
         }
         let p = w.propose_as("renewals-agent", "SNACK-BOX", 1).await?;
         assert_eq!(p.decision, Decision::Deny(Reason::DenialRateLimit));
+        Ok(())
+    })
+    .await
+}
+
+/// A ninth hop is refused by the engine, from the chain above its parent,
+/// before the database sees the grant: the refusal names no constraint. (The
+/// database's `ck_delegation_depth` would refuse it too, for the same
+/// reason, so only the constraint tells who refused.)
+#[tokio::test]
+async fn a_ninth_hop_is_refused_by_the_engine_before_the_database_sees_it() -> TestResult {
+    on_world(async |w| {
+        let mut parent = "d-buyer".to_owned();
+        for hop in 2..=8 {
+            let id = format!("d-deep{hop}");
+            let o = w
+                .gate
+                .grant("acme", &grant(&id, &parent, "procurement-agent", 1000))
+                .await?;
+            assert!(o.is_ok(), "hop {hop}: {o:?}");
+            parent = id;
+        }
+        let ninth = w
+            .gate
+            .grant(
+                "acme",
+                &grant("d-deep9", &parent, "procurement-agent", 1000),
+            )
+            .await?;
+        assert_eq!(
+            ninth.decision,
+            Decision::Deny(Reason::DelegationDepthExceeded)
+        );
+        assert_eq!(ninth.constraint, None, "refused by the database: {ninth:?}");
         Ok(())
     })
     .await
