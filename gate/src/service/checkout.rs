@@ -63,8 +63,9 @@ impl<P: PaymentProvider> Gate<P> {
             return Ok(Outcome::refused(Reason::TenantUnknown));
         }
         // The request is locked where it is found: one statement. An id
-        // that is not an identifier names no request.
-        let found: Option<RequestRow> = if is_ident(tenant) && is_ident(request_id) {
+        // that is not an identifier names no request (a tenant that is not
+        // one was refused TENANT_UNKNOWN above).
+        let found: Option<RequestRow> = if is_ident(request_id) {
             lock(
                 &mut tx,
                 RequestKey {

@@ -478,8 +478,9 @@ impl Source<'_> {
 }
 
 /// Records one payment of `order` for the LOCKED `request` and moves the
-/// request as the payment demands. The one place money that moved reaches
-/// the books, for the webhook and reconcile alike.
+/// request as the payment demands; for a webhook, also its ledger entry
+/// ([`Source`]). The one place money that moved reaches the books, for the
+/// webhook and reconcile alike.
 pub(crate) async fn apply_payment(
     conn: &mut PgConnection,
     request: &RequestRow,
