@@ -30,7 +30,7 @@ use super::error::{Ctx, ServiceError};
 use super::identity;
 use super::ledger::{self, Entry};
 use super::request_state::RequestState;
-use super::requests::{self, Birth, NewRequest, Transition};
+use super::requests::{self, Birth, NewRequest};
 use super::world_cache::World;
 use super::{Gate, ProposeOutcome};
 use crate::catalog::Catalog;
@@ -147,11 +147,10 @@ impl<P: PaymentProvider> Gate<P> {
             }
         }
 
-        // A refused or stepped-up proposal is born in its state (one
-        // statement); an allowed one is born PROPOSED and moves to AUTHORIZED
-        // with the reservation just taken.
+        // Every proposal is born in its decision's state, in one statement:
+        // an allowed one AUTHORIZED, holding the reservation just taken.
         let (born, to) = match (decision, &reservation) {
-            (Decision::Allow, Some(_)) => (Birth::Proposed, RequestState::Authorized),
+            (Decision::Allow, Some(r)) => (Birth::Authorized(r), RequestState::Authorized),
             (Decision::StepUp(_), _) => (Birth::PendingApproval, RequestState::PendingApproval),
             (d, _) => {
                 let reason = d.reason().unwrap_or(Reason::DelegationMissing);
@@ -211,12 +210,6 @@ impl<P: PaymentProvider> Gate<P> {
             chained.as_ref(),
         )
         .await?;
-        if let (Birth::Proposed, Some(r)) = (born, &reservation) {
-            Transition::new(&row, RequestState::Authorized)
-                .taking(r)
-                .apply(&mut tx, now)
-                .await?;
-        }
         let appended = chained.is_some_and(|c| c.landed(self.ledger_key(), moved));
         if !appended {
             ledger::append(&mut tx, self.ledger_key(), now, entries).await?;

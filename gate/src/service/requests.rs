@@ -2,9 +2,10 @@
 //!
 //! Guarantees: a request is inserted in the state it is born in
 //! ([`Birth`]): DENIED or PENDING_APPROVAL when its first decision refused it
-//! or asked for a human (states that hold no money), else PROPOSED, and then
-//! moved, in the same transaction, by a typed [`Transition`] from the state it
-//! was locked in to the next; [`Transition::apply`] is the one function that
+//! or asked for a human (states that hold no money), AUTHORIZED holding the
+//! reservation its proposal took in the same transaction, and from there it
+//! is moved by a typed [`Transition`] from the state it was locked in to the
+//! next; [`Transition::apply`] is the one function that
 //! changes a stored request's state, the move to NEEDS_REVIEW included. Leaving a reserving
 //! state (AUTHORIZED, CHECKOUT_ISSUED, PROVIDER_PENDING, CAPTURED) for any
 //! other releases the daily and the delegation budget together with the
@@ -40,7 +41,7 @@ pub(crate) struct NewRequest<'a> {
     pub purchase: Option<&'a Purchase>,
     pub decision: Decision,
     pub policy_version: Option<i32>,
-    pub born: Birth,
+    pub born: Birth<'a>,
     pub now: DateTime<Utc>,
 }
 
@@ -54,27 +55,36 @@ pub(crate) fn new_id() -> Result<String, ServiceError> {
     Ok(format!("req_{}", hex::encode(bits)))
 }
 
-/// The state a request is inserted in. Only states that hold no reservation
-/// and grant nothing may be a birth state (the database's
-/// `request_state_transition` refuses any other); AUTHORIZED is reached from
-/// PROPOSED by a [`Transition`] that records the reservation just taken.
+/// The state a request is inserted in: its first decision's. The database's
+/// `request_state_transition` refuses any later state as a birth state, and
+/// `ck_request_reservation_matches_state` an AUTHORIZED birth that does not
+/// hold its whole amount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Birth {
-    /// To be moved on in the same transaction.
-    Proposed,
+pub(crate) enum Birth<'a> {
+    /// Allowed, holding this reservation, taken earlier in the same
+    /// transaction.
+    Authorized(&'a Reservation),
     /// Refused by its first decision, for this reason.
     Denied(Reason),
     /// Its first decision asked for a human.
     PendingApproval,
 }
 
-impl Birth {
+impl<'a> Birth<'a> {
     /// The state and the refusal recorded with it.
     fn columns(self) -> (RequestState, Option<&'static str>) {
         match self {
-            Birth::Proposed => (RequestState::Proposed, None),
+            Birth::Authorized(_) => (RequestState::Authorized, None),
             Birth::Denied(reason) => (RequestState::Denied, Some(reason.code())),
             Birth::PendingApproval => (RequestState::PendingApproval, None),
+        }
+    }
+
+    /// What the request holds from birth: nothing, or the reservation.
+    fn reservation(self) -> Option<&'a Reservation> {
+        match self {
+            Birth::Authorized(r) => Some(r),
+            Birth::Denied(_) | Birth::PendingApproval => None,
         }
     }
 }
@@ -104,16 +114,17 @@ pub(crate) async fn insert(
         })?;
     // The request's parameters come after the ledger's, when it carries them.
     let first = if ledger.is_some() { Chained::PARAMS } else { 0 };
-    let values = (1..=18)
+    let values = (1..=22)
         .map(|n| format!("${}", first + n))
         .collect::<Vec<_>>()
         .join(", ");
     let insert = format!(
         "INSERT INTO payment_requests (id, tenant_id, agent_id, idempotency_key, body_sha256, sku, \
          quantity, purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, \
-         state, state_reason, policy_version, created_at, updated_at) \
+         state, state_reason, policy_version, reserved_paise, reserved_day, delegation_id, \
+         authorized_at, created_at, updated_at) \
          VALUES ({values}, ${}) RETURNING {REQUEST_COLUMNS}",
-        first + 18
+        first + 22
     );
     let sql = match ledger {
         Some(_) => format!(
@@ -124,6 +135,7 @@ pub(crate) async fn insert(
         None => format!("{insert}, 0::bigint AS ledger_moved"),
     };
     let (state, state_reason) = new.born.columns();
+    let held = new.born.reservation();
     let query = sqlx::query_as::<_, Inserted>(sqlx::AssertSqlSafe(sql));
     let query = match ledger {
         Some(chained) => chained.bind(query),
@@ -152,6 +164,10 @@ pub(crate) async fn insert(
         .bind(state)
         .bind(state_reason)
         .bind(new.policy_version)
+        .bind(held.map_or(0, |r| r.amount_paise))
+        .bind(held.map(|r| r.day))
+        .bind(held.map(|r| r.delegation_id.as_str()))
+        .bind(held.map(|_| new.now))
         .bind(new.now)
         .fetch_one(conn)
         .await

@@ -332,13 +332,13 @@ async fn request_state_transition_refuses_reviving_a_final_state() -> TestResult
 }
 
 #[tokio::test]
-async fn request_state_transition_refuses_a_request_born_authorized() -> TestResult {
+async fn request_state_transition_refuses_a_request_born_checkout_issued() -> TestResult {
     on_world(async |w| {
     assert_refused_by(
         exec(
             w.pool(),
             "INSERT INTO payment_requests (tenant_id, agent_id, body_sha256, decision, state, created_at, updated_at) \
-             VALUES ('acme', 'buyer-agent', repeat('a', 64), 'allow', 'AUTHORIZED', now(), now())",
+             VALUES ('acme', 'buyer-agent', repeat('a', 64), 'allow', 'CHECKOUT_ISSUED', now(), now())",
         )
         .await,
         "request_state_transition",
@@ -349,7 +349,7 @@ async fn request_state_transition_refuses_a_request_born_authorized() -> TestRes
 }
 
 #[tokio::test]
-async fn request_state_transition_lets_a_request_be_born_refused_or_waiting_but_never_holding_money()
+async fn request_state_transition_lets_a_request_be_born_refused_waiting_or_authorized_but_never_further()
 -> TestResult {
     on_world(async |w| {
         // A refusal and a wait for a human hold nothing: a proposal may be born in them.
@@ -378,11 +378,24 @@ async fn request_state_transition_lets_a_request_be_born_refused_or_waiting_but_
             )
         };
         assert_eq!(exec(w.pool(), &born_like("PENDING_APPROVAL")).await?, 1);
-        // Every state that holds a reservation or grants spending is reached
-        // only by a move, even with every column a live request needs
-        // (CAPTURED is refused first by request_captured_by_event, which fires
-        // before it).
-        for state in ["AUTHORIZED", "CHECKOUT_ISSUED", "PROVIDER_PENDING"] {
+        // An allowed proposal is born AUTHORIZED, holding its reservation...
+        assert_eq!(exec(w.pool(), &born_like("AUTHORIZED")).await?, 1);
+        // ...and only holding it: the same row holding nothing is refused.
+        assert_refused_by(
+            exec(
+                w.pool(),
+                &born_like("AUTHORIZED").replace(
+                    "ELSE amount_paise END",
+                    "ELSE 0 END",
+                ),
+            )
+            .await,
+            "ck_request_reservation_matches_state",
+        );
+        // Every state past it is reached only by a move, even with every
+        // column a live request needs (CAPTURED is refused first by
+        // request_captured_by_event, which fires before it).
+        for state in ["CHECKOUT_ISSUED", "PROVIDER_PENDING"] {
             assert_refused_by(
                 exec(w.pool(), &born_like(state)).await,
                 "request_state_transition",
