@@ -28,8 +28,9 @@ use super::request_state::RequestState;
 use super::requests::Transition;
 use super::rows::RequestRow;
 use super::world;
+use super::world_cache::WorldCache;
 use super::{Gate, Outcome};
-use crate::catalog::derive;
+use crate::catalog::{Catalog, derive};
 use crate::ident::is_ident;
 use crate::proposal::PurchaseProposal;
 use crate::provider::PaymentProvider;
@@ -140,7 +141,9 @@ impl<P: PaymentProvider> Gate<P> {
                 )
                 .await;
         }
-        if let Err(reason) = still_valid(&mut tx, &request, version, &digest, now).await? {
+        if let Err(reason) =
+            still_valid(&mut tx, self.worlds(), &request, version, &digest, now).await?
+        {
             let to = ends_in(reason);
             Transition::new(&request, to)
                 .because(reason)
@@ -227,20 +230,27 @@ pub(crate) fn ends_in(reason: Reason) -> RequestState {
 /// Re-checks an authorized request against the world now: the policy
 /// version and its validity window, the purchase's hash and the whole
 /// delegation chain. The policy, the catalog and the chain are read in one
-/// statement (a catalog comes back only with an enforceable policy; a
-/// missing one derives nothing, so the purchase would not match: fail
-/// closed).
+/// statement, the policy and the catalog only when the world `worlds` keeps
+/// for the tenant is not the current one ([`world::world_and_chain`]); a
+/// catalog comes with an enforceable policy only; a missing one derives
+/// nothing, so the purchase would not match: fail closed.
 pub(crate) async fn still_valid(
     conn: &mut PgConnection,
+    worlds: &WorldCache,
     request: &RequestRow,
     version: i32,
     digest: &str,
     now: DateTime<Utc>,
 ) -> Result<Result<(), Reason>, ServiceError> {
     let tenant = request.tenant_id.as_str();
-    let (current, catalog, chain) =
-        world::policy_catalog_and_chain(conn, tenant, request.delegation_id.as_deref()).await?;
-    let Some(current) = current else {
+    let (world, chain) = world::world_and_chain(
+        conn,
+        tenant,
+        request.delegation_id.as_deref(),
+        worlds.get(tenant),
+    )
+    .await?;
+    let Some(current) = &world.policy else {
         return Ok(Err(Reason::AuthorityPolicyChanged));
     };
     if current.version != version {
@@ -270,8 +280,9 @@ pub(crate) async fn still_valid(
         quantity: u32::try_from(quantity).unwrap_or(0),
         purpose: purpose.clone(),
     };
-    let catalog = catalog.unwrap_or_default();
-    if !derive(&proposal, &catalog).is_ok_and(|purchase| purchase.digest() == digest) {
+    let none = Catalog::default();
+    let catalog = world.catalog.as_ref().unwrap_or(&none);
+    if !derive(&proposal, catalog).is_ok_and(|purchase| purchase.digest() == digest) {
         return Ok(Err(Reason::AuthorityPurchaseChanged));
     }
     if let Err(reason) = chain.authorize(&request.agent_id, sku, 0, now) {

@@ -179,6 +179,7 @@ impl<P: PaymentProvider> Gate<P> {
         } else {
             still_valid(
                 &mut tx,
+                self.worlds(),
                 &request,
                 authority.policy_version,
                 &authority.purchase_digest,

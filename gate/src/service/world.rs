@@ -7,6 +7,8 @@
 //! are plain reads: the rows a decision spends from, and the spend state it
 //! is judged on, are locked and read by [`super::decision_state`].
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Duration, Utc};
 use sqlx::PgConnection;
 use sqlx::types::Json;
@@ -14,6 +16,7 @@ use sqlx::types::Json;
 use super::decision_state::ChainHop;
 use super::error::{Ctx, ServiceError};
 use super::rows::{DELEGATION_COLUMNS, DelegationRow};
+use super::world_cache::World;
 use crate::catalog::{Catalog, CatalogItem};
 use crate::delegation::DelegationChain;
 use crate::policy::Policy;
@@ -86,27 +89,37 @@ pub(crate) async fn policy_and_catalog(
     Ok(policy_read(version, json, rows))
 }
 
-/// The tenant's current policy, its catalog (read as [`policy_and_catalog`]
-/// reads it) and the chain from the root down to `leaf` (as [`chain`] reads
-/// it), in one statement: what an authorized request is checked against
-/// again at checkout and at payment. No policy, no catalog and no chain; no
-/// leaf, an empty chain.
-pub(crate) async fn policy_catalog_and_chain(
+/// The tenant's policy and catalog, and the chain from the root down to
+/// `leaf` (as [`chain`] reads it), in one statement: what an authorized
+/// request is checked against again at checkout and at payment.
+///
+/// `cached` is the world this gate last read for the tenant. It is used only
+/// when the database finds its digest equal to the tenant's stamp
+/// (`tenants.world_digest`, rewritten by every write of the tenant's policy
+/// versions or catalog rows: see `migrations/20261205000003_world_stamp.sql`)
+/// in this very statement, as `proposal_state` uses it; then the policy and
+/// the catalog are not sent again. Otherwise they are read as
+/// [`policy_and_catalog`] reads them (a catalog only under an enforceable
+/// policy) into a world of their own, which is not kept. No policy: a world
+/// without one. No leaf: an empty chain.
+pub(crate) async fn world_and_chain(
     conn: &mut PgConnection,
     tenant: &str,
     leaf: Option<&str>,
-) -> Result<(Option<CurrentPolicy>, Option<Catalog>, DelegationChain), ServiceError> {
+    cached: Option<Arc<World>>,
+) -> Result<(Arc<World>, DelegationChain), ServiceError> {
     type Read = (
-        i32,
-        serde_json::Value,
+        bool,
+        Option<i32>,
+        Option<serde_json::Value>,
         Option<Json<Vec<CatalogRow>>>,
         Json<Vec<ChainHop>>,
     );
-    let row: Option<Read> = sqlx::query_as(concat!(
-        "SELECT version, policy, ( \
+    let (kept, version, json, rows, Json(hops)): Read = sqlx::query_as(concat!(
+        "SELECT s.kept, v.version, v.policy, CASE WHEN v.version IS NOT NULL THEN ( \
                SELECT COALESCE(json_agg(c), '[]') FROM (",
         catalog_select!(),
-        ") c), ( \
+        ") c) END, ( \
                WITH RECURSIVE up AS ( \
                    SELECT d.*, 0 AS hops_up FROM delegations d \
                     WHERE d.tenant_id = $1 AND d.id = $2 \
@@ -123,20 +136,37 @@ pub(crate) async fn policy_catalog_and_chain(
                           'revoked_at_us', (extract(epoch FROM up.revoked_at) * 1000000)::bigint) \
                         ORDER BY up.hops_up DESC), '[]') \
                  FROM up) \
-             FROM policy_versions WHERE tenant_id = $1 ORDER BY version DESC LIMIT 1"
+             FROM (SELECT COALESCE( \
+                       (SELECT t.world_digest = $4 FROM tenants t WHERE t.id = $1), false) AS kept) s \
+             LEFT JOIN LATERAL ( \
+                  SELECT pv.version, pv.policy FROM policy_versions pv \
+                   WHERE pv.tenant_id = $1 AND NOT s.kept \
+                   ORDER BY pv.version DESC LIMIT 1) v ON true"
     ))
     .bind(tenant)
     .bind(leaf)
     .bind(MAX_CHAIN_DEPTH)
-    .fetch_optional(conn)
+    .bind(cached.as_ref().map(|w| w.digest.as_str()))
+    .fetch_one(conn)
     .await
     .ctx("reading the policy, the catalog and a delegation chain")?;
-    let Some((version, json, rows, Json(hops))) = row else {
-        return Ok((None, None, DelegationChain::new(Vec::new())));
-    };
-    let (current, catalog) = policy_read(version, json, rows);
     let chain = DelegationChain::new(hops.iter().map(ChainHop::to_hop).collect());
-    Ok((current, catalog, chain))
+    let world = match (kept, cached) {
+        (true, Some(world)) => world,
+        _ => {
+            let (policy, catalog) = match (version, json) {
+                (Some(version), Some(json)) => policy_read(version, json, rows),
+                _ => (None, None),
+            };
+            // Read for this check alone: the digest is never compared.
+            Arc::new(World {
+                digest: String::new(),
+                policy,
+                catalog,
+            })
+        }
+    };
+    Ok((world, chain))
 }
 
 /// A policy version as read, and the catalog read beside it: the catalog
