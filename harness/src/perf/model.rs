@@ -1016,4 +1016,39 @@ pub const HISTORY: &[HistoryEntry] = &[
              committed benchmark's flow cells do not start on small tables, and the \
              proposals' goals have the least margin.",
     },
+    HistoryEntry {
+        change: "an allowed proposal is born AUTHORIZED, holding its reservation, in the \
+             statement that records it and its ledger entries (`requests::Birth::Authorized`), \
+             where it was born PROPOSED and moved to AUTHORIZED by a second UPDATE in the same \
+             transaction, under the tenant's day lock: 34 round trips a flow where it took 35. \
+             `request_state_transition` now lets a request be created AUTHORIZED \
+             (migrations/20261205000004_requests_born_authorized.sql); the constraints that \
+             checked the move's row check the new row alike",
+        measure: "flow, tenant per client, 8 clients, per second and CPU per flow (server + \
+             process)",
+        before: "418, 427, 439, 449, 420, 413/s; 4,406, 4,374, 4,150, 4,162, 4,415, 4,452 µs",
+        after: "438, 431, 480, 444, 430, 441/s; 4,243, 4,340, 3,824, 4,184, 4,182, 4,171 µs",
+        how: "`harness perf --load-only --cell-seconds 5`, release builds of 82ac928 and of \
+             this change with a local patch that runs only the tenant-per-client flow cell, \
+             twice at 8 clients, and keeps the second (the first fills the tables, and the \
+             ANALYZE before the second plans on them, as the earlier cells do in `make \
+             bench`); alternated six times on one throwaway server on 2026-12-05. The flow \
+             rose in five pairs of six (median +3.6%) and its CPU fell in five (median \
+             -4.5%).",
+    },
+    HistoryEntry {
+        change: "checkout and pay re-check an authorized request against the policy and the \
+             catalog the gate keeps for the tenant when the tenant's stamp \
+             (`tenants.world_digest`, the one `proposal_state` trusts) equals the kept \
+             world's digest in the very statement that reads the chain \
+             (`world::world_and_chain`); only otherwise are the policy and the catalog read, \
+             turned into JSON and parsed again",
+        measure: "flow, tenant per client, 8 clients, per second and CPU per flow (server + \
+             process)",
+        before: "427, 434, 430/s; 4,379, 4,278, 4,346 µs",
+        after: "465, 445, 436/s; 4,066, 4,215, 4,273 µs",
+        how: "as the entry above: release builds of 865c931 and of this change, alternated \
+             three times on one throwaway server on 2026-12-05. The flow rose in all three \
+             pairs (+9%, +3%, +1%) and its CPU fell in all three (-7%, -1%, -2%).",
+    },
 ];
