@@ -388,25 +388,9 @@ pub(crate) async fn insert_order(
     order_id: &str,
     now: DateTime<Utc>,
 ) -> Result<bool, ServiceError> {
-    let inserted: Option<String> = sqlx::query_scalar(
-        "INSERT INTO provider_orders (tenant_id, provider_order_id, authority_id, request_id, \
-         merchant_id, amount_paise, currency, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-         ON CONFLICT DO NOTHING \
-         RETURNING provider_order_id",
-    )
-    .bind(&authority.tenant_id)
-    .bind(order_id)
-    .bind(&authority.id)
-    .bind(&authority.request_id)
-    .bind(&authority.merchant_id)
-    .bind(authority.amount_paise)
-    .bind(&authority.currency)
-    .bind(now)
-    .fetch_optional(&mut *conn)
-    .await
-    .ctx("recording the provider order")?;
-    Ok(inserted.is_some())
+    insert_order_carrying(conn, authority, order_id, now, None)
+        .await
+        .map(|(inserted, _)| inserted)
 }
 
 /// [`insert_order`], carrying `ledger` (the order's entry, chained from the
@@ -421,21 +405,31 @@ async fn insert_order_carrying(
     now: DateTime<Utc>,
     ledger: Option<&Chained>,
 ) -> Result<(bool, bool), ServiceError> {
-    let Some(chained) = ledger else {
-        return Ok((insert_order(conn, authority, order_id, now).await?, false));
-    };
-    let sql = format!(
-        "WITH inserted AS ( \
-             INSERT INTO provider_orders (tenant_id, provider_order_id, authority_id, request_id, \
-             merchant_id, amount_paise, currency, created_at) \
-             VALUES ($12, $13, $14, $15, $16, $17, $18, $19) \
-             ON CONFLICT DO NOTHING \
-             RETURNING provider_order_id), {} \
-         SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved)",
-        Chained::CTES_IF_INSERTED
+    // The order's parameters come after the ledger's, when it carries them.
+    let first = if ledger.is_some() { Chained::PARAMS } else { 0 };
+    let values = (1..=8)
+        .map(|n| format!("${}", first + n))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let insert = format!(
+        "INSERT INTO provider_orders (tenant_id, provider_order_id, authority_id, request_id, \
+         merchant_id, amount_paise, currency, created_at) \
+         VALUES ({values}) ON CONFLICT DO NOTHING RETURNING provider_order_id"
     );
-    let (inserted, moved): (i64, i64) = chained
-        .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)))
+    let sql = match ledger {
+        Some(_) => format!(
+            "WITH inserted AS ({insert}), {} \
+             SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved)",
+            Chained::CTES_IF_INSERTED
+        ),
+        None => format!("WITH inserted AS ({insert}) SELECT count(*), 0::bigint FROM inserted"),
+    };
+    let query = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(sql));
+    let query = match ledger {
+        Some(chained) => chained.bind(query),
+        None => query,
+    };
+    let (inserted, moved) = query
         .bind(&authority.tenant_id)
         .bind(order_id)
         .bind(&authority.id)
