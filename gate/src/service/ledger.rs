@@ -278,24 +278,6 @@ pub(crate) async fn append(
     Ok(())
 }
 
-/// The text of [`Chained::CTES`], with `$cond` added to the head's move.
-macro_rules! chained_ctes {
-    ($cond:literal) => {
-        concat!(
-            "moved AS ( \
-                 UPDATE ledger_head SET seq = $8, hash = $9 \
-                  WHERE tenant_id = $1 AND seq = $10 AND hash = $11",
-            $cond,
-            " RETURNING tenant_id), \
-             appended AS ( \
-                 INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
-                 SELECT moved.tenant_id, u.seq, u.kind, $2, u.entry, u.prev_hash, u.hash \
-                 FROM moved, UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) \
-                   WITH ORDINALITY AS u(seq, kind, entry, prev_hash, hash, n) ORDER BY u.n)"
-        )
-    };
-}
-
 /// One tenant's entries chained from a head, ready to go in with the head's
 /// move in one statement: by [`write`] alone, or carried by another
 /// statement (`requests::insert`) as [`Chained::CTES`], which saves that
@@ -316,13 +298,15 @@ impl Chained {
     /// for, then compared as it committed), and `appended` writes the
     /// entries behind a head that moved, and none otherwise. The head moves
     /// first: `fk_ledger_entry_head` is checked at the end of the statement.
-    pub const CTES: &'static str = chained_ctes!("");
-    /// [`Chained::CTES`] for a carrying statement whose own write, a common
-    /// table expression named `inserted` written before these, may write
-    /// nothing (`ON CONFLICT DO NOTHING`): the head moves, and the entries go
-    /// in, only when `inserted` returned a row.
-    pub const CTES_IF_INSERTED: &'static str =
-        chained_ctes!(" AND EXISTS (SELECT 1 FROM inserted)");
+    pub const CTES: &'static str = "moved AS ( \
+             UPDATE ledger_head SET seq = $8, hash = $9 \
+              WHERE tenant_id = $1 AND seq = $10 AND hash = $11 \
+             RETURNING tenant_id), \
+         appended AS ( \
+             INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
+             SELECT moved.tenant_id, u.seq, u.kind, $2, u.entry, u.prev_hash, u.hash \
+             FROM moved, UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) \
+               WITH ORDINALITY AS u(seq, kind, entry, prev_hash, hash, n) ORDER BY u.n)";
     /// How many parameters [`Chained::CTES`] binds: a carrying statement's
     /// own are numbered after them.
     pub const PARAMS: usize = 11;

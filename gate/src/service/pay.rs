@@ -32,7 +32,7 @@ use serde_json::json;
 use super::checkout::{ends_in, still_valid};
 use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
-use super::ledger::{self, Chained, Entry};
+use super::ledger::{self, Entry};
 use super::lock::{AuthorityKey, RequestKey, lock};
 use super::request_state::RequestState;
 use super::requests::Transition;
@@ -260,29 +260,7 @@ impl<P: PaymentProvider> Gate<P> {
         .ok_or_else(|| ServiceError::Corrupt {
             what: format!("the request of authority {} vanished", authority.id),
         })?;
-        let entry = Entry::new(
-            Some(&authority.tenant_id),
-            "order.created",
-            order_id,
-            json!({
-                "order": order_id,
-                "authority": authority.id,
-                "request": authority.request_id,
-                "merchant": authority.merchant_id,
-                "amount_paise": authority.amount_paise,
-                "currency": authority.currency,
-            }),
-        );
-        // The entry rides on the order's INSERT when the key remembers the
-        // tenant's head; it goes in only with a new order.
-        let carried = ledger::chain_from_last_head(
-            self.ledger_key(),
-            &authority.tenant_id,
-            now,
-            std::slice::from_ref(&entry),
-        )?;
-        let (inserted, moved) =
-            insert_order_carrying(&mut tx, authority, order_id, now, carried.as_ref()).await?;
+        let inserted = insert_order(&mut tx, authority, order_id, now).await?;
         if !inserted && !order_is_authoritys(&mut tx, authority, order_id).await? {
             // The id is already another authority's order, or this authority
             // already has a different one: the provider mixed up its answers.
@@ -294,7 +272,20 @@ impl<P: PaymentProvider> Gate<P> {
             self.provider_rejected(authority, &cause).await?;
             return Ok(Outcome::refused(Reason::ProviderRejected));
         }
-        if inserted && !carried.is_some_and(|c| c.landed(self.ledger_key(), moved)) {
+        if inserted {
+            let entry = Entry::new(
+                Some(&authority.tenant_id),
+                "order.created",
+                order_id,
+                json!({
+                    "order": order_id,
+                    "authority": authority.id,
+                    "request": authority.request_id,
+                    "merchant": authority.merchant_id,
+                    "amount_paise": authority.amount_paise,
+                    "currency": authority.currency,
+                }),
+            );
             ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         }
         tx.commit().await.ctx("committing a provider order")?;
@@ -388,60 +379,25 @@ pub(crate) async fn insert_order(
     order_id: &str,
     now: DateTime<Utc>,
 ) -> Result<bool, ServiceError> {
-    insert_order_carrying(conn, authority, order_id, now, None)
-        .await
-        .map(|(inserted, _)| inserted)
-}
-
-/// [`insert_order`], carrying `ledger` (the order's entry, chained from the
-/// head the key remembers) when given: the entry goes in with the order, in
-/// the same statement, only when the order does. The answer: whether the
-/// order went in, and whether the carried entry did (`false` when none was
-/// carried or the head had moved: the caller appends it as usual).
-async fn insert_order_carrying(
-    conn: &mut sqlx::PgConnection,
-    authority: &AuthorityRow,
-    order_id: &str,
-    now: DateTime<Utc>,
-    ledger: Option<&Chained>,
-) -> Result<(bool, bool), ServiceError> {
-    // The order's parameters come after the ledger's, when it carries them.
-    let first = if ledger.is_some() { Chained::PARAMS } else { 0 };
-    let values = (1..=8)
-        .map(|n| format!("${}", first + n))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let insert = format!(
+    let inserted: Option<String> = sqlx::query_scalar(
         "INSERT INTO provider_orders (tenant_id, provider_order_id, authority_id, request_id, \
          merchant_id, amount_paise, currency, created_at) \
-         VALUES ({values}) ON CONFLICT DO NOTHING RETURNING provider_order_id"
-    );
-    let sql = match ledger {
-        Some(_) => format!(
-            "WITH inserted AS ({insert}), {} \
-             SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM moved)",
-            Chained::CTES_IF_INSERTED
-        ),
-        None => format!("WITH inserted AS ({insert}) SELECT count(*), 0::bigint FROM inserted"),
-    };
-    let query = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(sql));
-    let query = match ledger {
-        Some(chained) => chained.bind(query),
-        None => query,
-    };
-    let (inserted, moved) = query
-        .bind(&authority.tenant_id)
-        .bind(order_id)
-        .bind(&authority.id)
-        .bind(&authority.request_id)
-        .bind(&authority.merchant_id)
-        .bind(authority.amount_paise)
-        .bind(&authority.currency)
-        .bind(now)
-        .fetch_one(&mut *conn)
-        .await
-        .ctx("recording the provider order")?;
-    Ok((inserted == 1, moved == 1))
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+         ON CONFLICT DO NOTHING \
+         RETURNING provider_order_id",
+    )
+    .bind(&authority.tenant_id)
+    .bind(order_id)
+    .bind(&authority.id)
+    .bind(&authority.request_id)
+    .bind(&authority.merchant_id)
+    .bind(authority.amount_paise)
+    .bind(&authority.currency)
+    .bind(now)
+    .fetch_optional(&mut *conn)
+    .await
+    .ctx("recording the provider order")?;
+    Ok(inserted.is_some())
 }
 
 /// Whether `order_id` is recorded as `authority`'s own order.
