@@ -190,6 +190,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_gate_pool_has_its_size_the_connect_timeout_and_no_round_trip_before_handing_out() {
+        let options = pool_options(3);
+        assert_eq!(options.get_max_connections(), 3);
+        assert_eq!(options.get_acquire_timeout(), CONNECT_TIMEOUT);
+        assert!(!options.get_test_before_acquire());
+        // A pool of no connections would wait forever: it has one.
+        assert_eq!(pool_options(0).get_max_connections(), 1);
+    }
+
+    #[test]
     fn redact_hides_userinfo_and_query_passwords() {
         assert_eq!(
             redact_url("postgres://app:s3cr@t@db.example:5432/x"),
