@@ -25,7 +25,7 @@ use super::identity;
 use super::ledger::Entry;
 use super::lock::{RequestKey, lock};
 use super::request_state::RequestState;
-use super::requests::{Along, Moving, Transition, placeholders};
+use super::requests::Transition;
 use super::rows::RequestRow;
 use super::world;
 use super::world_cache::WorldCache;
@@ -157,6 +157,25 @@ impl<P: PaymentProvider> Gate<P> {
 
         let authority_id = self.authority_id(&tenant, request_id, now);
         let expires_at = now + Duration::minutes(AUTHORITY_TTL_MINUTES);
+        sqlx::query(
+            "INSERT INTO checkout_authorities (tenant_id, id, request_id, issued_by, merchant_id, \
+             amount_paise, currency, purchase_digest, policy_version, issued_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(&tenant)
+        .bind(&authority_id)
+        .bind(request_id)
+        .bind(actor)
+        .bind(&merchant)
+        .bind(amount)
+        .bind(&currency)
+        .bind(&digest)
+        .bind(version)
+        .bind(now)
+        .bind(expires_at)
+        .execute(&mut *tx)
+        .await
+        .ctx("issuing the checkout authority")?;
         let entry = Entry::new(
             Some(&tenant),
             "authority.issued",
@@ -173,45 +192,8 @@ impl<P: PaymentProvider> Gate<P> {
                 "expires_at": expires_at,
             }),
         );
-        // The authority is issued in the statement that moves its request.
-        let issue = Along {
-            what: "issuing the checkout authority",
-            sql: |n| {
-                format!(
-                    "INSERT INTO checkout_authorities (tenant_id, id, request_id, issued_by, \
-                     merchant_id, amount_paise, currency, purchase_digest, policy_version, \
-                     issued_at, expires_at) VALUES ({}) RETURNING 1",
-                    placeholders(n, 11)
-                )
-            },
-            bind: {
-                let row = (
-                    tenant.clone(),
-                    authority_id.clone(),
-                    request_id.to_owned(),
-                    actor.to_owned(),
-                    merchant.clone(),
-                    currency.clone(),
-                    digest.clone(),
-                );
-                Box::new(move |q: Moving<'_>| {
-                    let (tenant, id, request, issuer, merchant, currency, digest) = row;
-                    q.bind(tenant)
-                        .bind(id)
-                        .bind(request)
-                        .bind(issuer)
-                        .bind(merchant)
-                        .bind(amount)
-                        .bind(currency)
-                        .bind(digest)
-                        .bind(version)
-                        .bind(now)
-                        .bind(expires_at)
-                })
-            },
-        };
         Transition::new(&request, RequestState::CheckoutIssued)
-            .apply_recording(&mut tx, now, self.ledger_key(), vec![entry], Some(issue))
+            .apply_recording(&mut tx, now, self.ledger_key(), vec![entry])
             .await?;
         tx.commit().await.ctx("committing a checkout authority")?;
         Ok(Outcome::ok(authority_id))

@@ -35,7 +35,7 @@ use super::identity::{self, Who};
 use super::ledger::{self, Entry};
 use super::lock::{AuthorityKey, RequestKey, lock};
 use super::request_state::RequestState;
-use super::requests::{Along, Moving, Transition};
+use super::requests::Transition;
 use super::rows::{AuthorityRow, AuthorityWithRequester, RequestRow};
 use super::{Gate, Outcome};
 use crate::provider::{OrderRequest, PaymentProvider, ProviderError, ProviderOrder};
@@ -203,6 +203,20 @@ impl<P: PaymentProvider> Gate<P> {
             return Ok(Err(reason));
         }
 
+        sqlx::query(
+            "UPDATE checkout_authorities \
+                SET consumptions = consumptions + 1, consumed_at = $3, consumed_by = $4, \
+                    consumed_by_agent = $5 \
+              WHERE tenant_id = $1 AND id = $2",
+        )
+        .bind(&tenant)
+        .bind(authority_id)
+        .bind(now)
+        .bind((!consumer_is_agent).then_some(actor))
+        .bind(consumer_is_agent.then_some(actor))
+        .execute(&mut *tx)
+        .await
+        .ctx("consuming the checkout authority")?;
         let entry = Entry::new(
             Some(&tenant),
             "authority.consumed",
@@ -216,37 +230,8 @@ impl<P: PaymentProvider> Gate<P> {
                 "state": RequestState::ProviderPending,
             }),
         );
-        // The authority is consumed in the statement that moves its request.
-        let consume = Along {
-            what: "consuming the checkout authority",
-            sql: |n| {
-                format!(
-                    "UPDATE checkout_authorities \
-                        SET consumptions = consumptions + 1, consumed_at = ${}, \
-                            consumed_by = ${}, consumed_by_agent = ${} \
-                      WHERE tenant_id = ${} AND id = ${} RETURNING 1",
-                    n,
-                    n + 1,
-                    n + 2,
-                    n + 3,
-                    n + 4
-                )
-            },
-            bind: {
-                let (tenant, authority) = (tenant.clone(), authority_id.to_owned());
-                let by = (!consumer_is_agent).then(|| actor.to_owned());
-                let by_agent = consumer_is_agent.then(|| actor.to_owned());
-                Box::new(move |q: Moving<'_>| {
-                    q.bind(now)
-                        .bind(by)
-                        .bind(by_agent)
-                        .bind(tenant)
-                        .bind(authority)
-                })
-            },
-        };
         Transition::new(&request, RequestState::ProviderPending)
-            .apply_recording(&mut tx, now, self.ledger_key(), vec![entry], Some(consume))
+            .apply_recording(&mut tx, now, self.ledger_key(), vec![entry])
             .await?;
         tx.commit().await.ctx("committing a consumed authority")?;
         Ok(Ok((authority, request)))

@@ -45,16 +45,6 @@ pub(crate) struct NewRequest<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// `count` placeholders numbered from `first`: `$first, $first+1, ...`, the
-/// values of a statement whose parameters follow those of the statement
-/// carrying it.
-pub(crate) fn placeholders(first: usize, count: usize) -> String {
-    (first..first + count)
-        .map(|n| format!("${n}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// A new request's id: `req_` and 128 bits from the system's random source
 /// in lower-case hex, the shape of the column's default (a random UUID's
 /// hex), so ids drawn here and by the database never collide in practice
@@ -124,7 +114,10 @@ pub(crate) async fn insert(
         })?;
     // The request's parameters come after the ledger's, when it carries them.
     let first = if ledger.is_some() { Chained::PARAMS } else { 0 };
-    let values = placeholders(first + 1, 22);
+    let values = (1..=22)
+        .map(|n| format!("${}", first + n))
+        .collect::<Vec<_>>()
+        .join(", ");
     let insert = format!(
         "INSERT INTO payment_requests (id, tenant_id, agent_id, idempotency_key, body_sha256, sku, \
          quantity, purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, \
@@ -226,33 +219,6 @@ enum Note {
     CapturedAfter,
 }
 
-/// The query of a request's move ([`Transition::apply_recording`]): it
-/// answers whether the head moved, how many requests moved, and how many rows
-/// the write carried along wrote.
-pub(crate) type Moving<'q> =
-    sqlx::query::QueryAs<'q, sqlx::Postgres, (i64, i64, i64), sqlx::postgres::PgArguments>;
-
-/// Another row's write carried by a request's move, in the move's statement
-/// (one round trip for both): the text of one INSERT or UPDATE with a
-/// `RETURNING` clause, given the number its first parameter takes, and what
-/// binds its parameters in order (with values of its own: the move's query
-/// borrows from the move). It must write exactly one row.
-///
-/// Its row must already be locked by the operation, and the rows its
-/// foreign keys name must be ones the operation holds, or ones no operation
-/// holds exclusively: the statement may move the tenant's ledger head (last in
-/// the lock order) before the write's foreign-key checks take their
-/// key-share locks, at the end of the statement. A write whose check could
-/// wait on a row that a transaction holding or waiting for the head holds
-/// would invert the lock order (a provider order's, naming its authority,
-/// deadlocked so).
-pub(crate) struct Along {
-    /// What the write does, for an error's context.
-    pub what: &'static str,
-    pub sql: fn(first: usize) -> String,
-    pub bind: Box<dyn for<'q> FnOnce(Moving<'q>) -> Moving<'q> + Send>,
-}
-
 /// One move of a LOCKED request from the state it was read in to the next,
 /// and what goes with it; [`Transition::apply`] is the only writer of a
 /// request's state. Built with [`Transition::new`] (or
@@ -327,15 +293,14 @@ impl<'a> Transition<'a> {
         conn: &mut PgConnection,
         now: DateTime<Utc>,
     ) -> Result<(), ServiceError> {
-        self.write(conn, now, None, None).await.map(|_| ())
+        self.write(conn, now, None).await.map(|_| ())
     }
 
-    /// Writes the move as [`Transition::apply`] does, with `along` in the
-    /// same statement when given, then appends `entries` to the ledger: the
-    /// operation's last writes, before its commit. When the key remembers
-    /// the head of the request's tenant's chain and every entry is that
-    /// tenant's, the entries ride on the move's statement too
-    /// ([`Chained::CTES`]: one round trip for all); otherwise, or when the
+    /// Writes the move as [`Transition::apply`] does, then appends `entries`
+    /// to the ledger: the operation's last writes, before its commit. When
+    /// the key remembers the head of the request's tenant's chain and every
+    /// entry is that tenant's, the entries ride on the move's statement
+    /// ([`Chained::CTES`]: one round trip for both); otherwise, or when the
     /// head had moved, they are appended after it as usual.
     pub async fn apply_recording(
         self,
@@ -343,7 +308,6 @@ impl<'a> Transition<'a> {
         now: DateTime<Utc>,
         key: &LedgerKey,
         entries: Vec<Entry>,
-        along: Option<Along>,
     ) -> Result<(), ServiceError> {
         let tenant = self.request.tenant_id.as_str();
         let carried = match self.hold {
@@ -355,22 +319,21 @@ impl<'a> Transition<'a> {
             }
             Hold::Keep | Hold::Take(_) => None,
         };
-        let moved = self.write(conn, now, carried.as_ref(), along).await?;
+        let moved = self.write(conn, now, carried.as_ref()).await?;
         if carried.is_some_and(|chained| chained.landed(key, moved)) {
             return Ok(());
         }
         ledger::append(conn, key, now, entries).await
     }
 
-    /// Writes the move, carrying `ledger` and `along` when given; returns
-    /// whether the carried entries went in (the head was still where they
-    /// were chained from).
+    /// Writes the move, carrying `ledger` when given; returns whether the
+    /// carried entries went in (the head was still where they were chained
+    /// from).
     async fn write(
         self,
         conn: &mut PgConnection,
         now: DateTime<Utc>,
         ledger: Option<&Chained>,
-        along: Option<Along>,
     ) -> Result<bool, ServiceError> {
         let request = self.request;
         let note = match self.note {
@@ -379,11 +342,6 @@ impl<'a> Transition<'a> {
             Note::CapturedAfter => Some(format!("CAPTURED_AFTER_{}", self.from)),
         };
         let (reserved, day, hop) = match self.hold {
-            Hold::Count(_) if along.is_some() => {
-                return Err(ServiceError::Corrupt {
-                    what: "a move to NEEDS_REVIEW was given another write to carry".to_owned(),
-                });
-            }
             Hold::Count(counted) => {
                 sqlx::query(
                     "UPDATE payment_requests SET state = $3, reserved_paise = reserved_paise + $4, \
@@ -431,40 +389,20 @@ impl<'a> Transition<'a> {
             version = n(8),
             now = n(9),
         );
-        // The carried write's parameters come after the move's.
-        let along_sql = along.as_ref().map(|a| (a.sql)(first + 10));
-        let mut ctes: Vec<String> = Vec::new();
-        if ledger.is_some() {
-            ctes.push(Chained::CTES.to_owned());
-        }
-        if let Some(sql) = &along_sql {
-            ctes.push(format!("along AS ({sql})"));
-        }
-        let sql = if ctes.is_empty() {
-            format!("{update} RETURNING 0::bigint, 1::bigint, 0::bigint")
-        } else {
-            format!(
+        let sql = match ledger {
+            Some(_) => format!(
                 "WITH {}, updated AS ({update} RETURNING 1) \
-                 SELECT {}, (SELECT count(*) FROM updated), {}",
-                ctes.join(", "),
-                if ledger.is_some() {
-                    "(SELECT count(*) FROM moved)"
-                } else {
-                    "0::bigint"
-                },
-                if along.is_some() {
-                    "(SELECT count(*) FROM along)"
-                } else {
-                    "0::bigint"
-                },
-            )
+                 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM updated)",
+                Chained::CTES
+            ),
+            None => format!("{update} RETURNING 0::bigint, 1::bigint"),
         };
-        let query: Moving<'_> = sqlx::query_as(sqlx::AssertSqlSafe(sql));
+        let query = sqlx::query_as::<_, (i64, i64)>(sqlx::AssertSqlSafe(sql));
         let query = match ledger {
             Some(chained) => chained.bind(query),
             None => query,
         };
-        let query = query
+        let answer = query
             .bind(&request.tenant_id)
             .bind(&request.id)
             .bind(self.to)
@@ -473,26 +411,10 @@ impl<'a> Transition<'a> {
             .bind(day)
             .bind(hop)
             .bind(self.policy_version)
-            .bind(now);
-        let what = along.as_ref().map(|a| a.what);
-        let query = match along {
-            Some(along) => (along.bind)(query),
-            None => query,
-        };
-        let answer = query
+            .bind(now)
             .fetch_optional(conn)
             .await
-            .ctx(what.unwrap_or("moving a request to its next state"))?;
-        if let (Some(what), Some((_, _, written))) = (what, answer)
-            && written != 1
-        {
-            return Err(ServiceError::Corrupt {
-                what: format!(
-                    "{what} wrote {written} rows, not one, with request {}",
-                    request.id
-                ),
-            });
-        }
-        Ok(answer.is_some_and(|(moved, _, _)| moved == 1))
+            .ctx("moving a request to its next state")?;
+        Ok(answer.is_some_and(|(moved, _)| moved == 1))
     }
 }

@@ -533,7 +533,7 @@ pub(crate) async fn apply_payment(
         match &source {
             Source::Webhook { key, entry } => {
                 captured
-                    .apply_recording(conn, now, key, vec![entry(Applied::Captured)], None)
+                    .apply_recording(conn, now, key, vec![entry(Applied::Captured)])
                     .await?;
             }
             Source::Reconcile => captured.apply(conn, now).await?,
