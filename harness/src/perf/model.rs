@@ -1051,4 +1051,27 @@ pub const HISTORY: &[HistoryEntry] = &[
              three times on one throwaway server on 2026-12-05. The flow rose in all three \
              pairs (+9%, +3%, +1%) and its CPU fell in all three (-7%, -1%, -2%).",
     },
+    HistoryEntry {
+        change: "tried and not kept: a request's move carrying its operation's other write \
+             (`requests::Along`): checkout issuing the authority, and pay consuming it, in the \
+             statement that moves the request and appends the ledger entries, 32 round trips \
+             a flow where it takes 34. Tried first, and reverted for a deadlock before it was \
+             measured: a provider order's ledger entry carried by the order's INSERT, whose \
+             foreign-key check takes its key-share lock on the authority at the end of the \
+             statement, after the ledger head has moved, against the lock order (a payment \
+             refused for a used authority holds the authority and waits for the head; \
+             `races::sixty_four_payments_with_one_authority_make_one_provider_order` failed \
+             with 40P01 in 2 of 4 runs)",
+        measure: "flow, tenant per client, 8 clients, per second and CPU per flow (server + \
+             process)",
+        before: "467, 465, 450, 434, 441, 445, 460, 479, 454, 471/s; 4,021, 3,988, 4,164, \
+             4,179, 4,129, 4,132, 4,009, 3,802, 4,070, 3,937 µs",
+        after: "473, 455, 463, 409, 448, 430, 448, 443, 432, 456/s; 3,973, 4,135, 3,942, \
+             4,463, 4,133, 4,276, 4,069, 4,104, 4,250, 4,056 µs",
+        how: "as the two entries above: release builds of 61c8753 and of the change, \
+             alternated ten times on one throwaway server on 2026-12-05 (the last four pairs \
+             with the change first). The flow was lower with it in 7 pairs of 10 (median \
+             -2.9%) and its CPU higher in 8: the round trips it saves cost less than the \
+             larger statements add. Not kept.",
+    },
 ];
