@@ -51,14 +51,11 @@ pub(crate) async fn current_policy(
     conn: &mut PgConnection,
     tenant: &str,
 ) -> Result<Option<CurrentPolicy>, ServiceError> {
-    let row: Option<(i32, serde_json::Value)> = sqlx::query_as(
-        "SELECT version, policy FROM policy_versions WHERE tenant_id = $1 \
-         ORDER BY version DESC LIMIT 1",
-    )
-    .bind(tenant)
-    .fetch_optional(conn)
-    .await
-    .ctx("reading the policy")?;
+    let row: Option<(i32, serde_json::Value)> = sqlx::query_as(latest_policy!())
+        .bind(tenant)
+        .fetch_optional(conn)
+        .await
+        .ctx("reading the policy")?;
     Ok(row.map(|(version, json)| CurrentPolicy::parsed(version, json)))
 }
 
@@ -72,11 +69,12 @@ pub(crate) async fn policy_and_catalog(
 ) -> Result<(Option<CurrentPolicy>, Option<Catalog>), ServiceError> {
     type Read = (i32, serde_json::Value, Option<Json<Vec<CatalogRow>>>);
     let row: Option<Read> = sqlx::query_as(concat!(
-        "SELECT version, policy, CASE WHEN $2 THEN ( \
+        "SELECT v.version, v.policy, CASE WHEN $2 THEN ( \
                SELECT COALESCE(json_agg(c), '[]') FROM (",
         catalog_select!(),
-        ") c) END \
-             FROM policy_versions WHERE tenant_id = $1 ORDER BY version DESC LIMIT 1"
+        ") c) END FROM (",
+        latest_policy!(),
+        ") v"
     ))
     .bind(tenant)
     .bind(want_catalog)
@@ -138,10 +136,9 @@ pub(crate) async fn world_and_chain(
                  FROM up) \
              FROM (SELECT COALESCE( \
                        (SELECT t.world_digest = $4 FROM tenants t WHERE t.id = $1), false) AS kept) s \
-             LEFT JOIN LATERAL ( \
-                  SELECT pv.version, pv.policy FROM policy_versions pv \
-                   WHERE pv.tenant_id = $1 AND NOT s.kept \
-                   ORDER BY pv.version DESC LIMIT 1) v ON true"
+             LEFT JOIN LATERAL (",
+        latest_policy!(),
+        ") v ON NOT s.kept"
     ))
     .bind(tenant)
     .bind(leaf)
@@ -182,6 +179,16 @@ pub(crate) fn policy_read(
         .map(|Json(rows)| catalog_of(rows));
     (Some(current), catalog)
 }
+
+/// The one read of a tenant's latest policy version (`$1` the tenant):
+/// its number and its text, no row when it has none.
+macro_rules! latest_policy {
+    () => {
+        "SELECT version, policy FROM policy_versions WHERE tenant_id = $1 \
+         ORDER BY version DESC LIMIT 1"
+    };
+}
+use latest_policy;
 
 /// The one read of a tenant's catalog rows (`$1` the tenant), inside
 /// [`policy_and_catalog`].

@@ -28,7 +28,9 @@ pub(crate) const MAX_TENANTS: usize = 1024;
 /// One tenant's policy and catalog as the database last sent them.
 #[derive(Debug)]
 pub(crate) struct World {
-    /// The database's digest of what this entry holds.
+    /// The database's digest of what this entry holds; empty for a world
+    /// read for one re-check and never kept (`world::world_and_chain`), which
+    /// no stamp equals.
     pub digest: String,
     /// The latest policy version; `None` when the tenant has none.
     pub policy: Option<CurrentPolicy>,
