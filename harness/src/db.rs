@@ -1,13 +1,14 @@
 //! `harness db`: Postgres on any machine.
 //!
 //! Guarantees:
-//! - `db up` prints exactly one line on stdout, `DATABASE_URL=<url>`, once a
-//!   throwaway cluster answers and both database roles exist (so
-//!   `export "$(harness db up)"` works); if one is already up in the folder it
-//!   says so and prints the same line. The URL is the cluster superuser's: an
-//!   administrator's URL alone, from which `gate::db` derives the owner's and
-//!   the application's (`gate::db::server_urls`). Everything else goes to
-//!   stderr. The cluster outlives the command.
+//! - `db up` prints exactly one line on stdout,
+//!   `DATABASE_URL=<app url> MIGRATION_DATABASE_URL=<owner url>`, once a
+//!   throwaway cluster answers, both database roles exist and the database
+//!   `spendgate`, owned by the owner role, exists (so `export $(harness db
+//!   up)` sets both, and the migrations may create tables on Postgres 15 and
+//!   later, whose `public` schema only the database's owner may create in);
+//!   if one is already up in the folder it says so and prints the same line.
+//!   Everything else goes to stderr. The cluster outlives the command.
 //! - `db down` leaves no server process and no folder; with nothing up it
 //!   says so and exits 0.
 //! - `db run -- CMD ARGS...` runs CMD with `DATABASE_URL` in its environment:
@@ -34,7 +35,7 @@ use tokio::signal::unix::{SignalKind, signal};
 pub mod cluster;
 pub mod server;
 
-pub use server::{Server, lasting_url};
+pub use server::Server;
 
 /// `harness db ...`
 #[derive(Debug, Args)]
@@ -121,14 +122,9 @@ async fn db_up(args: &UpArgs) -> Result<ExitCode> {
         .await
         .context("creating the database roles")?;
     eprintln!(
-        "roles {owner} (migrations) and {app} (the gate) exist: {app_var}={app_url} \
-         {owner_var}={owner_url} (or keep the one URL below, from which both derive)",
+        "roles {owner} (migrations) and {app} (the gate) exist",
         owner = gate::db::OWNER_ROLE,
         app = gate::db::APP_ROLE,
-        app_var = gate::db::DATABASE_URL_ENV,
-        owner_var = gate::db::MIGRATION_DATABASE_URL_ENV,
-        app_url = urls.app,
-        owner_url = urls.owner,
     );
     let how_to_stop = match &args.dir.dir {
         Some(_) => format!("harness db down --dir {}", dir.display()),
@@ -149,8 +145,59 @@ async fn db_up(args: &UpArgs) -> Result<ExitCode> {
             running.pid
         );
     }
-    println!("DATABASE_URL={}", running.url);
+    let app = in_database(&urls.app, SERVED_DATABASE)?;
+    let owner = in_database(&urls.owner, SERVED_DATABASE)?;
+    create_owned_database(&running.url, SERVED_DATABASE)
+        .await
+        .with_context(|| format!("creating the database {SERVED_DATABASE}"))?;
+    eprintln!(
+        "database {SERVED_DATABASE} is owned by {owner_role}; export both URLs with \
+         `export $(harness db up)`",
+        owner_role = gate::db::OWNER_ROLE,
+    );
+    println!(
+        "{app_var}={app} {owner_var}={owner}",
+        app_var = gate::db::DATABASE_URL_ENV,
+        owner_var = gate::db::MIGRATION_DATABASE_URL_ENV,
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The database `db up` makes for a served gate: owned by the owner role, so
+/// the migrations may create their tables in its `public` schema (which
+/// Postgres 15 and later keep from every role but the database's owner).
+const SERVED_DATABASE: &str = "spendgate";
+
+/// `url` (a cluster URL ending in `/postgres`) naming `database` instead.
+fn in_database(url: &str, database: &str) -> Result<String> {
+    url.strip_suffix("/postgres")
+        .map(|head| format!("{head}/{database}"))
+        .with_context(|| {
+            format!(
+                "{} does not name the postgres database",
+                gate::db::redact_url(url)
+            )
+        })
+}
+
+/// Creates `database` owned by the owner role, unless it exists.
+async fn create_owned_database(admin_url: &str, database: &str) -> Result<()> {
+    let pool = gate::db::connect(admin_url).await?;
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(database)
+            .fetch_one(&pool)
+            .await?;
+    if !exists {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE {database} OWNER {}",
+            gate::db::OWNER_ROLE
+        )))
+        .execute(&pool)
+        .await?;
+    }
+    pool.close().await;
+    Ok(())
 }
 
 fn db_down(dir: &Path) -> Result<ExitCode> {

@@ -35,22 +35,43 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// `db up --dir`, which must succeed and print exactly `DATABASE_URL=<url>`.
+/// `db up --dir`, which must succeed and print exactly
+/// `DATABASE_URL=<app url> MIGRATION_DATABASE_URL=<owner url>`: the owner's URL.
 fn up(dir: &Path) -> (String, String) {
     url_printed_by(run(harness().args(["db", "up", "--dir"]).arg(dir)))
 }
 
-/// The URL and stderr of a successful `db up`, which prints exactly `DATABASE_URL=<url>`.
+/// The owner's URL and stderr of a successful `db up`, which prints exactly
+/// one line: `DATABASE_URL=<app url> MIGRATION_DATABASE_URL=<owner url>`,
+/// both naming the database `spendgate`, the application role's and the
+/// owner role's.
 fn url_printed_by(out: Output) -> (String, String) {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "db up failed: {stderr}");
-    let url = stdout
+    let line = stdout
         .strip_suffix('\n')
-        .and_then(|line| line.strip_prefix("DATABASE_URL="))
-        .filter(|url| !url.contains('\n'))
-        .unwrap_or_else(|| panic!("db up printed {stdout:?}, not one DATABASE_URL= line"))
-        .to_owned();
-    (url, stderr)
+        .filter(|line| !line.contains('\n'))
+        .unwrap_or_else(|| panic!("db up printed {stdout:?}, not one line"));
+    let (app, owner) = line
+        .split_once(' ')
+        .and_then(|(a, o)| {
+            Some((
+                a.strip_prefix("DATABASE_URL=")?,
+                o.strip_prefix("MIGRATION_DATABASE_URL=")?,
+            ))
+        })
+        .unwrap_or_else(|| {
+            panic!("db up printed {line:?}, not DATABASE_URL=... MIGRATION_DATABASE_URL=...")
+        });
+    assert!(
+        app.contains("spendgate_app@") && app.ends_with("/spendgate"),
+        "{app}"
+    );
+    assert!(
+        owner.contains("spendgate_owner@") && owner.ends_with("/spendgate"),
+        "{owner}"
+    );
+    (owner.to_owned(), stderr)
 }
 
 fn postmaster_pid(dir: &Path) -> u32 {
@@ -165,6 +186,14 @@ async fn up_prints_a_working_url_and_down_leaves_nothing_behind() {
     assert!(alive(pid));
     psql_select_1(&url);
     sqlx_select_1(&url).await;
+    // The owner may create tables in the database's public schema, which
+    // Postgres 15 and later allow only the database's owner.
+    let owner = gate::db::connect(&url).await.unwrap();
+    sqlx::query("CREATE TABLE owner_may_create (x int); DROP TABLE owner_may_create")
+        .execute(&owner)
+        .await
+        .unwrap_or_else(|e| panic!("the owner cannot create a table: {e}"));
+    owner.close().await;
 
     // Idempotent: a second `up` finds it and prints the same URL.
     let (again, stderr) = up(&dir);

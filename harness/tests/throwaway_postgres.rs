@@ -94,38 +94,3 @@ fn bench_without_database_url_starts_announces_and_removes_a_throwaway_postgres(
         .unwrap_or_else(|| panic!("no folder in {:?}", announced[0]));
     assert!(!Path::new(folder).exists(), "{folder} is still there");
 }
-
-#[test]
-fn lasting_subcommands_refuse_without_database_url_and_start_nothing() {
-    let dir = workdir();
-    for args in [
-        &["serve", "--bind", "127.0.0.1:0"][..],
-        &[
-            "keys",
-            "issue",
-            "--tenant",
-            "acme",
-            "--actor",
-            "buyer-agent",
-        ],
-        &["ledger", "anchor"],
-    ] {
-        let out = harness(dir.path())
-            .env(
-                "SPENDGATE_WEBHOOK_SECRET",
-                "whsec_throwaway_test_0123456789abcdef",
-            )
-            .args(args)
-            .output()
-            .unwrap();
-        let (_, stderr) = text(&out);
-        assert!(!out.status.success(), "{args:?} succeeded:\n{stderr}");
-        assert!(
-            stderr.contains("DATABASE_URL is not set")
-                && stderr.contains(&format!("`harness {}`", args[0])),
-            "{args:?}: {stderr}"
-        );
-        assert!(!stderr.contains(ANNOUNCED), "{args:?}: {stderr}");
-    }
-    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
-}

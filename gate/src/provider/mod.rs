@@ -11,19 +11,22 @@
 //! does the fake Razorpay server of the adapter's contract tests, so the
 //! corpus and the adapter tests agree on what an order is.
 //!
-//! Two implementations: [`InProcessProvider`] (tests, triage, the corpus's
-//! simulated provider with its failure modes; it moves no real money) and
-//! [`RazorpayProvider`] (reqwest, Razorpay Test Mode only: a `rzp_live_` key
-//! is refused before any request).
+//! Three implementations: [`InProcessProvider`] (tests, triage, the corpus's
+//! simulated provider with its failure modes; it moves no real money),
+//! [`DemoProvider`] (the same answers, its orders kept in Postgres so a
+//! served demo survives a restart) and [`RazorpayProvider`] (reqwest,
+//! Razorpay Test Mode only: a `rzp_live_` key is refused before any request).
 
 use std::future::Future;
 
 use serde::{Deserialize, Serialize};
 
+mod demo;
 mod in_process;
 pub mod model;
 mod razorpay;
 
+pub use demo::DemoProvider;
 pub use in_process::{InProcessProvider, Mode};
 pub use model::{Book, OrderSnapshot, OrderStatus, Payment, PaymentStatus, ProviderOrder};
 pub use razorpay::{

@@ -61,7 +61,8 @@ use super::rows::LedgerHeadRow;
 /// The hash before the first entry of every chain.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 const PAGE: i64 = 1000;
-/// The domain the default ledger key is derived under (see [`LedgerKey::derived_from_secret`]).
+/// The domain the tests' ledger key is derived under (see [`LedgerKey::derived_from_secret`]).
+#[cfg(any(test, feature = "test-support"))]
 const KEY_DOMAIN: &[u8] = b"spendgate/ledger-key/v1";
 /// SHA-256's block size: HMAC's key is padded (or hashed) to this.
 const BLOCK: usize = 64;
@@ -105,7 +106,7 @@ fn hmac_with(key: &[u8]) -> Hmac<Sha256> {
 
 impl LedgerKey {
     /// The shortest key accepted.
-    pub const MIN_LEN: usize = 16;
+    pub const MIN_LEN: usize = 32;
 
     /// A key of the given bytes (at least [`Self::MIN_LEN`]).
     pub fn new(bytes: &[u8]) -> Result<Self, LedgerKeyError> {
@@ -128,7 +129,9 @@ impl LedgerKey {
     /// ([`super::Gate::with_ledger_key`], `SPENDGATE_LEDGER_KEY`) when either
     /// matters. The domain string keeps the two uses apart: the ledger key is
     /// never the webhook secret itself, and no webhook signature or authority
-    /// id is a ledger hash.
+    /// id is a ledger hash. Only for tests and the corpus: a served gate is
+    /// given a key of its own.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn derived_from_secret(secret: &[u8]) -> Self {
         let mut mac = hmac_with(secret);
         mac.update(KEY_DOMAIN);
@@ -992,7 +995,7 @@ mod tests {
     use super::*;
 
     fn key() -> LedgerKey {
-        LedgerKey::new(b"0123456789abcdef-test-key").unwrap()
+        LedgerKey::new(b"0123456789abcdef-test-key-of-32+bytes").unwrap()
     }
 
     fn stored(seq: i64, prev: &str, body: &str) -> StoredEntry {
@@ -1069,7 +1072,7 @@ mod tests {
         plain.update(e.entry.as_bytes());
         e.hash = hex::encode(plain.finalize());
         assert!(problem(check(&k, "acme", &e, 1, GENESIS_HASH)).contains("forged"));
-        let other = LedgerKey::new(b"another key of 16+ bytes").unwrap();
+        let other = LedgerKey::new(b"another key of at least 32 bytes!!").unwrap();
         e.hash = chain_hash(&other, GENESIS_HASH, &e.entry);
         assert!(problem(check(&k, "acme", &e, 1, GENESIS_HASH)).contains("forged"));
     }
@@ -1092,7 +1095,7 @@ mod tests {
 
     #[test]
     fn the_derived_key_is_separated_from_the_secret_and_keyed_by_it() {
-        let secret = b"whsec_test_spendgate";
+        let secret = b"whsec_test_spendgate_of_32_bytes_or_more";
         let derived = LedgerKey::derived_from_secret(secret);
         let raw = LedgerKey::new(secret).unwrap();
         let h = |k: &LedgerKey| chain_hash(k, GENESIS_HASH, "{}");

@@ -39,6 +39,7 @@ mod identity;
 mod invariants;
 pub mod ledger;
 pub(crate) mod lock;
+mod onboard;
 mod pay;
 mod propose;
 mod reconcile;
@@ -70,6 +71,7 @@ pub use ledger::{
     Anchor, AnchorError, ChainHead, ChainReport, LedgerBreak, LedgerKey, LedgerKeyError,
     LedgerReport, verify as verify_ledger,
 };
+pub use onboard::{TenantAdditions, TenantHoldings};
 pub use reconcile::{Books, Reconciled};
 pub use request_state::{RequestState, UnknownState};
 pub use seed::{PersonSeed, Seed, TenantSeed};
@@ -119,11 +121,39 @@ impl<P: std::fmt::Debug> std::fmt::Debug for Gate<P> {
 }
 
 impl<P: PaymentProvider> Gate<P> {
-    /// A gate over `pool` (already migrated). `webhook_secret` verifies
-    /// provider events and keys checkout authority ids; one shorter than
-    /// [`MIN_WEBHOOK_SECRET_BYTES`] refuses to build a gate. The ledger is keyed
-    /// with a key derived from it ([`LedgerKey::derived_from_secret`], whose
-    /// docs give the trade-off) unless [`Gate::with_ledger_key`] sets one.
+    /// A gate over `pool` (already migrated), for what an operator runs.
+    /// `webhook_secret` verifies provider events and keys checkout authority
+    /// ids; one shorter than [`MIN_WEBHOOK_SECRET_BYTES`] refuses to build a
+    /// gate. `ledger_key` keys the ledger's chains: a secret of its own,
+    /// never derived from another.
+    pub fn open(
+        pool: PgPool,
+        provider: P,
+        webhook_secret: impl Into<Vec<u8>>,
+        ledger_key: LedgerKey,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, WebhookSecretError> {
+        let secret = webhook_secret.into();
+        webhook::check_secret("current", &secret)?;
+        Ok(Gate {
+            pool,
+            provider,
+            ledger_key,
+            secret,
+            previous_secret: None,
+            clock,
+            provider_timeout: DEFAULT_PROVIDER_TIMEOUT,
+            worlds: WorldCache::default(),
+            turns: Turns::default(),
+        })
+    }
+
+    /// A gate for tests, the corpus and the benchmark: as [`Gate::open`],
+    /// with the ledger keyed by a key derived from the webhook secret
+    /// ([`LedgerKey::derived_from_secret`]) unless [`Gate::with_ledger_key`]
+    /// sets one. Not in a build without `test-support`: a served gate is
+    /// always given a ledger key of its own.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn new(
         pool: PgPool,
         provider: P,

@@ -188,7 +188,7 @@ macro_rules! latest_policy {
          ORDER BY version DESC LIMIT 1"
     };
 }
-use latest_policy;
+pub(crate) use latest_policy;
 
 /// The one read of a tenant's catalog rows (`$1` the tenant), inside
 /// [`policy_and_catalog`].

@@ -23,8 +23,9 @@ const INSUFFICIENT_PRIVILEGE: &str = "42501";
 /// privileges, then `UPDATE(col, ..)` for a column-level UPDATE. Everything
 /// not listed is refused: no DELETE, TRUNCATE, REFERENCES or TRIGGER anywhere.
 const MANIFEST: &[(&str, &str)] = &[
-    // The migrations' bookkeeping: nothing.
-    ("_sqlx_migrations", ""),
+    // The migrations' bookkeeping: read, so a served gate can refuse a
+    // schema that lacks one of its migrations; never written.
+    ("_sqlx_migrations", "SELECT"),
     ("agents", "SELECT INSERT"),
     // A key is revoked in place (wire); nothing else about it changes.
     ("api_keys", "SELECT INSERT UPDATE(revoked_at)"),

@@ -9,9 +9,6 @@
 //! (from which `gate::db` creates and derives the two roles).
 //! [`Server::close`] — or dropping the server — stops that cluster and
 //! removes its folder; a server from `DATABASE_URL` is left alone.
-//! [`lasting_url`] is for the commands whose effect must outlast them
-//! (serve, mcp, keys, ledger, reconcile): `DATABASE_URL`, or an error naming
-//! it; never a throwaway server.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -116,18 +113,6 @@ fn given_url() -> Option<String> {
     std::env::var(gate::db::DATABASE_URL_ENV)
         .ok()
         .filter(|url| !url.trim().is_empty())
-}
-
-/// `DATABASE_URL` for `harness <command>`, whose effect must outlast it (so
-/// it never starts a throwaway server), or an error naming `DATABASE_URL`.
-pub fn lasting_url(command: &str) -> Result<String> {
-    given_url().with_context(|| {
-        format!(
-            "DATABASE_URL is not set: `harness {command}` keeps what it writes, so it needs a \
-             lasting Postgres, not a throwaway one; point DATABASE_URL at the gate's server \
-             (`export \"$(harness db up)\"` starts one that lasts until `harness db down`)"
-        )
-    })
 }
 
 impl Drop for Server {

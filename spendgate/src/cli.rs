@@ -1,0 +1,142 @@
+//! The command line: every command, its arguments and its help.
+//!
+//! Guarantees: the help wraps at 80 columns; no argument carries a secret
+//! (secrets come from the configuration file or the environment only, so
+//! they never reach a process listing or a shell history).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const AFTER_HELP: &str = "\
+Configuration: spendgate.toml (--config, SPENDGATE_CONFIG, or ./spendgate.toml)
+and SPENDGATE_<KEY> variables; `spendgate config check` shows what is in force.
+Exit codes: 0 success, 1 a check failed, 2 the command could not run.";
+
+/// spendgate: the authorization gate between an AI buyer agent and a payment
+/// provider, for operators.
+#[derive(Debug, Parser)]
+#[command(name = "spendgate", version, max_term_width = 80, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// The configuration file [default: $SPENDGATE_CONFIG, or ./spendgate.toml
+    /// when it exists].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply the database migrations, as the owner role
+    /// (migration_database_url). Safe to run again: applied ones are skipped.
+    Migrate,
+    /// Serve the gate over HTTP on `bind` until SIGTERM or Ctrl-C, with the
+    /// provider `provider` names. Needs ledger_key and webhook_secret.
+    Serve(ServeArgs),
+    /// Issue, list and revoke the bearer keys agents and humans call with.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Onboard a tenant from a world file: people, agents, merchants,
+    /// catalog, policy and delegations.
+    #[command(subcommand)]
+    Tenant(TenantCommand),
+    /// Check the ledger's chains with ledger_key.
+    #[command(subcommand)]
+    Ledger(LedgerCommand),
+    /// Settle every PROVIDER_PENDING request against the provider by its
+    /// receipt (the checkout authority's id).
+    Reconcile(ReconcileArgs),
+    /// Show the configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Seconds one request may take before it is answered 503 TIMEOUT.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout_secs: u64,
+    /// Requests served at once; the rest wait their turn.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub concurrency: u64,
+    /// Connections to the database the gate may hold: a few per CPU of the
+    /// database server.
+    #[arg(long, value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub pool: u32,
+    /// How many of one tenant's proposals may hold a connection at once;
+    /// the rest wait in the gate, so one busy tenant never holds the pool.
+    #[arg(long, value_name = "N", default_value_t = gate::service::DEFAULT_TURNS_PER_TENANT,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub turns_per_tenant: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Issue a key for an agent or a human of a tenant; prints it once on
+    /// stdout (only its SHA-256 is stored).
+    Issue {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        actor: String,
+    },
+    /// Revoke a key, named by the key itself or its 16-hex id.
+    Revoke { key: String },
+    /// List a tenant's keys: ids, actors, dates; never a digest.
+    List {
+        #[arg(long)]
+        tenant: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TenantCommand {
+    /// Create or extend tenants from a world file (the format of
+    /// scenarios/worlds/*.yaml). The whole file is checked before anything
+    /// is written; applying it again changes nothing; nothing is ever
+    /// deleted; each change is on the tenant's ledger with who applied it.
+    Apply {
+        /// The world file.
+        file: PathBuf,
+        /// Print what would change, and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Who applies it, as recorded on the ledger [default: $USER].
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LedgerCommand {
+    /// Walk each tenant's chain and name its first broken entry (exit 1
+    /// when one is broken).
+    Verify {
+        /// Only this tenant's chain.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// An anchor printed earlier by `spendgate ledger anchor`: also name a
+        /// chain cut below, or rewritten at, the head it records.
+        #[arg(long, value_name = "FILE")]
+        anchor: Option<PathBuf>,
+    },
+    /// Verify, then print each tenant's head as JSON, to keep outside the
+    /// database for `verify --anchor`.
+    Anchor,
+}
+
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// Only this tenant [default: every tenant].
+    #[arg(long)]
+    pub tenant: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print every setting in force and where it came from, secrets
+    /// redacted; exit 2 when a setting that is set is not valid.
+    Check,
+}

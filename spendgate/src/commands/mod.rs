@@ -1,0 +1,68 @@
+//! One module per command; [`run`] dispatches and owns the async runtime.
+//!
+//! Guarantees: every command that writes or verifies the ledger builds its
+//! gate through [`open_gate`], which requires `ledger_key` and
+//! `webhook_secret` from the configuration and never derives one from the
+//! other.
+
+mod config_check;
+mod keys;
+mod ledger;
+mod migrate;
+mod reconcile;
+mod serve;
+mod tenant;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use gate::service::{Gate, LedgerKey, SystemClock};
+use sqlx::PgPool;
+
+use crate::cli::{Cli, Command};
+use crate::config::{Config, Name};
+use crate::error::Failure;
+use crate::provider::Provider;
+
+/// Runs `cli`'s command to its exit code.
+pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    let config = Config::load(cli.config.as_deref(), &|name| std::env::var(name).ok())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Other(format!("starting the async runtime: {e}")))?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Migrate => migrate::run(&config).await,
+            Command::Serve(args) => serve::run(&config, &args).await,
+            Command::Keys(command) => keys::run(&config, command).await,
+            Command::Tenant(command) => tenant::run(&config, command).await,
+            Command::Ledger(command) => ledger::run(&config, command).await,
+            Command::Reconcile(args) => reconcile::run(&config, &args).await,
+            Command::Config(command) => config_check::run(&config, command),
+        }
+    })
+}
+
+/// The ledger key from the configuration.
+pub fn ledger_key(config: &Config) -> Result<LedgerKey, Failure> {
+    let bytes = config.ledger_key()?;
+    LedgerKey::new(&bytes).map_err(|e| Failure::Other(format!("{}: {e}", Name::LedgerKey.name())))
+}
+
+/// The gate over `pool` with the configured provider, webhook secrets and
+/// ledger key, on the system clock.
+pub fn open_gate(config: &Config, pool: PgPool) -> Result<Gate<Provider>, Failure> {
+    let key = ledger_key(config)?;
+    let secret = config.webhook_secret()?;
+    let previous = config.webhook_secret_previous()?;
+    let provider = Provider::from_config(config, &pool)?;
+    let gate = Gate::open(pool, provider, secret, key, Arc::new(SystemClock))
+        .map_err(|e| Failure::Other(format!("{}: {e}", Name::WebhookSecret.name())))?;
+    match previous {
+        None => Ok(gate),
+        Some(previous) => gate
+            .with_previous_webhook_secret(previous)
+            .map_err(|e| Failure::Other(format!("{}: {e}", Name::WebhookSecretPrevious.name()))),
+    }
+}

@@ -1,0 +1,49 @@
+//! `spendgate serve`: the gate over HTTP (the `wire` crate).
+//!
+//! Guarantees: every setting is checked before anything listens: the
+//! provider (a `rzp_live_` key stops it here), the ledger key, the webhook
+//! secrets and the address; then the database is reached as the application
+//! role, on a schema `spendgate migrate` made current. It serves until
+//! SIGTERM or Ctrl-C and lets the requests in flight finish.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cli::ServeArgs;
+use crate::config::{Config, ProviderKind};
+use crate::error::Failure;
+
+pub async fn run(config: &Config, args: &ServeArgs) -> Result<ExitCode, Failure> {
+    if config.provider()? == ProviderKind::Razorpay {
+        config.razorpay()?;
+    }
+    super::ledger_key(config)?;
+    config.webhook_secret()?;
+    config.webhook_secret_previous()?;
+    let bind = config.bind()?;
+    let pool = crate::connect::app_pool(config, args.pool).await?;
+    let gate = super::open_gate(config, pool)?.with_turns_per_tenant(args.turns_per_tenant);
+    let mode = gate.provider().mode();
+    let gate = Arc::new(gate);
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| Failure::Other(format!("binding {bind} (bind): {e}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| Failure::Other(format!("reading the bound address: {e}")))?;
+    let wire_config = wire::WireConfig {
+        provider_mode: mode,
+        request_timeout: Duration::from_secs(args.timeout_secs),
+        concurrency_limit: usize::try_from(args.concurrency).unwrap_or(usize::MAX),
+    };
+    eprintln!(
+        "spendgate listening on http://{local} (provider: {mode}; SIGTERM or Ctrl-C stops it)"
+    );
+    wire::serve(listener, gate.clone(), wire_config, wire::shutdown_signal())
+        .await
+        .map_err(|e| Failure::Other(format!("serving on {local}: {e}")))?;
+    gate.pool().close().await;
+    eprintln!("spendgate stopped: every request in flight was answered");
+    Ok(ExitCode::SUCCESS)
+}

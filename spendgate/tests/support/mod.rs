@@ -1,0 +1,302 @@
+//! What the `spendgate` binary's tests share: a fresh database per test on
+//! the server `harness db run` gives them, the binary with a test's settings,
+//! a served gate on a loopback port, and the HTTP calls of a purchase.
+//!
+//! Guarantees: every test runs the built binary as an operator would, with
+//! settings from the environment only (its working folder holds no
+//! spendgate.toml), against a database of its own: created by the owner
+//! role, so `spendgate migrate` is tested too. Without `DATABASE_URL` and
+//! `MIGRATION_DATABASE_URL` a test panics saying how to run it, unless
+//! `SPENDGATE_SKIP_DB=1` says to skip.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const WEBHOOK_SECRET: &str = "whsec_spendgate_cli_test_0123456789abcdef";
+pub const LEDGER_KEY: &str = "ledger-key-of-the-spendgate-cli-tests-0123456789";
+
+/// The workspace's root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| panic!("the spendgate crate has no parent folder"))
+}
+
+/// `url` naming the database `name` instead of its own.
+pub fn with_database(url: &str, name: &str) -> String {
+    let (head, query) = match url.split_once('?') {
+        Some((h, q)) => (h, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let after_scheme = head.find("://").map_or(0, |i| i + 3);
+    let base = match head[after_scheme..].find('/') {
+        Some(i) => &head[..after_scheme + i],
+        None => head,
+    };
+    format!("{base}/{name}{query}")
+}
+
+/// A database of a test's own: both URLs.
+pub struct Db {
+    pub app: String,
+    pub owner: String,
+    pub name: String,
+}
+
+/// A new empty database owned by the owner role, or `None` to skip.
+pub async fn fresh_db() -> Option<Db> {
+    let (Ok(app), Ok(owner)) = (
+        std::env::var("DATABASE_URL"),
+        std::env::var("MIGRATION_DATABASE_URL"),
+    ) else {
+        if std::env::var("SPENDGATE_SKIP_DB").as_deref() == Ok("1") {
+            eprintln!("skipped: no DATABASE_URL and SPENDGATE_SKIP_DB=1");
+            return None;
+        }
+        panic!(
+            "DATABASE_URL and MIGRATION_DATABASE_URL are not set: run under `harness db run -- \
+             cargo test -p spendgate` (make test does), or set SPENDGATE_SKIP_DB=1 to skip"
+        );
+    };
+    let mut bytes = [0u8; 8];
+    getrandom(&mut bytes);
+    let name = format!("sgcli_{}", hex(&bytes));
+    let pool = gate::db::connect(&owner)
+        .await
+        .unwrap_or_else(|e| panic!("connecting as the owner: {e}"));
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&pool)
+        .await
+        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
+    pool.close().await;
+    Some(Db {
+        app: with_database(&app, &name),
+        owner: with_database(&owner, &name),
+        name,
+    })
+}
+
+fn getrandom(bytes: &mut [u8]) {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(bytes))
+        .unwrap_or_else(|e| panic!("/dev/urandom: {e}"));
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The built binary with `db`'s URLs, the tests' secrets, the demo provider
+/// and an empty working folder; nothing from the caller's SPENDGATE_*.
+pub fn spendgate(db: &Db, workdir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_spendgate"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("SPENDGATE_") {
+            c.env_remove(name);
+        }
+    }
+    c.current_dir(workdir)
+        .env("DATABASE_URL", &db.app)
+        .env("MIGRATION_DATABASE_URL", &db.owner)
+        .env("SPENDGATE_LEDGER_KEY", LEDGER_KEY)
+        .env("SPENDGATE_WEBHOOK_SECRET", WEBHOOK_SECRET)
+        .env("SPENDGATE_PROVIDER", "demo")
+        .env("SPENDGATE_BIND", "127.0.0.1:0")
+        .env("SPENDGATE_LOG", "warn");
+    c
+}
+
+/// Runs `c` to its end.
+pub fn output(c: &mut Command) -> Output {
+    c.output().unwrap_or_else(|e| panic!("running {c:?}: {e}"))
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `c` and requires success; its stdout.
+pub fn ok(c: &mut Command) -> String {
+    let out = output(c);
+    assert!(
+        out.status.success(),
+        "{c:?} failed ({}): {}{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+/// `spendgate migrate`, the standard world applied, and a key each for
+/// buyer-agent and finance-lead.
+pub fn onboard(db: &Db, workdir: &Path) -> (String, String) {
+    ok(spendgate(db, workdir).arg("migrate"));
+    let world = workspace_root().join("scenarios/worlds/standard.yaml");
+    ok(spendgate(db, workdir).args(["tenant", "apply"]).arg(world));
+    let key = |actor: &str| {
+        ok(spendgate(db, workdir).args(["keys", "issue", "--tenant", "acme", "--actor", actor]))
+            .trim()
+            .to_owned()
+    };
+    (key("buyer-agent"), key("finance-lead"))
+}
+
+/// A `spendgate serve` on a loopback port.
+pub struct Served {
+    child: Child,
+    pub url: String,
+}
+
+impl Served {
+    /// Starts `c` (a `serve` command) and waits for its "listening" line.
+    pub fn start(mut c: Command) -> Served {
+        let mut child = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting serve: {e}"));
+        let stderr = child.stderr.take().unwrap_or_else(|| panic!("no stderr"));
+        let mut lines = BufReader::new(stderr).lines();
+        let mut seen = Vec::new();
+        let url = loop {
+            let Some(Ok(line)) = lines.next() else {
+                let _ = child.kill();
+                panic!("serve ended before listening: {}", seen.join("\n"));
+            };
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                break rest
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+            }
+            seen.push(line);
+        };
+        // Keep reading, so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Served { child, url }
+    }
+
+    /// SIGTERM, then its exit; panics unless it exits 0 within 20 s.
+    pub fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(status.success(), "serve exited {status} on SIGTERM");
+                return;
+            }
+            assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP call with a bearer key; (status, JSON body).
+pub async fn call(
+    method: reqwest::Method,
+    url: &str,
+    key: &str,
+    body: Option<&str>,
+) -> (u16, Value) {
+    let client = reqwest::Client::new();
+    let mut request = client.request(method, url).bearer_auth(key);
+    if let Some(body) = body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+    }
+    let answer = request
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("calling {url}: {e}"));
+    let status = answer.status().as_u16();
+    let text = answer.text().await.unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// The id an answer names (`request_id` or `id`).
+pub fn id_of(answer: &Value) -> String {
+    answer
+        .get("request_id")
+        .or_else(|| answer.get("id"))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no id in {answer}"))
+        .to_owned()
+}
+
+/// Propose a SNACK-BOX, check it out and pay it: (request, order).
+pub async fn purchase(base: &str, agent: &str, human: &str) -> (String, String) {
+    use reqwest::Method;
+    let (status, proposed) = call(
+        Method::POST,
+        &format!("{base}/v1/requests"),
+        agent,
+        Some(r#"{"sku":"SNACK-BOX","quantity":1,"purpose":"team snacks"}"#),
+    )
+    .await;
+    assert!((200..300).contains(&status), "{status}: {proposed}");
+    let request = id_of(&proposed);
+    let (status, checked_out) = call(
+        Method::POST,
+        &format!("{base}/v1/requests/{request}/checkout"),
+        human,
+        None,
+    )
+    .await;
+    assert!((200..300).contains(&status), "{status}: {checked_out}");
+    let authority = id_of(&checked_out);
+    let (status, paid) = call(
+        Method::POST,
+        &format!("{base}/v1/authorities/{authority}/pay"),
+        human,
+        None,
+    )
+    .await;
+    assert!((200..300).contains(&status), "{status}: {paid}");
+    (request, id_of(&paid))
+}
+
+/// The state of a request, as its agent sees it.
+pub async fn state_of(base: &str, agent: &str, request: &str) -> String {
+    let (status, body) = call(
+        reqwest::Method::GET,
+        &format!("{base}/v1/requests/{request}"),
+        agent,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["state"].as_str().unwrap_or_default().to_owned()
+}
+
+/// `scripts/send-webhook.sh ORDER AMOUNT` against `base`: the shipped script.
+pub fn send_webhook(base: &str, order: &str, amount: i64) -> Output {
+    let mut c = Command::new("bash");
+    c.arg(workspace_root().join("scripts/send-webhook.sh"))
+        .arg(order)
+        .arg(amount.to_string())
+        .env("SPENDGATE_WEBHOOK_SECRET", WEBHOOK_SECRET)
+        .env("SPENDGATE_URL", base);
+    output(&mut c)
+}
