@@ -86,6 +86,15 @@ pub struct PerfArgs {
     /// Seconds per wire cell, at most [default: 3; 1 with --quick].
     #[arg(long, value_name = "T")]
     pub http_seconds: Option<u64>,
+    /// The changes made for speed, rendered into DIR/performance-history.md.
+    #[arg(long, value_name = "FILE", default_value = super::history::HISTORY_FILE)]
+    pub history: PathBuf,
+    /// Measure nothing: render DIR/performance.md, .svg and
+    /// performance-history.md again from DIR/performance.json (left as it
+    /// is) and the history file, after a change to either renderer or to
+    /// the history.
+    #[arg(long)]
+    pub render_only: bool,
 }
 
 /// How much of everything to do.

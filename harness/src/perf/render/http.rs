@@ -9,12 +9,17 @@ use std::collections::BTreeMap;
 use crate::perf::http::{HttpCell, HttpLoad, Path};
 use crate::progress::pct_change;
 
+/// The in-process rows of the wire's table: the baseline each HTTP row is
+/// held against, not the gate's throughput (the load phase measures that).
+pub const IN_PROCESS_LABEL: &str = "in process, the wire's baseline";
+
 fn ms(x: Option<f64>) -> String {
     x.map_or("n/a".into(), |v| format!("{v:.2}"))
 }
 
-/// The section of `performance.md`.
-pub fn section(h: Option<&HttpLoad>, skipped: Option<&str>) -> String {
+/// The section of `performance.md`; `aside` (Markdown, or nothing) stands
+/// right after the table of cells.
+pub fn section(h: Option<&HttpLoad>, skipped: Option<&str>, aside: &str) -> String {
     use std::fmt::Write as _;
     let mut s = String::from("## 5b. The service on the wire, beside the in-process gate\n\n");
     let Some(h) = h else {
@@ -48,7 +53,7 @@ pub fn section(h: Option<&HttpLoad>, skipped: Option<&str>) -> String {
             c.clients,
             c.work,
             match c.path {
-                Path::InProcess => "in process",
+                Path::InProcess => IN_PROCESS_LABEL,
                 Path::Http => "HTTP",
             },
             crate::perf::stats::format_rate(c.per_sec),
@@ -58,8 +63,10 @@ pub fn section(h: Option<&HttpLoad>, skipped: Option<&str>) -> String {
             c.unexpected
         );
     }
+    s.push('\n');
+    s.push_str(aside);
     s.push_str(
-        "\n### What the wire costs (HTTP against in process, side by side)\n\n\
+        "### What the wire costs (HTTP against in process, side by side)\n\n\
          | clients | work | p50 added by the wire | throughput, HTTP / in process | goal | met |\n\
          |---|---|---|---|---|---|\n",
     );
@@ -115,12 +122,12 @@ pub fn headline(h: &HttpLoad) -> Vec<String> {
     let by: BTreeMap<(usize, &str, Path), &HttpCell> = h
         .cells
         .iter()
-        .map(|c| ((c.clients, c.work, c.path), c))
+        .map(|c| ((c.clients, c.work.as_str(), c.path), c))
         .collect();
     h.cost
         .iter()
         .map(|c| {
-            let get = |p| by.get(&(c.clients, c.work, p)).copied();
+            let get = |p| by.get(&(c.clients, c.work.as_str(), p)).copied();
             let (a, b) = (get(Path::InProcess), get(Path::Http));
             format!(
                 "wire, {} clients, {}: p50 {} ms in process, {} ms over HTTP ({}); {} vs {} per second",
@@ -137,14 +144,14 @@ pub fn headline(h: &HttpLoad) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::perf::render) mod tests {
     use super::*;
     use crate::perf::http::{GOAL_CLIENTS, P50_OVERHEAD_GOAL, WireCost, ratio};
 
     fn cell(work: &'static str, path: Path, p50: f64, per_sec: f64) -> HttpCell {
         HttpCell {
             clients: 8,
-            work,
+            work: work.to_string(),
             path,
             completed: 10,
             seconds: 1.0,
@@ -157,9 +164,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_section_states_the_cost_as_a_ratio_and_judges_the_goal_at_eight_clients() {
-        let h = HttpLoad {
+    /// A wire phase with fixed figures (the report's tests draw it too).
+    pub(in crate::perf::render) fn fixed() -> HttpLoad {
+        HttpLoad {
             cell_seconds: 1.0,
             clock_speed: 600,
             cells: vec![
@@ -171,13 +178,13 @@ mod tests {
             cost: vec![
                 WireCost {
                     clients: 8,
-                    work: "propose",
+                    work: "propose".into(),
                     p50_ratio: ratio(Some(2.4), Some(2.0)),
                     throughput_ratio: ratio(Some(90.0), Some(100.0)),
                 },
                 WireCost {
                     clients: 8,
-                    work: "flow",
+                    work: "flow".into(),
                     p50_ratio: ratio(Some(13.0), Some(10.0)),
                     throughput_ratio: ratio(Some(15.0), Some(20.0)),
                 },
@@ -185,8 +192,15 @@ mod tests {
             p50_overhead_goal: P50_OVERHEAD_GOAL,
             goal_clients: GOAL_CLIENTS,
             seconds: 4.0,
-        };
-        let s = section(Some(&h), None);
+            workers: Some(2),
+            pool: Some(8),
+        }
+    }
+
+    #[test]
+    fn the_section_states_the_cost_as_a_ratio_and_judges_the_goal_at_eight_clients() {
+        let h = fixed();
+        let s = section(Some(&h), None, "");
         assert!(
             s.contains("| 8 | propose | +20% | 0.90× | ≤ +25% | yes |"),
             "{s}"
@@ -195,7 +209,7 @@ mod tests {
             s.contains("| 8 | flow | +30% | 0.75× | ≤ +25% | no |"),
             "{s}"
         );
-        assert!(section(None, Some("--http was not given")).contains("Not measured: --http"));
+        assert!(section(None, Some("--http was not given"), "").contains("Not measured: --http"));
         assert_eq!(headline(&h).len(), 2);
         let goals = goal_rows(&h);
         assert!(
