@@ -51,6 +51,8 @@ pub const GOAL_CLIENTS: usize = 8;
 pub struct HttpPlan {
     pub clients: Vec<usize>,
     pub cell: Duration,
+    /// The slow-body attack after the cells; `None` skips it.
+    pub slow_body: Option<super::slow_body::SlowBodyPlan>,
 }
 
 /// In process or over the wire.
@@ -105,6 +107,11 @@ pub struct HttpLoad {
     /// Connections in the gate's pool.
     #[serde(default)]
     pub pool: Option<u32>,
+    /// The slow-body attack beside the same probes without it.
+    #[serde(default)]
+    pub slow_body: Option<super::slow_body::SlowBody>,
+    #[serde(default)]
+    pub slow_body_skipped: Option<String>,
 }
 
 impl HttpLoad {
@@ -480,6 +487,33 @@ pub(super) async fn measure(
             cells.extend(pair);
         }
     }
+    let (slow_body, slow_body_skipped) = match (&plan.slow_body, keys.first()) {
+        (Some(attack), Some(k)) if attack.connections > 0 => {
+            progress.say(&format!(
+                "http: slow-body attack, {} connections for {} s, beside the same probes without it",
+                attack.connections,
+                attack.seconds.as_secs()
+            ));
+            let figures = super::slow_body::measure(gate.clone(), &k.agent, attack).await?;
+            for (probe, name) in [
+                (&figures.proposal, "proposal"),
+                (&figures.healthz, "healthz"),
+            ] {
+                for (window, l) in [("quiet", &probe.quiet), ("attack", &probe.attack)] {
+                    if l.unexpected > 0 {
+                        notes.push(format!(
+                            "slow-body attack, {name} probe, {window}: {} answers were not the \
+                             expected one (first: {}).",
+                            l.unexpected,
+                            l.first_unexpected.as_deref().unwrap_or("?")
+                        ));
+                    }
+                }
+            }
+            (Some(figures), None)
+        }
+        _ => (None, Some("`--slow-body-connections 0`".to_string())),
+    };
     let _ = tx.send(());
     server
         .await
@@ -499,6 +533,8 @@ pub(super) async fn measure(
             seconds: started.elapsed().as_secs_f64(),
             workers: Some(WORKERS),
             pool: Some(pool),
+            slow_body,
+            slow_body_skipped,
         },
         notes,
     ))

@@ -16,7 +16,9 @@
 //!   on stderr and removed on exit). `--no-db` skips the database phase and
 //!   the report says so.
 //! - `--http` adds the wire phase ([`http`]): the service on a loopback
-//!   port beside the in-process gate, so the wire's cost is a ratio.
+//!   port beside the in-process gate, so the wire's cost is a ratio; then a
+//!   bounded slow-body attack on loopback beside the same probes without it
+//!   ([`slow_body`]).
 //! - A progress bar on a terminal, plain lines otherwise (stderr); the
 //!   headline figures and the report paths on stdout.
 //! - The changes made for speed are data (`docs/performance-history.yaml`,
@@ -44,6 +46,7 @@ mod model;
 mod plan;
 mod pure_engine;
 mod render;
+mod slow_body;
 mod statements;
 mod stats;
 mod unguarded;
@@ -118,6 +121,11 @@ fn run_http(
             .filter(|&n| n > 0)
             .collect(),
         cell: Duration::from_secs(args.http_seconds.unwrap_or(if args.quick { 1 } else { 3 })),
+        slow_body: Some(slow_body::SlowBodyPlan::bounded(
+            args.slow_body_connections,
+            args.slow_body_seconds
+                .unwrap_or(if args.quick { 6 } else { 20 }),
+        )),
     };
     runtime.block_on(http::measure(url, &plan, progress))
 }
