@@ -88,7 +88,7 @@ pub struct PerfArgs {
     pub http_seconds: Option<u64>,
     /// Connections of the wire phase's slow-body attack (each declares a
     /// 60,000-byte body to POST /webhooks/razorpay and sends a byte a
-    /// second; loopback only, at most 1000); 0 skips the attack.
+    /// second; loopback only, at most 400); 0 skips the attack.
     #[arg(long, value_name = "N", default_value_t = 70)]
     pub slow_body_connections: usize,
     /// Seconds the slow-body attack lasts, at most 120, with quiet windows of

@@ -39,8 +39,10 @@ use super::load::LoadGate;
 /// The attack's goal: a probe's p99 under the attack at most this many
 /// times its p99 in the quiet windows.
 pub const GOAL_RATIO: f64 = 2.0;
-/// The bounds a plan may not pass.
-pub const MAX_CONNECTIONS: usize = 1_000;
+/// The bounds a plan may not pass. Both ends of every attacker's
+/// connection are sockets of this one process: 400 connections keep them
+/// within a 1,024-descriptor limit, beside the gate's pool.
+pub const MAX_CONNECTIONS: usize = 400;
 pub const MAX_SECONDS: u64 = 120;
 /// Each probe sends one request per this long (or the next at once when one
 /// took longer).
