@@ -12,8 +12,22 @@ use crate::perf::history::{HISTORY_FILE, History};
 /// The column prose is wrapped at.
 pub const WIDTH: usize = 100;
 
+/// Whether `word` at the start of a line would open a Markdown block (a
+/// list item, a quote, a heading, a table row) instead of going on with the
+/// paragraph.
+fn opens_a_block(word: &str) -> bool {
+    matches!(word, "-" | "+" | "*" | ">")
+        || word.starts_with('#')
+        || word.starts_with('|')
+        || word
+            .strip_suffix(['.', ')'])
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+}
+
 /// `text` wrapped at [`WIDTH`]: the first line starts with `first`, the
-/// others with `rest`. A word longer than the line stands on a line alone.
+/// others with `rest`. A word longer than the line stands on a line alone;
+/// a word that would open a Markdown block at the start of a line stays at
+/// the end of the line before, past the width.
 fn wrap(text: &str, first: &str, rest: &str) -> String {
     let mut out = String::new();
     let mut line = first.to_string();
@@ -23,7 +37,8 @@ fn wrap(text: &str, first: &str, rest: &str) -> String {
         line.push(' ');
     }
     for word in text.split_whitespace() {
-        if !empty && line.chars().count() + 1 + word.chars().count() > WIDTH {
+        if !empty && line.chars().count() + 1 + word.chars().count() > WIDTH && !opens_a_block(word)
+        {
             out.push_str(&line);
             out.push('\n');
             line = rest.to_string();
@@ -119,5 +134,19 @@ mod tests {
         assert!(longest <= WIDTH, "a line of {longest} columns:\n{md}");
         // Every word is kept.
         assert_eq!(md.matches("word").count(), 600);
+    }
+
+    #[test]
+    fn no_wrapped_line_starts_a_markdown_block() {
+        for marker in ["-", "+", "*", ">", "#1", "|", "1.", "12)"] {
+            let text = format!("{} {marker} tail", "w".repeat(WIDTH - 1));
+            let wrapped = wrap(&text, "", "  ");
+            let second = wrapped.lines().nth(1).unwrap_or_default();
+            assert!(
+                !second.trim_start().starts_with(marker),
+                "{marker:?} opens a line: {wrapped:?}"
+            );
+            assert_eq!(wrapped.split_whitespace().count(), 3, "{wrapped:?}");
+        }
     }
 }
