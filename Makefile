@@ -87,8 +87,10 @@ reports:
 
 # The corpus through `harness bench`, then `harness perf` built in release
 # mode, under its own throwaway Postgres unless DATABASE_URL is set: it writes
-# reports/performance.{md,json} (a measurement, so the figures vary from run
-# to run). Arguments for perf: make bench PERF_ARGS='--quick'.
+# reports/performance.{md,json,svg} (a measurement, so the figures vary from
+# run to run) and reports/performance-history.md (from
+# docs/performance-history.yaml). Arguments for perf: make bench
+# PERF_ARGS='--quick'.
 bench:
 	$(WITH_DB) $(HARNESS) bench $(ARGS)
 	$(CARGO) run --release -q -p harness -- db run -- $(CARGO) run --release -q -p harness -- perf $(PERF_ARGS)

@@ -1,19 +1,18 @@
 //! `mutations/outside-audit.yaml`: every survivor of the outside audit,
-//! classified, and `harness mutants-audit --check`.
+//! classified.
 //!
-//! Guarantees: a `caught` entry names a test function that exists under
-//! `gate/`; an `equivalent` entry gives a reason of at least 20 characters;
-//! `--check` fails (exit 1) on any survivor of the committed report that the
-//! file does not list, and on any entry that does not say enough.
+//! Guarantees: the file is read whole or refused (unknown fields, a version
+//! other than 1); [`Classification::problems`] names every entry that does
+//! not say enough: a `caught` entry whose test function does not exist under
+//! `gate/`, an `equivalent` entry with a reason under 20 characters. This
+//! file reads no report: the report reads it ([`super::report`]), and
+//! [`super::check`] holds the two against each other.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
-
-use super::report::Report;
 
 /// `mutations/outside-audit.yaml`: every survivor, classified.
 #[derive(Debug, Default, Deserialize)]
@@ -87,7 +86,7 @@ impl Classification {
     /// Entries that do not say enough: a verdict other than the two, a
     /// caught one without a test that exists in gate/, an equivalent one
     /// without a reason.
-    fn problems(&self, gate_sources: &str) -> Vec<String> {
+    pub fn problems(&self, gate_sources: &str) -> Vec<String> {
         let mut out = Vec::new();
         for c in &self.survivors {
             match (c.verdict.as_str(), &c.test, &c.reason) {
@@ -107,56 +106,6 @@ impl Classification {
         }
         out
     }
-}
-
-/// The text of every Rust file under gate/ (for finding test names).
-fn gate_sources(root: &Path) -> String {
-    fn walk(dir: &Path, out: &mut String) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
-            }
-        }
-    }
-    let mut out = String::new();
-    walk(&root.join("gate"), &mut out);
-    out
-}
-
-pub fn check(report: &Path, classification: &Path) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(report)
-        .with_context(|| format!("reading {} (run make mutants-audit)", report.display()))?;
-    let report: Report = serde_json::from_str(&text)?;
-    let classes = Classification::load(classification)?;
-    let mut problems = classes.problems(&gate_sources(Path::new(".")));
-    for s in &report.survivors {
-        if classes.verdict_of(&s.key).is_none() {
-            problems.push(format!("unclassified survivor: {}", s.name));
-        }
-    }
-    if problems.is_empty() {
-        println!(
-            "every survivor of {} is classified in {}",
-            report.label,
-            classification.display()
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    for p in &problems {
-        eprintln!("{p}");
-    }
-    eprintln!(
-        "{} problem(s): classify each survivor in {}",
-        problems.len(),
-        classification.display()
-    );
-    Ok(ExitCode::from(1))
 }
 
 #[cfg(test)]

@@ -15,8 +15,9 @@
 //!
 //! `--check` runs nothing: it fails when the committed report holds a
 //! survivor that `mutations/outside-audit.yaml` does not classify
-//! ([`classification`]).
+//! ([`classification`], held against the report by [`check`]).
 
+mod check;
 mod classification;
 mod report;
 mod store;
@@ -120,7 +121,7 @@ pub struct MutantsAuditArgs {
 
 pub fn run(args: MutantsAuditArgs) -> Result<ExitCode> {
     if args.check {
-        return classification::check(&args.report, &args.classification);
+        return check::check(&args.report, &args.classification);
     }
     let root = crate::workspace::root()?;
     let classes = Classification::load(&args.classification)?;
@@ -593,5 +594,79 @@ mod tests {
         );
         let all_fresh = vec![listed[0].clone(), listed[4].clone()];
         assert!(pending_files(&store, &all_fresh, &current).is_empty());
+    }
+
+    /// The module's files, each with the sibling files it imports
+    /// (`super::x` or `crate::mutants_audit::x` outside comments and tests).
+    fn sibling_imports() -> BTreeMap<String, Vec<String>> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/mutants_audit");
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_suffix(".rs")
+                    .filter(|n| *n != "mod")
+                    .map(str::to_owned)
+            })
+            .collect();
+        names.sort();
+        names
+            .iter()
+            .map(|file| {
+                let text =
+                    std::fs::read_to_string(dir.join(format!("{file}.rs"))).unwrap_or_default();
+                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                let code: String = code
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                let imports = names
+                    .iter()
+                    .filter(|other| *other != file)
+                    .filter(|other| {
+                        code.contains(&format!("super::{other}"))
+                            || code.contains(&format!("crate::mutants_audit::{other}"))
+                    })
+                    .cloned()
+                    .collect();
+                (file.clone(), imports)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_audit_s_files_import_each_other_without_a_circle() {
+        let graph = sibling_imports();
+        assert!(
+            graph.len() >= 4,
+            "the module's files were not found: {graph:?}"
+        );
+        // Depth-first search for a file that reaches itself.
+        fn reaches(
+            graph: &BTreeMap<String, Vec<String>>,
+            from: &str,
+            target: &str,
+            seen: &mut Vec<String>,
+        ) -> bool {
+            graph.get(from).into_iter().flatten().any(|next| {
+                if next == target {
+                    return true;
+                }
+                if seen.contains(next) {
+                    return false;
+                }
+                seen.push(next.clone());
+                reaches(graph, next, target, seen)
+            })
+        }
+        for file in graph.keys() {
+            assert!(
+                !reaches(&graph, file, file, &mut Vec::new()),
+                "{file}.rs reaches itself through its imports: {graph:?}"
+            );
+        }
     }
 }

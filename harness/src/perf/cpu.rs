@@ -26,7 +26,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Cumulative CPU seconds at one moment.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,7 +36,7 @@ pub struct Reading {
 }
 
 /// One window's CPU per operation, in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PerOp {
     /// The gate and the load driver (or pgbench's client).
     pub client_us: f64,

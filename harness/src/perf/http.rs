@@ -32,12 +32,15 @@ use gate::Reason;
 use gate::service::ProviderEvent;
 use gate::service::sign_webhook;
 use gate::service::webhook::EVENT_CAPTURED;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
 use super::Progress;
 use super::load::{self, ClientRun, Histograms, LoadGate, record, tenant_id};
+
+/// Worker threads of the phase's runtime (the server's and the clients').
+pub const WORKERS: usize = 2;
 
 /// The goal: the wire adds at most this much to p50 at [`GOAL_CLIENTS`].
 pub const P50_OVERHEAD_GOAL: f64 = 0.25;
@@ -48,10 +51,12 @@ pub const GOAL_CLIENTS: usize = 8;
 pub struct HttpPlan {
     pub clients: Vec<usize>,
     pub cell: Duration,
+    /// The slow-body attack after the cells; `None` skips it.
+    pub slow_body: Option<super::slow_body::SlowBodyPlan>,
 }
 
 /// In process or over the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Path {
     InProcess,
@@ -59,11 +64,11 @@ pub enum Path {
 }
 
 /// One cell: a path, a kind of work, a client count.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HttpCell {
     pub clients: usize,
     /// `propose` or `flow`.
-    pub work: &'static str,
+    pub work: String,
     pub path: Path,
     pub completed: u64,
     pub seconds: f64,
@@ -76,10 +81,10 @@ pub struct HttpCell {
 }
 
 /// The wire against the in-process path, for one work and client count.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WireCost {
     pub clients: usize,
-    pub work: &'static str,
+    pub work: String,
     /// HTTP p50 / in-process p50.
     pub p50_ratio: Option<f64>,
     /// HTTP requests/s / in-process requests/s.
@@ -87,7 +92,7 @@ pub struct WireCost {
 }
 
 /// The whole phase.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HttpLoad {
     pub cell_seconds: f64,
     pub clock_speed: u32,
@@ -96,6 +101,17 @@ pub struct HttpLoad {
     pub p50_overhead_goal: f64,
     pub goal_clients: usize,
     pub seconds: f64,
+    /// Worker threads of the runtime that ran the cells and the server.
+    #[serde(default)]
+    pub workers: Option<usize>,
+    /// Connections in the gate's pool.
+    #[serde(default)]
+    pub pool: Option<u32>,
+    /// The slow-body attack beside the same probes without it.
+    #[serde(default)]
+    pub slow_body: Option<super::slow_body::SlowBody>,
+    #[serde(default)]
+    pub slow_body_skipped: Option<String>,
 }
 
 impl HttpLoad {
@@ -353,7 +369,7 @@ async fn run_part(
 fn summarize(clients: usize, work: Work, path: Path, parts: Vec<Part>) -> Result<HttpCell> {
     let mut out = HttpCell {
         clients,
-        work: work.name(),
+        work: work.name().to_string(),
         path,
         completed: 0,
         seconds: 0.0,
@@ -410,7 +426,8 @@ pub(super) async fn measure(
     let started = Instant::now();
     let mut notes = Vec::new();
     let most = plan.clients.iter().copied().max().unwrap_or(1);
-    let (db, gate) = load::world(admin_url, most, load::one_per_client(most)).await?;
+    let pool = load::one_per_client(most);
+    let (db, gate) = load::world(admin_url, most, pool).await?;
     let now = gate.now();
     let mut keys = Vec::new();
     for i in 0..most {
@@ -463,13 +480,40 @@ pub(super) async fn measure(
             }
             cost.push(WireCost {
                 clients,
-                work: work.name(),
+                work: work.name().to_string(),
                 p50_ratio: ratio(pair[1].p50_ms, pair[0].p50_ms),
                 throughput_ratio: ratio(pair[1].per_sec, pair[0].per_sec),
             });
             cells.extend(pair);
         }
     }
+    let (slow_body, slow_body_skipped) = match (&plan.slow_body, keys.first()) {
+        (Some(attack), Some(k)) if attack.connections > 0 => {
+            progress.say(&format!(
+                "http: slow-body attack, {} connections for {} s, beside the same probes without it",
+                attack.connections,
+                attack.seconds.as_secs()
+            ));
+            let figures = super::slow_body::measure(gate.clone(), &k.agent, attack).await?;
+            for (probe, name) in [
+                (&figures.proposal, "proposal"),
+                (&figures.healthz, "healthz"),
+            ] {
+                for (window, l) in [("quiet", &probe.quiet), ("attack", &probe.attack)] {
+                    if l.unexpected > 0 {
+                        notes.push(format!(
+                            "slow-body attack, {name} probe, {window}: {} answers were not the \
+                             expected one (first: {}).",
+                            l.unexpected,
+                            l.first_unexpected.as_deref().unwrap_or("?")
+                        ));
+                    }
+                }
+            }
+            (Some(figures), None)
+        }
+        _ => (None, Some("`--slow-body-connections 0`".to_string())),
+    };
     let _ = tx.send(());
     server
         .await
@@ -487,6 +531,10 @@ pub(super) async fn measure(
             p50_overhead_goal: P50_OVERHEAD_GOAL,
             goal_clients: GOAL_CLIENTS,
             seconds: started.elapsed().as_secs_f64(),
+            workers: Some(WORKERS),
+            pool: Some(pool),
+            slow_body,
+            slow_body_skipped,
         },
         notes,
     ))

@@ -38,7 +38,7 @@ use gate::service::{Clock, Gate, ProviderEvent, Seed, TenantSeed, sign_webhook};
 use gate::{Decision, Reason};
 use hdrhistogram::Histogram;
 use scenarios::generate::standard_world;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::{Connection, Executor, PgConnection};
 
 use super::Progress;
@@ -76,7 +76,7 @@ pub struct LoadPlan {
 }
 
 /// The two shapes of load.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Shape {
     /// Every client proposes for the same agent of one tenant.
@@ -107,7 +107,7 @@ enum Work {
 }
 
 /// One cell's throughput.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
     pub completed: u64,
     pub seconds: f64,
@@ -120,7 +120,7 @@ pub struct Cell {
 }
 
 /// One client count: pgbench and the gate side by side.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadRow {
     pub clients: usize,
     pub pgbench_tps: Option<f64>,
@@ -134,7 +134,7 @@ pub struct LoadRow {
 }
 
 /// The tenant-per-client cells on a copy of the schema without its guards.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Unguarded {
     /// What the copy was without: the schema's CHECK constraints, foreign
     /// keys and the triggers that guard.
@@ -144,7 +144,7 @@ pub struct Unguarded {
 
 /// One client count on the copy without guards, in the same pass as the
 /// [`LoadRow`] of that count.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UnguardedRow {
     pub clients: usize,
     pub propose_tenant_per_client: Option<Cell>,
@@ -152,7 +152,7 @@ pub struct UnguardedRow {
 }
 
 /// Percentiles of one operation at one client count in one shape.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyRow {
     pub operation: String,
     pub shape: Shape,
@@ -165,7 +165,7 @@ pub struct LatencyRow {
 }
 
 /// The whole load phase.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Load {
     pub cell_seconds: f64,
     /// Connections in the gate's pool.

@@ -5,10 +5,10 @@
 //! (`n/a` in the report), never a guess. The parsers take the text of the
 //! /proc file so they can be tested on fixed input.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The machine facts printed at the top of the report.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
     /// `nproc`: the CPUs this process may run on.
     pub nproc: Option<usize>,

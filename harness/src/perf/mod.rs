@@ -16,13 +16,20 @@
 //!   on stderr and removed on exit). `--no-db` skips the database phase and
 //!   the report says so.
 //! - `--http` adds the wire phase ([`http`]): the service on a loopback
-//!   port beside the in-process gate, so the wire's cost is a ratio.
+//!   port beside the in-process gate, so the wire's cost is a ratio; then a
+//!   bounded slow-body attack on loopback beside the same probes without it
+//!   ([`slow_body`]).
 //! - A progress bar on a terminal, plain lines otherwise (stderr); the
 //!   headline figures and the report paths on stdout.
+//! - The changes made for speed are data (`docs/performance-history.yaml`,
+//!   [`history`]), rendered into `performance-history.md` by every full run
+//!   and by `--render-only`, which measures nothing and renders the report
+//!   again from `performance.json`.
 //!
 //! Layout: this file orchestrates; [`plan`] holds the arguments and the plan,
 //! one file per phase ([`decisions`], [`pure_engine`], [`growth`],
 //! [`database`], [`load`], [`http`]), [`model`] the report's data,
+//! [`history`] the changes made for speed,
 //! [`findings`] the notes drawn from it, and [`render`] its Markdown, chart
 //! and headline.
 
@@ -31,6 +38,7 @@ mod database;
 mod decisions;
 mod findings;
 mod growth;
+mod history;
 mod http;
 mod load;
 mod machine;
@@ -38,6 +46,7 @@ mod model;
 mod plan;
 mod pure_engine;
 mod render;
+mod slow_body;
 mod statements;
 mod stats;
 mod unguarded;
@@ -46,7 +55,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use chrono::{SecondsFormat, Utc};
 use scenarios::{Corpus, Scenario};
 
@@ -103,7 +112,7 @@ fn run_http(
     progress: &Progress,
 ) -> Result<(http::HttpLoad, Vec<String>)> {
     progress.say("http: the service on loopback beside the in-process gate");
-    let runtime = crate::bench::runtime()?;
+    let runtime = crate::bench::runtime_of(http::WORKERS)?;
     let plan = http::HttpPlan {
         clients: args
             .http_clients
@@ -112,6 +121,11 @@ fn run_http(
             .filter(|&n| n > 0)
             .collect(),
         cell: Duration::from_secs(args.http_seconds.unwrap_or(if args.quick { 1 } else { 3 })),
+        slow_body: Some(slow_body::SlowBodyPlan::bounded(
+            args.slow_body_connections,
+            args.slow_body_seconds
+                .unwrap_or(if args.quick { 6 } else { 20 }),
+        )),
     };
     runtime.block_on(http::measure(url, &plan, progress))
 }
@@ -126,7 +140,7 @@ fn run_http_only(args: &PerfArgs, progress: &Progress) -> Result<ExitCode> {
     let server = open_server()?;
     let (h, notes) = run_http(args, &server.url, progress)?;
     server.close();
-    let md = render::http::section(Some(&h), None);
+    let md = render::http::section(Some(&h), None, "");
     let (path, json) = render::write_phase(&args.out, "performance-http", md, &notes, &h)?;
     for line in render::http::headline(&h) {
         println!("{line}");
@@ -148,17 +162,45 @@ fn run_load_only(args: &PerfArgs, progress: &Progress) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--render-only`: the report rendered again from its JSON, nothing measured.
+fn run_render_only(args: &PerfArgs) -> Result<ExitCode> {
+    let json = args.out.join("performance.json");
+    let text = std::fs::read_to_string(&json)
+        .with_context(|| format!("reading {} (a run of `harness perf`)", json.display()))?;
+    let report: Report =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
+    let history = history::History::load(&args.history)?;
+    let md = render::write_markdown(&report, &args.out)?;
+    if let Some(load) = &report.load {
+        render::write_chart(load, &args.out)?;
+    }
+    let page = render::write_history(&history, &args.out)?;
+    println!(
+        "rendered again from {}: {} and {}",
+        json.display(),
+        md.display(),
+        page.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(args: PerfArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let taken_at = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
     let plan = Plan::of(&args);
     let progress = Progress;
+    if args.render_only {
+        return run_render_only(&args);
+    }
     if args.load_only {
         return run_load_only(&args, &progress);
     }
     if args.http_only {
         return run_http_only(&args, &progress);
     }
+    // Read before measuring, so that a history that does not parse stops the
+    // run at once rather than after its minutes.
+    let history = history::History::load(&args.history)?;
     let mut machine = Machine::read();
     if machine.profile == "debug" {
         progress.say("this is a debug build: the figures will be far below a release build's");
@@ -269,7 +311,6 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
         load_skipped,
         http,
         http_skipped,
-        history: model::HISTORY.to_vec(),
         memory,
         notes,
     };
@@ -277,8 +318,14 @@ pub fn run(args: PerfArgs) -> Result<ExitCode> {
     if let Some(load) = &report.load {
         render::write_chart(load, &args.out)?;
     }
+    let page = render::write_history(&history, &args.out)?;
     render::headline::print_headline(&report);
-    println!("report: {} and {}", md.display(), json.display());
+    println!(
+        "report: {} and {} ({})",
+        md.display(),
+        json.display(),
+        page.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

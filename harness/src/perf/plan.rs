@@ -86,6 +86,24 @@ pub struct PerfArgs {
     /// Seconds per wire cell, at most [default: 3; 1 with --quick].
     #[arg(long, value_name = "T")]
     pub http_seconds: Option<u64>,
+    /// Connections of the wire phase's slow-body attack (each declares a
+    /// 60,000-byte body to POST /webhooks/razorpay and sends a byte a
+    /// second; loopback only, at most 400); 0 skips the attack.
+    #[arg(long, value_name = "N", default_value_t = 70)]
+    pub slow_body_connections: usize,
+    /// Seconds the slow-body attack lasts, at most 120, with quiet windows of
+    /// half as long before and after it [default: 20; 6 with --quick].
+    #[arg(long, value_name = "S")]
+    pub slow_body_seconds: Option<u64>,
+    /// The changes made for speed, rendered into DIR/performance-history.md.
+    #[arg(long, value_name = "FILE", default_value = super::history::HISTORY_FILE)]
+    pub history: PathBuf,
+    /// Measure nothing: render DIR/performance.md, .svg and
+    /// performance-history.md again from DIR/performance.json (left as it
+    /// is) and the history file, after a change to either renderer or to
+    /// the history.
+    #[arg(long)]
+    pub render_only: bool,
 }
 
 /// How much of everything to do.

@@ -15,14 +15,14 @@
 use std::collections::HashMap;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::{Connection, PgConnection};
 
 /// How many statements the breakdown lists.
 pub const TOP: usize = 12;
 
 /// One statement's share of the window.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatementCost {
     /// The statement as Postgres normalised it, whitespace collapsed.
     pub query: String,
@@ -34,7 +34,7 @@ pub struct StatementCost {
 }
 
 /// The breakdown of one window.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Breakdown {
     /// Which cells the window held.
     pub window: String,

@@ -24,7 +24,7 @@
 //!   it was.
 
 use anyhow::{Context, Result, bail};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::{Connection, Executor, PgConnection};
 
 /// The triggers that compute rather than guard, kept enabled: (table,
@@ -41,7 +41,7 @@ pub const COMPUTING_TRIGGERS: &[(&str, &str)] = &[
 ];
 
 /// The guards a database holds in `public`, read from its catalog.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Guards {
     pub checks: usize,
     pub foreign_keys: usize,

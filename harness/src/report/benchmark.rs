@@ -206,22 +206,7 @@ impl BenchmarkReport {
             }),
         );
         md += "\n## Confusion matrix\n\n";
-        let c = &self.all.confusion;
-        md += &table(
-            &["", "blocked", "not blocked / did not pass"],
-            [
-                vec![
-                    "attack".to_string(),
-                    format!("{} (TP)", c.true_positive),
-                    format!("{} (FN)", c.false_negative),
-                ],
-                vec![
-                    "legitimate".to_string(),
-                    format!("{} (FP)", c.false_positive),
-                    format!("{} (TN: passed)", c.true_negative),
-                ],
-            ],
-        );
+        md += &confusion_table(&self.all.confusion);
         md += "\n## Per layer\n\nThe layer is the one the taxonomy says must stop the class.\n\n";
         md += &slice_table("layer", &self.per_layer);
         md += "\n## Per class\n\n";
@@ -246,6 +231,30 @@ impl BenchmarkReport {
         }
         md
     }
+}
+
+/// The confusion matrix: a row per label, a column per outcome. Positive
+/// means blocked, so each column's header says what it is for either row.
+fn confusion_table(c: &Confusion) -> String {
+    table(
+        &[
+            "",
+            "positive: an attack blocked, a legitimate scenario that did not pass",
+            "negative: an attack that got through, a legitimate scenario that passed",
+        ],
+        [
+            vec![
+                "attack".to_string(),
+                format!("{} (TP)", c.true_positive),
+                format!("{} (FN)", c.false_negative),
+            ],
+            vec![
+                "legitimate".to_string(),
+                format!("{} (FP)", c.false_positive),
+                format!("{} (TN)", c.true_negative),
+            ],
+        ],
+    )
 }
 
 fn row(name: &str, values: [usize; 3]) -> Vec<String> {
@@ -273,4 +282,66 @@ fn slice_table(what: &str, slices: &BTreeMap<String, Slice>) -> String {
             ]
         }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cell of `row` under each header, as (header, cell).
+    fn cells_of(md: &str, row: &str) -> Vec<(String, String)> {
+        let split = |line: &str| -> Vec<String> {
+            line.trim()
+                .trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        };
+        let mut lines = md.lines();
+        let headers = split(lines.next().unwrap_or_default());
+        let cells = lines
+            .map(split)
+            .find(|cells| cells.first().map(String::as_str) == Some(row))
+            .unwrap_or_default();
+        headers.into_iter().zip(cells).collect()
+    }
+
+    #[test]
+    fn each_confusion_column_header_says_what_the_legitimate_row_holds_there() {
+        let c = Confusion {
+            true_positive: 11,
+            false_negative: 12,
+            false_positive: 13,
+            true_negative: 14,
+        };
+        let md = confusion_table(&c);
+        let legit = cells_of(&md, "legitimate");
+        let passed = legit
+            .iter()
+            .find(|(_, cell)| cell.starts_with("14 "))
+            .map(|(h, _)| h.as_str());
+        let refused = legit
+            .iter()
+            .find(|(_, cell)| cell.starts_with("13 "))
+            .map(|(h, _)| h.as_str());
+        assert!(
+            passed.is_some_and(|h| h.contains("passed") && !h.contains("did not pass")),
+            "the legitimate scenarios that passed sit under {passed:?}\n{md}"
+        );
+        assert!(
+            refused.is_some_and(|h| h.contains("did not pass")),
+            "the legitimate scenarios that did not pass sit under {refused:?}\n{md}"
+        );
+        let attack = cells_of(&md, "attack");
+        let blocked = attack.iter().find(|(_, cell)| cell.starts_with("11 "));
+        let through = attack.iter().find(|(_, cell)| cell.starts_with("12 "));
+        assert!(
+            blocked.is_some_and(|(h, _)| h.contains("attack blocked")),
+            "{md}"
+        );
+        assert!(
+            through.is_some_and(|(h, _)| h.contains("attack that got through")),
+            "{md}"
+        );
+    }
 }

@@ -1,15 +1,13 @@
 //! The load phase's section of `performance.md`: throughput against
-//! pgbench, the goals, latency percentiles, where the server's time went
-//! and the history of changes.
+//! pgbench, the goals, latency percentiles and where the server's time went.
 //!
-//! Guarantees: a pure function of the [`Load`] struct (and the fixed
-//! `model::HISTORY`); a figure that was not measured prints `n/a`.
+//! Guarantees: a pure function of the [`Load`] struct; a figure that was not
+//! measured prints `n/a`.
 
 use std::fmt::Write as _;
 
 use crate::perf::cpu::PerOp;
 use crate::perf::load::{Cell, LatencyRow, Load, LoadRow, Shape, Unguarded};
-use crate::perf::model::HISTORY;
 use crate::perf::statements::Breakdown;
 use crate::perf::stats::{format_rate, ratio, thousands};
 
@@ -75,17 +73,17 @@ pub fn goal_rows(load: &Load) -> String {
     };
     for (what, pick, target) in [
         (
-            "propose through Postgres, one tenant, 8 clients",
+            "propose through Postgres, one tenant, 8 clients (§5's throughput cell)",
             (|r: &LoadRow| &r.propose_one_tenant) as fn(&LoadRow) -> &Option<Cell>,
             PROPOSE_ONE_TENANT_GOAL,
         ),
         (
-            "propose through Postgres, tenant per client, 8 clients",
+            "propose through Postgres, tenant per client, 8 clients (§5's throughput cell)",
             |r: &LoadRow| &r.propose_tenant_per_client,
             PROPOSE_TENANT_PER_CLIENT_GOAL,
         ),
         (
-            "full purchase flow, tenant per client, 8 clients",
+            "full purchase flow, tenant per client, 8 clients (§5's throughput cell)",
             |r: &LoadRow| &r.flow_tenant_per_client,
             FLOW_TENANT_PER_CLIENT_GOAL,
         ),
@@ -204,20 +202,10 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
     }
     s.push('\n');
     s.push_str(&statements_section(load.statements.as_ref()));
-    s.push_str("### History: changes made for speed (before → after, side by side)\n\n");
-    if HISTORY.is_empty() {
-        s.push_str("No change recorded yet.\n\n");
-    } else {
-        s.push_str("| change | measure | before | after | how measured |\n|---|---|---|---|---|\n");
-        for h in HISTORY {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} |",
-                h.change, h.measure, h.before, h.after, h.how
-            );
-        }
-        s.push('\n');
-    }
+    s.push_str(
+        "The changes made for speed, each measured before and after side by side, are in \
+         [performance-history.md](performance-history.md).\n\n",
+    );
     s
 }
 
@@ -534,16 +522,19 @@ pub(in crate::perf::render) mod tests {
         // 8 clients: propose one tenant 50/s against 4,000 TPS = 0.0125×, below 0.1.
         assert!(md.contains("| 8 | 4,000/s |"), "{md}");
         assert!(md.contains("100/s (0.025× pgbench)"), "{md}");
-        assert!(md.contains("| propose through Postgres, one tenant, 8 clients |"));
+        assert!(md.contains(
+            "| propose through Postgres, one tenant, 8 clients (§5's throughput cell) |"
+        ));
         assert!(md.contains("slower with more clients"), "{md}");
         assert!(
             md.contains("| propose p95 at 8 clients, one tenant | 7.50 ms | ≤ 5 ms | **no** |"),
             "{md}"
         );
         assert!(md.contains("performance.svg"));
-        for h in HISTORY {
-            assert!(md.contains(h.before) && md.contains(h.after), "{md}");
-        }
+        assert!(
+            md.contains("[performance-history.md](performance-history.md)"),
+            "{md}"
+        );
     }
 
     #[test]

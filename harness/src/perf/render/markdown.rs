@@ -73,6 +73,7 @@ pub fn render_markdown(r: &Report) -> String {
     w(super::http::section(
         r.http.as_ref(),
         r.http_skipped.as_deref(),
+        &one_flow_two_figures(r),
     ));
     w(memory_section(&r.memory));
     if !r.notes.is_empty() {
@@ -83,6 +84,52 @@ pub fn render_markdown(r: &Report) -> String {
         w("\n".into());
     }
     md
+}
+
+/// The flow at the goal's client count, tenant per client, in process, is
+/// measured twice: as throughput in the load phase (§5) and as the wire's
+/// baseline (§5b). Both figures, each with what it measures.
+fn one_flow_two_figures(r: &Report) -> String {
+    use crate::perf::http::Path;
+    let (Some(load), Some(h)) = (&r.load, &r.http) else {
+        return String::new();
+    };
+    let clients = super::load::GOAL_CLIENTS;
+    let throughput = load
+        .rows
+        .iter()
+        .find(|row| row.clients == clients)
+        .and_then(|row| super::load::per_sec(&row.flow_tenant_per_client));
+    let baseline = h
+        .cells
+        .iter()
+        .find(|c| c.clients == clients && c.work == "flow" && c.path == Path::InProcess)
+        .and_then(|c| c.per_sec);
+    let (Some(throughput), Some(baseline)) = (throughput, baseline) else {
+        return String::new();
+    };
+    let known =
+        |what: &str, n: Option<String>| n.map_or(String::new(), |n| format!(", {what} {n}"));
+    format!(
+        "**One flow, two figures.** The flow at {clients} clients, tenant per client, in \
+         process, is {} in §5 and {} in §5b; they measure different things. §5's is the \
+         gate's throughput: one cell of {:.0} s, the four cells one after another after \
+         pgbench, on a pool of {} connections in a runtime of {} worker thread(s). §5b's is \
+         the baseline the HTTP row beside it is held against: halves of {:.1} s alternated \
+         with HTTP halves on the gate that also serves the HTTP listener{}{}. Hold §5b's HTTP \
+         rows against §5b's in-process rows, and §5's figures against pgbench.\n\n",
+        format_rate(Some(throughput)),
+        format_rate(Some(baseline)),
+        load.cell_seconds,
+        load.pool,
+        load.workers,
+        h.cell_seconds / 2.0,
+        known("pool of", h.pool.map(|p| format!("{p} connections"))),
+        known(
+            "runtime of",
+            h.workers.map(|w| format!("{w} worker thread(s)"))
+        ),
+    )
 }
 
 fn machine_section(r: &Report) -> String {
@@ -698,7 +745,6 @@ mod tests {
             http_skipped: None,
             load: None,
             load_skipped: Some("--db was not given".into()),
-            history: Vec::new(),
             memory: vec![
                 MemoryMark {
                     phase: "1. decisions".into(),
@@ -839,5 +885,39 @@ mod tests {
         assert_eq!(json["database"]["corpus_runs"][0]["seconds"], 57.0);
         assert_eq!(json["scaling"]["linear"], true);
         assert_eq!(json["machine"]["nproc"], 2);
+    }
+
+    #[test]
+    fn the_flow_measured_twice_is_labelled_with_what_each_figure_measures() {
+        let mut r = fixed();
+        assert!(!render_markdown(&r).contains("One flow, two figures"));
+        // The load phase's flow at 8 clients, tenant per client: 25/s; the
+        // wire's in-process flow at 8 clients: 20/s.
+        r.load = Some(crate::perf::render::load::tests::fixed());
+        r.http = Some(crate::perf::render::http::tests::fixed());
+        let md = render_markdown(&r);
+        assert!(
+            md.contains(
+                "| full purchase flow, tenant per client, 8 clients (§5's throughput cell) | \
+                 25.0/s (0.006× pgbench) |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 8 | flow | in process, the wire's baseline | 20.0/s |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "The flow at 8 clients, tenant per client, in process, is 25.0/s in §5 and \
+                 20.0/s in §5b; they measure different things. §5's is the gate's throughput: \
+                 one cell of 3 s"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("halves of 0.5 s alternated with HTTP halves on the gate that also serves the HTTP listener, pool of 8 connections, runtime of 2 worker thread(s)."),
+            "{md}"
+        );
     }
 }
