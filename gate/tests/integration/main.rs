@@ -14,6 +14,7 @@ mod db_factory;
 mod db_guards;
 mod db_guards_state;
 mod db_hex_checks;
+mod db_money_terms;
 mod db_provider_guards;
 mod db_roles;
 mod db_tenancy;
