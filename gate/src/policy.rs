@@ -198,6 +198,8 @@ impl Policy {
             || !is_currency_code(&self.currency)
             || !rate_window_ok(self.velocity.window_minutes)
             || !rate_window_ok(self.denial_rate.window_minutes)
+            || !is_operator_instant(from)
+            || !is_operator_instant(until)
         {
             return Err(Reason::PolicyInvalid);
         }
@@ -221,6 +223,15 @@ impl Policy {
         }
         Ok(())
     }
+}
+
+/// Whether `at` is an instant an operator may send (a policy's window, a
+/// delegation's expiry): from 1970-01-01T00:00:00Z to the last instant of
+/// 9999-12-31, both inclusive. Anything else is `POLICY_INVALID` or
+/// `DELEGATION_INVALID`, never a timestamp handed to the database.
+pub fn is_operator_instant(at: DateTime<Utc>) -> bool {
+    let year = chrono::Datelike::year(&at);
+    (1970..=9999).contains(&year)
 }
 
 /// A rate window of at least a minute and at most [`MAX_RATE_WINDOW_MINUTES`].

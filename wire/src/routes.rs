@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 use gate::policy::PolicyPatch;
 use gate::provider::PaymentProvider;
 use gate::reason::{Decision, Reason};
-use gate::service::{Gate, Grant, Outcome, ProposeOutcome, ServiceError};
+use gate::service::{Gate, HopTerms, Outcome, ProposeOutcome, ServiceError};
 use http_body::Body as _;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -388,8 +388,9 @@ async fn pay<P: PaymentProvider + 'static>(
     answered("paying", s.gate.pay(&c.tenant, &id, &c.actor).await)
 }
 
-/// A grant as a human sends it: the grantor is the caller (a root hop) or
-/// the `parent` delegation; no field names who is granting.
+/// A grant as a human sends it: the grantor of a root hop is the caller;
+/// `parent`, when given, is the id of the live delegation the hop is carved
+/// from (anything else is `DELEGATION_MISSING`). No field names who grants.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GrantBody {
@@ -408,21 +409,25 @@ struct GrantBody {
 const MAX_GRANT_SKUS: usize = 64;
 
 impl GrantBody {
-    fn seed(self, caller: &Caller) -> Option<Grant> {
+    /// The parent the body names and the hop's terms, when every id in it
+    /// can name a row.
+    fn terms(self) -> Option<(Option<String>, HopTerms)> {
         let skus_ok = self.skus.as_ref().is_none_or(|skus| {
             skus.len() <= MAX_GRANT_SKUS && skus.iter().all(|s| is_plausible_id(s))
         });
         let ids_ok = is_plausible_id(&self.id)
             && is_plausible_id(&self.to)
             && self.parent.as_deref().is_none_or(is_plausible_id);
-        (skus_ok && ids_ok).then(|| Grant {
-            id: self.id,
-            from: self.parent.unwrap_or_else(|| caller.actor.clone()),
-            to: self.to,
-            budget_paise: self.budget_paise,
-            skus: self.skus,
-            expires_at: self.expires_at,
-        })
+        (skus_ok && ids_ok).then_some((
+            self.parent,
+            HopTerms {
+                id: self.id,
+                to: self.to,
+                budget_paise: self.budget_paise,
+                skus: self.skus,
+                expires_at: self.expires_at,
+            },
+        ))
     }
 }
 
@@ -433,10 +438,15 @@ async fn grant<P: PaymentProvider + 'static>(
 ) -> Response {
     let c = try_or_answer!(administrator(&s, &headers).await);
     let grant: GrantBody = try_or_answer!(parsed(&headers, body).await);
-    let Some(seed) = grant.seed(&c) else {
+    let Some((parent, terms)) = grant.terms() else {
         return WireCode::BodyInvalid.response();
     };
-    answered("granting", s.gate.grant(&c.tenant, &seed).await)
+    answered(
+        "granting",
+        s.gate
+            .grant(&c.tenant, &c.actor, parent.as_deref(), &terms)
+            .await,
+    )
 }
 
 async fn revoke<P: PaymentProvider + 'static>(

@@ -1186,3 +1186,167 @@ async fn a_policy_patch_with_nul_is_refused_as_invalid() -> TestResult {
     assert_eq!(status, 422, "{b}");
     s.drop().await
 }
+
+/// The grantor of a root hop is the caller; a `parent` in the body is a live
+/// delegation's id, and a person's name or an unknown id there is
+/// `DELEGATION_MISSING` (nothing written, and the grantee still cannot
+/// spend). An operator (who may administer but not approve) may carve a hop
+/// below a delegation, never root one, in its own name or anyone else's.
+#[tokio::test]
+async fn a_parent_named_over_the_wire_is_a_live_delegation_never_a_grantor() -> TestResult {
+    let Some(s) = served().await? else {
+        return Ok(());
+    };
+    sqlx::query(
+        "INSERT INTO people (tenant_id, id, display_name, may_approve, is_operator) VALUES \
+         ('acme', 'ops', 'ops', false, true), \
+         ('acme', 'second-approver', 'second approver', true, false)",
+    )
+    .execute(s.db.owner_pool())
+    .await?;
+    let ops = s.key("acme", "ops").await?;
+    let lead = s.key("acme", "finance-lead").await?;
+    let grant = |id: &str, parent: Option<&str>| {
+        let mut body = json!({"id": id, "to": "procurement-agent", "budget_paise": 1000});
+        if let Some(p) = parent {
+            body["parent"] = json!(p);
+        }
+        body.to_string()
+    };
+    let written = async |id: &str| -> Res<bool> {
+        Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM delegations WHERE tenant_id = 'acme' AND id = $1)",
+        )
+        .bind(id)
+        .fetch_one(s.pool())
+        .await?)
+    };
+    for (who, key, id, parent, reason) in [
+        // An operator naming an approver as the "parent": a root hop in
+        // the approver's name is what the caller asked for.
+        (
+            "ops",
+            &ops,
+            "d-op",
+            Some("finance-lead"),
+            "DELEGATION_MISSING",
+        ),
+        (
+            "ops",
+            &ops,
+            "d-op2",
+            None,
+            "DELEGATION_GRANTOR_NOT_PERMITTED",
+        ),
+        // An approver naming another approver, who never acted.
+        (
+            "lead",
+            &lead,
+            "d-2nd",
+            Some("second-approver"),
+            "DELEGATION_MISSING",
+        ),
+        (
+            "lead",
+            &lead,
+            "d-ghosted",
+            Some("d-ghost"),
+            "DELEGATION_MISSING",
+        ),
+    ] {
+        let (status, b) = answer(
+            s.post("/v1/delegations", Some(key), &grant(id, parent))
+                .await?,
+        )
+        .await?;
+        assert_eq!(
+            (status, b["reason"].as_str()),
+            (403, Some(reason)),
+            "{who} granting {id} under {parent:?}: {b}"
+        );
+        assert!(!written(id).await?, "{id} was written");
+    }
+    let (status, b) = answer(
+        s.post(
+            "/v1/requests",
+            Some(&s.key("acme", "procurement-agent").await?),
+            &proposal("CLOUD-STARTER", 1),
+        )
+        .await?,
+    )
+    .await?;
+    assert_eq!(
+        (status, b["reason"].as_str()),
+        (403, Some("DELEGATION_MISSING")),
+        "{b}"
+    );
+    // Below a live delegation an operator may grant; the hop has no grantor
+    // of its own (its parent is its authority), and the ledger names the caller.
+    let (status, b) = answer(
+        s.post(
+            "/v1/delegations",
+            Some(&ops),
+            &grant("d-under", Some("d-buyer")),
+        )
+        .await?,
+    )
+    .await?;
+    assert_eq!(status, 200, "{b}");
+    let (parent, grantor): (Option<String>, Option<String>) = sqlx::query_as(
+        "SELECT parent_id, grantor_id FROM delegations WHERE tenant_id = 'acme' AND id = 'd-under'",
+    )
+    .fetch_one(s.pool())
+    .await?;
+    assert_eq!((parent.as_deref(), grantor), (Some("d-buyer"), None));
+    let granted_by: Option<String> = sqlx::query_scalar(
+        "SELECT entry::jsonb->'body'->>'granted_by' FROM ledger_entries \
+         WHERE tenant_id = 'acme' AND kind = 'delegation.granted' \
+           AND entry::jsonb->>'subject' = 'd-under'",
+    )
+    .fetch_one(s.pool())
+    .await?;
+    assert_eq!(granted_by.as_deref(), Some("ops"));
+    s.drop().await
+}
+
+/// An expiry Postgres cannot hold, or outside 1970..9999, is
+/// `DELEGATION_INVALID` over the wire, never a 503; the last instant of
+/// 9999 is taken.
+#[tokio::test]
+async fn a_grant_expiring_outside_1970_to_9999_is_delegation_invalid() -> TestResult {
+    let Some(s) = served().await? else {
+        return Ok(());
+    };
+    let lead = s.key("acme", "finance-lead").await?;
+    for (id, at, status, reason) in [
+        (
+            "d-a",
+            "-5000-01-01T00:00:00Z",
+            422,
+            Some("DELEGATION_INVALID"),
+        ),
+        (
+            "d-b",
+            "1969-12-31T23:59:59Z",
+            422,
+            Some("DELEGATION_INVALID"),
+        ),
+        (
+            "d-c",
+            "+10000-01-01T00:00:00Z",
+            422,
+            Some("DELEGATION_INVALID"),
+        ),
+        ("d-d", "9999-12-31T23:59:59Z", 200, None),
+    ] {
+        let body =
+            json!({"id": id, "to": "procurement-agent", "budget_paise": 1000, "expires_at": at});
+        let (got, b) = answer(
+            s.post("/v1/delegations", Some(&lead), &body.to_string())
+                .await?,
+        )
+        .await?;
+        assert_eq!((got, b["reason"].as_str()), (status, reason), "{at}: {b}");
+    }
+    s.drop().await
+}

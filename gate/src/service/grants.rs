@@ -1,18 +1,26 @@
 //! `grant` and `revoke`: delegation hops, made by the tenant's operator.
 //!
 //! Guarantees: these are operator calls, never reachable through the
-//! agent-facing `propose`. A root hop's grantor must be a human of the tenant
-//! who may approve; a hop below must name a live delegation of the same
-//! tenant; anything else is `DELEGATION_GRANTOR_NOT_PERMITTED`. The grantee
-//! must be an agent of the tenant. A grant that widens its parent (budget,
-//! skus, expiry) is `DELEGATION_WIDENS`. The allocation is taken from the
-//! parent by the DATABASE (`delegation_attenuates`) in the insert itself, and
-//! oversubscription of the parent is refused by `ck_delegation_budget_partitioned`:
-//! the gate lets the database decide it, so the refusal
-//! (`DELEGATION_BUDGET_EXHAUSTED`) always carries that constraint's name.
-//! Revoking marks one hop revoked and touches no other row: the branch below
-//! it stops because authority is re-derived from the whole chain at every
-//! spend, not because descendants were edited.
+//! agent-facing `propose`. No argument names a grantor: the grantor of a
+//! root hop is the caller, who must be a human of the tenant who may
+//! approve; a hop below names its parent, which must be a live delegation of
+//! the same tenant (a name that is no delegation of the tenant, a person's
+//! included, is `DELEGATION_MISSING`), and its caller must be a human who
+//! may approve or operate; any other caller is
+//! `DELEGATION_GRANTOR_NOT_PERMITTED`, as is a revoked or expired parent.
+//! The grantee must be an agent of the tenant. A hop's expiry is an instant
+//! from 1970 to 9999 (`DELEGATION_INVALID` otherwise). A grant that widens
+//! its parent (budget, skus, expiry) is `DELEGATION_WIDENS`. The allocation
+//! is taken from the parent by the DATABASE (`delegation_attenuates`) in the
+//! insert itself, and oversubscription of the parent is refused by
+//! `ck_delegation_budget_partitioned`: the gate lets the database decide it,
+//! so the refusal (`DELEGATION_BUDGET_EXHAUSTED`) always carries that
+//! constraint's name. Revoking marks one hop revoked and touches no other
+//! row but its parent's allocation: the branch below it stops because
+//! authority is re-derived from the whole chain at every spend, not because
+//! descendants were edited. Revoking always succeeds for a human who may:
+//! a branch whose spend a capture booked NEEDS_REVIEW carried past its
+//! budget returns nothing to its parent.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -28,13 +36,16 @@ use super::world;
 use super::{Gate, Outcome};
 use crate::delegation::{GrantTerms, Grantor, MAX_CHAIN_HOPS, check_grant};
 use crate::ident::is_ident;
+use crate::policy::is_operator_instant;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
 
-/// A delegation hop to grant: `from` is a human who may approve (a root
-/// hop) or the id of a live delegation of the same tenant (a hop below it).
-/// The same keys as a world file's `delegations` and a scenario's `grant`
-/// step, none other accepted; absent options are not serialized.
+/// A delegation hop as a world file's `delegations` and a scenario's
+/// `grant` step write it: `from` is a human who may approve (a root hop made
+/// by that human) or the id of a live delegation of the same tenant (a hop
+/// below it, made by the tenant's operator). The gate's own call takes the
+/// caller and the parent apart ([`Gate::grant`]); only a test driver reads
+/// `from`. None other key accepted; absent options are not serialized.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Grant {
@@ -51,20 +62,57 @@ pub struct Grant {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
+impl Grant {
+    /// The hop's terms: everything but who grants it.
+    pub fn terms(&self) -> HopTerms {
+        HopTerms {
+            id: self.id.clone(),
+            to: self.to.clone(),
+            budget_paise: self.budget_paise,
+            skus: self.skus.clone(),
+            expires_at: self.expires_at,
+        }
+    }
+}
+
+/// What a new hop grants: its id, its grantee and its limits. Who grants it
+/// is no term: it is the caller of [`Gate::grant`] (a root hop) or the
+/// parent delegation the caller names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HopTerms {
+    pub id: String,
+    /// The agent that may spend under it.
+    pub to: String,
+    pub budget_paise: i64,
+    /// `None` means every sku the parent allows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skus: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// Where a new hop hangs: a root granted by a human, or a hop below a parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Under<'a> {
+    /// A root hop; the human who grants it.
+    Root { grantor: &'a str },
+    /// A hop carved from this delegation.
+    Parent(&'a str),
+}
+
 /// Inserts a hop; a refusal by the database comes back as a reason and the
 /// name of the constraint or trigger that refused.
 pub(crate) async fn insert_delegation(
     conn: &mut PgConnection,
     tenant: &str,
-    grant: &Grant,
-    root: bool,
+    grant: &HopTerms,
+    under: Under<'_>,
     now: DateTime<Utc>,
 ) -> Result<Result<(), (Reason, String)>, ServiceError> {
     let mut savepoint = conn.begin().await.ctx("opening a savepoint")?;
-    let (parent, grantor) = if root {
-        (None, Some(grant.from.as_str()))
-    } else {
-        (Some(grant.from.as_str()), None)
+    let (parent, grantor) = match under {
+        Under::Root { grantor } => (None, Some(grantor)),
+        Under::Parent(parent) => (Some(parent), None),
     };
     let inserted = sqlx::query(
         "INSERT INTO delegations (tenant_id, id, parent_id, grantor_id, grantee_id, budget_paise, \
@@ -122,44 +170,66 @@ pub(crate) async fn insert_delegation(
 }
 
 impl<P: PaymentProvider> Gate<P> {
-    /// The tenant's operator grants a hop. The outcome's id is the delegation
-    /// id; a refusal by the database names its constraint in `constraint`.
-    pub async fn grant(&self, tenant: &str, grant: &Grant) -> Result<Outcome, ServiceError> {
+    /// `caller` grants a hop: a root hop when `parent` is `None` (the caller
+    /// is its grantor), else a hop below the delegation `parent`. The
+    /// outcome's id is the delegation id; a refusal by the database names
+    /// its constraint in `constraint`.
+    pub async fn grant(
+        &self,
+        tenant: &str,
+        caller: &str,
+        parent: Option<&str>,
+        hop: &HopTerms,
+    ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let mut tx = self.begin("granting a delegation").await?;
-        let refusal = self.grant_refusal(&mut tx, tenant, grant, now).await?;
+        let refusal = self
+            .grant_refusal(&mut tx, tenant, caller, parent, hop, now)
+            .await?;
+        let under = match parent {
+            None => Under::Root { grantor: caller },
+            Some(parent) => Under::Parent(parent),
+        };
         let (outcome, entry) = match refusal {
             Some(reason) => (Outcome::refused(reason), None),
-            None => {
-                let root = is_person(&mut tx, tenant, &grant.from).await?;
-                match insert_delegation(&mut tx, tenant, grant, root, now).await? {
-                    Ok(()) => (
-                        Outcome::ok(grant.id.clone()),
-                        Some(Entry::new(
-                            Some(tenant),
-                            "delegation.granted",
-                            &grant.id,
-                            json!({"grant": grant, "root": root}),
-                        )),
-                    ),
-                    Err((reason, constraint)) => (
-                        Outcome {
-                            decision: Decision::Deny(reason),
-                            id: None,
-                            constraint: Some(constraint),
-                        },
-                        None,
-                    ),
-                }
-            }
+            None => match insert_delegation(&mut tx, tenant, hop, under, now).await? {
+                Ok(()) => (
+                    Outcome::ok(hop.id.clone()),
+                    Some(Entry::new(
+                        Some(tenant),
+                        "delegation.granted",
+                        &hop.id,
+                        json!({
+                            "grant": hop,
+                            "parent": parent,
+                            "granted_by": caller,
+                            "root": parent.is_none(),
+                        }),
+                    )),
+                ),
+                Err((reason, constraint)) => (
+                    Outcome {
+                        decision: Decision::Deny(reason),
+                        id: None,
+                        constraint: Some(constraint),
+                    },
+                    None,
+                ),
+            },
         };
         let Some(entry) = entry else {
             let known = !matches!(outcome.decision, Decision::Deny(Reason::TenantUnknown));
             let refusal = Entry::new(
                 known.then_some(tenant),
                 "delegation.refused",
-                &grant.id,
-                json!({"grant": grant, "decision": outcome.decision, "constraint": outcome.constraint}),
+                &hop.id,
+                json!({
+                    "grant": hop,
+                    "parent": parent,
+                    "caller": caller,
+                    "decision": outcome.decision,
+                    "constraint": outcome.constraint,
+                }),
             );
             self.close_refused(tx, now, refusal).await?;
             return Ok(outcome);
@@ -174,66 +244,67 @@ impl<P: PaymentProvider> Gate<P> {
         &self,
         tx: &mut PgConnection,
         tenant: &str,
-        grant: &Grant,
+        caller: &str,
+        parent: Option<&str>,
+        hop: &HopTerms,
         now: DateTime<Utc>,
     ) -> Result<Option<Reason>, ServiceError> {
         if !identity::tenant_exists(tx, tenant).await? {
             return Ok(Some(Reason::TenantUnknown));
         }
-        let scope_ok = grant.skus.iter().flatten().all(|sku| is_ident(sku));
-        if !is_ident(&grant.id) || !scope_ok || id_ever_used(tx, tenant, &grant.id).await? {
+        let scope_ok = hop.skus.iter().flatten().all(|sku| is_ident(sku));
+        let expiry_ok = hop.expires_at.is_none_or(is_operator_instant);
+        if !is_ident(&hop.id)
+            || !scope_ok
+            || !expiry_ok
+            || id_ever_used(tx, tenant, &hop.id).await?
+        {
             return Ok(Some(Reason::DelegationInvalid));
         }
-        if !is_ident(&grant.from) {
+        if !is_ident(caller) {
             return Ok(Some(Reason::DelegationGrantorNotPermitted));
         }
-        match identity::resolve(tx, tenant, &grant.to).await? {
+        match identity::resolve(tx, tenant, &hop.to).await? {
             Ok(Who::Agent) => {}
             Ok(Who::Person { .. }) => return Ok(Some(Reason::ActorNotPermitted)),
             Err(reason) => return Ok(Some(reason)),
         }
-        let may_approve: Option<bool> =
-            sqlx::query_scalar("SELECT may_approve FROM people WHERE tenant_id = $1 AND id = $2")
-                .bind(tenant)
-                .bind(&grant.from)
-                .fetch_optional(&mut *tx)
-                .await
-                .ctx("looking up the grantor")?;
-        let parent: Option<DelegationRow> = if may_approve.is_some() {
-            None
-        } else {
-            let sql = format!(
-                "SELECT {DELEGATION_COLUMNS} FROM delegations WHERE tenant_id = $1 AND id = $2"
-            );
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(tenant)
-                .bind(&grant.from)
-                .fetch_optional(&mut *tx)
-                .await
-                .ctx("looking up the parent delegation")?
+        let who = identity::resolve(tx, tenant, caller).await?.ok();
+        let Some(parent) = parent else {
+            let grantor = match who {
+                Some(Who::Person { may_approve, .. }) => Grantor::Human { may_approve },
+                Some(Who::Agent) | None => Grantor::Unknown,
+            };
+            return Ok(verdict(check_grant(grantor, &terms_of(hop), now)));
         };
-        if let Some(parent) = &parent {
-            let above = world::chain(tx, tenant, &parent.id).await?;
-            if above.hops.len() >= MAX_CHAIN_HOPS {
-                return Ok(Some(Reason::DelegationDepthExceeded));
-            }
+        if !who.is_some_and(may_operate) {
+            return Ok(Some(Reason::DelegationGrantorNotPermitted));
         }
-        let parent_hop = parent.as_ref().map(DelegationRow::to_hop);
-        let grantor = match (may_approve, &parent_hop) {
-            (Some(may_approve), _) => Grantor::Human { may_approve },
-            (None, Some(hop)) => Grantor::Hop(hop),
-            (None, None) => Grantor::Unknown,
+        if !is_ident(parent) {
+            return Ok(Some(Reason::DelegationMissing));
+        }
+        let sql = format!(
+            "SELECT {DELEGATION_COLUMNS} FROM delegations WHERE tenant_id = $1 AND id = $2"
+        );
+        let row: Option<DelegationRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .bind(tenant)
+            .bind(parent)
+            .fetch_optional(&mut *tx)
+            .await
+            .ctx("looking up the parent delegation")?;
+        let Some(row) = row else {
+            return Ok(Some(Reason::DelegationMissing));
         };
-        let terms = GrantTerms {
-            budget_paise: grant.budget_paise,
-            skus: grant.skus.clone(),
-            expires_at: grant.expires_at,
-        };
-        Ok(match check_grant(grantor, &terms, now) {
-            // The database takes the allocation and decides oversubscription.
-            Ok(()) | Err(Reason::DelegationBudgetExhausted) => None,
-            Err(reason) => Some(reason),
-        })
+        let above = world::chain(tx, tenant, &row.id).await?;
+        if above.hops.len() >= MAX_CHAIN_HOPS {
+            return Ok(Some(Reason::DelegationDepthExceeded));
+        }
+        let parent_hop = row.to_hop();
+        Ok(verdict(check_grant(
+            Grantor::Hop(&parent_hop),
+            &terms_of(hop),
+            now,
+        )))
     }
 
     /// `actor` revokes the hop `delegation_id`. Only that row changes.
@@ -294,9 +365,13 @@ impl<P: PaymentProvider> Gate<P> {
         let mut returned = 0;
         if !hop.revoked {
             // What the branch has spent or still reserves stays claimed from
-            // the parent; the rest goes back to it now, and each reservation
-            // comes back when its request ends (budget::release).
-            let held: i64 = branch.iter().map(|h| h.spent_paise).sum();
+            // the parent, up to the hop's own claim; the rest goes back to it
+            // now, and each reservation comes back when its request ends
+            // (budget::release). A branch whose spend a capture booked
+            // NEEDS_REVIEW carried past its budget keeps its whole claim and
+            // returns nothing.
+            let spent: i64 = branch.iter().map(|h| h.spent_paise).sum();
+            let held = spent.min(hop.claim_paise).max(0);
             returned = hop.claim_paise - held;
             sqlx::query(
                 "UPDATE delegations SET revoked_at = $3, revoked_by = $4, claim_paise = $5 \
@@ -330,6 +405,30 @@ impl<P: PaymentProvider> Gate<P> {
     }
 }
 
+/// The pure check's terms of `hop`.
+fn terms_of(hop: &HopTerms) -> GrantTerms {
+    GrantTerms {
+        budget_paise: hop.budget_paise,
+        skus: hop.skus.clone(),
+        expires_at: hop.expires_at,
+    }
+}
+
+/// The pure check's answer as a refusal before the insert: the database
+/// takes the allocation and decides oversubscription itself.
+fn verdict(checked: Result<(), Reason>) -> Option<Reason> {
+    match checked {
+        Ok(()) | Err(Reason::DelegationBudgetExhausted) => None,
+        Err(reason) => Some(reason),
+    }
+}
+
+/// A human of the tenant who may approve or operate may carve a hop below a
+/// delegation; an agent may not.
+fn may_operate(who: Who) -> bool {
+    may_revoke(who)
+}
+
 /// A human of the tenant who may approve or operate may revoke; an agent may not.
 fn may_revoke(who: Who) -> bool {
     matches!(
@@ -357,13 +456,4 @@ async fn id_ever_used(
         .fetch_one(conn)
         .await
         .ctx("looking up the delegation id")
-}
-
-async fn is_person(conn: &mut PgConnection, tenant: &str, id: &str) -> Result<bool, ServiceError> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM people WHERE tenant_id = $1 AND id = $2)")
-        .bind(tenant)
-        .bind(id)
-        .fetch_one(conn)
-        .await
-        .ctx("looking up the grantor")
 }

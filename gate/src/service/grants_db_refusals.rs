@@ -16,7 +16,7 @@ use chrono::Duration;
 use sqlx::Connection;
 
 use super::clock::ManualClock;
-use super::grants::{Grant, insert_delegation};
+use super::grants::{Grant, Under, insert_delegation};
 use super::{Gate, standard};
 use crate::provider::InProcessProvider;
 use crate::reason::Reason;
@@ -63,7 +63,12 @@ async fn refusal_of(
     root: bool,
 ) -> Result<Option<(Reason, String)>, Box<dyn std::error::Error>> {
     let mut tx = conn.begin().await?;
-    let out = insert_delegation(&mut tx, "acme", g, root, standard::now()).await?;
+    let under = if root {
+        Under::Root { grantor: &g.from }
+    } else {
+        Under::Parent(&g.from)
+    };
+    let out = insert_delegation(&mut tx, "acme", &g.terms(), under, standard::now()).await?;
     tx.commit().await?;
     Ok(out.err())
 }

@@ -2,7 +2,7 @@
 //!
 //! Guarantees: every number here is read from the database at the moment of
 //! the call (nothing is cached in the gate): the tenant's provider orders,
-//! what was captured, the tenant's reservations for the gate clock's current
+//! what was captured (the sum of recorded captured payments, never of orders), the tenant's reservations for the gate clock's current
 //! UTC day, each delegation's spent paise, and whether every tenant's ledger
 //! chain is intact under the gate's key (with the first break when it is not).
 
@@ -56,11 +56,14 @@ impl<P: PaymentProvider> Gate<P> {
             .ctx("counting provider orders")
     }
 
-    /// Paise captured by verified provider events for `tenant`.
+    /// What `tenant`'s books show captured: the sum of the captured payments
+    /// the gate recorded, each payment once, those of a request booked
+    /// NEEDS_REVIEW included (two payments of one order count twice, as the
+    /// day and the hop count them).
     pub async fn captured_paise(&self, tenant: &str) -> Result<i64, ServiceError> {
         sqlx::query_scalar(
-            "SELECT COALESCE(sum(amount_paise), 0)::bigint FROM provider_orders \
-             WHERE tenant_id = $1 AND status = 'CAPTURED'",
+            "SELECT COALESCE(sum(amount_paise), 0)::bigint FROM provider_payments \
+             WHERE tenant_id = $1 AND status = 'captured'",
         )
         .bind(tenant)
         .fetch_one(self.pool())

@@ -1,7 +1,8 @@
 //! The one place a row lock is taken, and the one order locks are taken in.
 //!
 //! Guarantees: every `SELECT ... FOR UPDATE` of the gate's Rust is the one
-//! in [`lock`] and [`lock_all`] (a test parses `gate/src` and fails if any
+//! in [`lock`] and [`lock_all`], and the one advisory lock is the one in
+//! [`lock_idempotency_key`] (a test parses `gate/src` and fails if any
 //! other file holds a row-lock clause). They take a key, never a row: they
 //! return the row as read under the lock, so a caller always decides on the
 //! locked, current version and never on a copy it read before. The only
@@ -33,7 +34,11 @@
 //! 2. the checkout authority (only a payment locks one, to consume it, and
 //!    only before its request: no operation locks an authority after a
 //!    request);
-//! 3. the request;
+//! 3. the request (a keyed proposal, before its request exists, holds the
+//!    request's idempotency key instead: [`lock_idempotency_key`], a
+//!    transaction-scoped advisory lock on a hash of tenant, agent and key,
+//!    taken before anything else the proposal locks, so copies of one keyed
+//!    proposal decide one after another whatever day row each would lock);
 //! 4. the tenant's day of reservations in one currency (`decision_state`);
 //! 5. delegation hops, from the leaf upwards (a revocation locks the revoked
 //!    branch deepest first, and a release walks from the leaf to the root);
@@ -227,6 +232,31 @@ pub(crate) async fn lock_all<'k, T: Lockable>(
     sql.push_str(T::STRENGTH.clause());
     let query = sqlx::query_as::<_, T>(sqlx::AssertSqlSafe(sql));
     key.bind(query).fetch_all(conn).await
+}
+
+/// The idempotency key's lock: `agent`'s `key` in `tenant`, held until the
+/// transaction ends (`pg_advisory_xact_lock` on a 64-bit hash of the three,
+/// joined by a character no identifier holds). It ranks with the request it
+/// stands for (item 3 of the lock order); a proposal takes it first, so two
+/// copies of one keyed proposal never decide at once: the later one reads
+/// the earlier one's request and replays it or is `IDEMPOTENCY_KEY_REUSED`.
+/// Two keys whose hashes meet only wait for each other.
+pub(crate) async fn lock_idempotency_key(
+    conn: &mut PgConnection,
+    tenant: &str,
+    agent: &str,
+    key: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "/* lock order 3: the request (its idempotency key) */ \
+         SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2 || '/' || $3, 0))",
+    )
+    .bind(tenant)
+    .bind(agent)
+    .bind(key)
+    .execute(conn)
+    .await
+    .map(|_| ())
 }
 
 #[cfg(test)]

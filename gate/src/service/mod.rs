@@ -65,7 +65,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 pub use checkout::AUTHORITY_TTL_MINUTES;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::ServiceError;
-pub use grants::Grant;
+pub use grants::{Grant, HopTerms};
 pub use invariants::Invariants;
 pub use ledger::{
     Anchor, AnchorError, ChainHead, ChainReport, LedgerBreak, LedgerKey, LedgerKeyError,

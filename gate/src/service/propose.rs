@@ -6,7 +6,9 @@
 //! `ACTOR_NOT_PERMITTED` for a human: humans do not use the agent-facing
 //! call), then the idempotency key (the same key with the same bytes returns
 //! the FIRST decision and writes nothing; the same key with other bytes is
-//! `IDEMPOTENCY_KEY_REUSED`), then the pure engine with the spend state read
+//! `IDEMPOTENCY_KEY_REUSED`; copies sent at once decide one at a time under
+//! the key's own lock, so they get one decision whatever races them, never
+//! an engine error), then the pure engine with the spend state read
 //! under the tenant's day lock. On allow, the daily and delegation budgets
 //! are reserved in the same transaction as the request row (a refusal by the
 //! database becomes the matching budget refusal). Every proposal from a known
@@ -29,6 +31,7 @@ use super::decision_state::{self, Ask, FirstRequest, ProposalState, State};
 use super::error::{Ctx, ServiceError};
 use super::identity;
 use super::ledger::{self, Entry};
+use super::lock::lock_idempotency_key;
 use super::request_state::RequestState;
 use super::requests::{self, Birth, NewRequest};
 use super::world_cache::World;
@@ -72,6 +75,14 @@ impl<P: PaymentProvider> Gate<P> {
         let found = match identity::refused_unasked(&mut tx, tenant, actor).await? {
             Some(refusal) => Err(refusal),
             None => {
+                // Copies of one keyed proposal decide one at a time, whatever
+                // races them (a new policy, another currency, midnight):
+                // each later copy reads the first one's request.
+                if let Some(key) = stored_key {
+                    lock_idempotency_key(&mut tx, tenant, actor, key)
+                        .await
+                        .ctx("locking the idempotency key")?;
+                }
                 let may_judge = forced.is_none();
                 self.locked_state(&mut tx, tenant, actor, stored_key, may_judge, now)
                     .await?

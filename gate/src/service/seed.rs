@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::Gate;
 use super::error::{Ctx, ServiceError};
-use super::grants::{Grant, insert_delegation};
+use super::grants::{Grant, Under, insert_delegation};
 use super::ledger::{self, Entry};
 use crate::catalog::CatalogItem;
 use crate::policy::Policy;
@@ -137,9 +137,13 @@ impl<P: PaymentProvider> Gate<P> {
         let mut entries = Vec::new();
         for (t, policy) in seed.tenants.iter().zip(&rows.policies) {
             for g in &t.delegations {
-                let root = t.people.iter().any(|p| p.id == g.from);
+                let under = if t.people.iter().any(|p| p.id == g.from) {
+                    Under::Root { grantor: &g.from }
+                } else {
+                    Under::Parent(&g.from)
+                };
                 if let Err((reason, constraint)) =
-                    insert_delegation(&mut tx, &t.id, g, root, now).await?
+                    insert_delegation(&mut tx, &t.id, &g.terms(), under, now).await?
                 {
                     return Err(ServiceError::SeedRefused {
                         what: format!(

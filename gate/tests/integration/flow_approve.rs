@@ -183,7 +183,7 @@ async fn an_approved_request_uses_a_new_delegation_granted_meanwhile() -> TestRe
             skus: None,
             expires_at: None,
         };
-        assert!(w.gate.grant("acme", &grant).await?.is_ok());
+        assert!(w.gate.grant_as_written("acme", &grant).await?.is_ok());
         let p = w.propose_as("procurement-agent", "CLOUD-TEAM", 1).await?;
         assert_eq!(p.decision, Decision::StepUp(Reason::ApprovalRequired));
         assert!(

@@ -259,7 +259,7 @@ async fn velocity_counts_recorded_proposals_of_this_agent_only() -> TestResult {
 async fn the_daily_cap_is_inclusive_across_agents() -> TestResult {
     on_world(async |w| {
         w.gate
-            .grant(
+            .grant_as_written(
                 "acme",
                 &gate::service::Grant {
                     id: "d-proc".into(),

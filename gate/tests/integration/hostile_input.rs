@@ -229,7 +229,7 @@ async fn hostile_identifiers_in_human_operations_get_the_spec_code() -> TestResu
                 format!("grant id {what}"),
                 Reason::DelegationInvalid,
                 w.gate
-                    .grant(
+                    .grant_as_written(
                         "acme",
                         &grant(&bad, "finance-lead", "procurement-agent", None)
                     )
@@ -241,7 +241,7 @@ async fn hostile_identifiers_in_human_operations_get_the_spec_code() -> TestResu
                 format!("grant sku scope {what}"),
                 Reason::DelegationInvalid,
                 w.gate
-                    .grant(
+                    .grant_as_written(
                         "acme",
                         &grant(
                             "d-new",
@@ -258,7 +258,7 @@ async fn hostile_identifiers_in_human_operations_get_the_spec_code() -> TestResu
                 format!("grant from {what}"),
                 Reason::DelegationGrantorNotPermitted,
                 w.gate
-                    .grant("acme", &grant("d-new", &bad, "procurement-agent", None))
+                    .grant_as_written("acme", &grant("d-new", &bad, "procurement-agent", None))
                     .await?
                     .decision
             );
@@ -267,7 +267,7 @@ async fn hostile_identifiers_in_human_operations_get_the_spec_code() -> TestResu
                 format!("grant to {what}"),
                 Reason::ActorUnknown,
                 w.gate
-                    .grant("acme", &grant("d-new", "finance-lead", &bad, None))
+                    .grant_as_written("acme", &grant("d-new", "finance-lead", &bad, None))
                     .await?
                     .decision
             );
@@ -471,24 +471,36 @@ async fn operators_changes_are_validated_before_they_are_stored() -> TestResult 
         };
         assert!(
             w.gate
-                .grant("acme", &grant("d-p", "d-buyer"))
+                .grant_as_written("acme", &grant("d-p", "d-buyer"))
                 .await?
                 .is_ok()
         );
-        let again = w.gate.grant("acme", &grant("d-p", "d-buyer")).await?;
+        let again = w
+            .gate
+            .grant_as_written("acme", &grant("d-p", "d-buyer"))
+            .await?;
         assert_eq!(again.decision, Decision::Deny(Reason::DelegationInvalid));
         assert!(w.gate.revoke("acme", "d-p", "finance-lead").await?.is_ok());
-        let reused = w.gate.grant("acme", &grant("d-p", "finance-lead")).await?;
+        let reused = w
+            .gate
+            .grant_as_written("acme", &grant("d-p", "finance-lead"))
+            .await?;
         assert_eq!(reused.decision, Decision::Deny(Reason::DelegationInvalid));
         // Eight hops are fine; a ninth is refused at grant time.
         let mut parent = "d-buyer".to_owned();
         for hop in 2..=8 {
             let id = format!("d-hop{hop}");
-            let o = w.gate.grant("acme", &grant(&id, &parent)).await?;
+            let o = w
+                .gate
+                .grant_as_written("acme", &grant(&id, &parent))
+                .await?;
             assert!(o.is_ok(), "hop {hop}: {o:?}");
             parent = id;
         }
-        let ninth = w.gate.grant("acme", &grant("d-hop9", &parent)).await?;
+        let ninth = w
+            .gate
+            .grant_as_written("acme", &grant("d-hop9", &parent))
+            .await?;
         assert_eq!(
             ninth.decision,
             Decision::Deny(Reason::DelegationDepthExceeded)
@@ -519,7 +531,7 @@ async fn a_call_naming_an_unknown_tenant_writes_nothing() -> TestResult {
             w.gate.revoke("nobody", "d-buyer", "finance-lead").await?,
             w.gate.set_policy("nobody", &PolicyPatch::default()).await?,
             w.gate
-                .grant(
+                .grant_as_written(
                     "nobody",
                     &Grant {
                         id: "d-x".into(),
@@ -540,15 +552,15 @@ async fn a_call_naming_an_unknown_tenant_writes_nothing() -> TestResult {
     .await
 }
 
-/// A delegation that expires after year 9999 (a far instant the grant
-/// accepts) is read and judged like any other: its instant comes back from
-/// the decision's state read as a number, not as timestamp text no RFC 3339
-/// reader takes, so the proposal is decided, never an engine error.
+/// A delegation that expires at the last instant an operator may send (the
+/// end of year 9999) is read and judged like any other: its instant comes
+/// back from the decision's state read as a number, not as timestamp text,
+/// so the proposal is decided, never an engine error.
 #[tokio::test]
-async fn a_delegation_expiring_after_year_9999_still_decides() -> TestResult {
+async fn a_delegation_expiring_at_the_end_of_year_9999_still_decides() -> TestResult {
     on_world(async |w| {
-        let far = chrono::DateTime::<chrono::Utc>::from_timestamp(253_402_300_800, 0)
-            .expect("10000-01-01T00:00:00Z");
+        let far = chrono::DateTime::<chrono::Utc>::from_timestamp(253_402_300_799, 999_999_000)
+            .expect("9999-12-31T23:59:59.999999Z");
         let grant = gate::service::Grant {
             id: "d-far".into(),
             from: "finance-lead".into(),
@@ -557,7 +569,7 @@ async fn a_delegation_expiring_after_year_9999_still_decides() -> TestResult {
             skus: None,
             expires_at: Some(far),
         };
-        assert!(w.gate.grant("acme", &grant).await?.is_ok());
+        assert!(w.gate.grant_as_written("acme", &grant).await?.is_ok());
         let p = w
             .gate
             .propose("acme", "procurement-agent", &body("CLOUD-STARTER", 1), None)

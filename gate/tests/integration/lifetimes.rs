@@ -164,7 +164,7 @@ async fn revoking_an_unspent_child_returns_its_allocation_to_the_parent() -> Tes
         // d-buyer holds 200000; the child takes 150000 of it.
         assert!(
             w.gate
-                .grant(
+                .grant_as_written(
                     "acme",
                     &grant("d-child", "d-buyer", "procurement-agent", 150_000)
                 )
@@ -194,7 +194,7 @@ async fn a_reservation_under_a_revoked_branch_comes_back_when_its_request_ends()
     on_world(async |w| {
         assert!(
             w.gate
-                .grant(
+                .grant_as_written(
                     "acme",
                     &grant("d-child", "d-buyer", "procurement-agent", 100_000)
                 )
@@ -203,7 +203,7 @@ async fn a_reservation_under_a_revoked_branch_comes_back_when_its_request_ends()
         );
         assert!(
             w.gate
-                .grant(
+                .grant_as_written(
                     "acme",
                     &grant("d-leaf", "d-child", "renewals-agent", 80_000)
                 )

@@ -34,6 +34,7 @@ mod ledger;
 mod lifetimes;
 mod outside_audit_gaps;
 mod outside_audit_pure;
+mod outside_gate;
 mod policy_properties;
 mod provider_lies;
 mod purity;

@@ -81,7 +81,7 @@ async fn last_entry(w: &World, kind: &str, subject: &str) -> Res<Value> {
 async fn spend_400000_elsewhere(w: &World) -> TestResult {
     let g = w
         .gate
-        .grant(
+        .grant_as_written(
             "acme",
             &grant("d-proc-own", "finance-lead", "procurement-agent", 400000),
         )
@@ -214,7 +214,7 @@ async fn a_child_granted_its_untouched_parents_whole_budget_spends_through_a_par
     };
     let g = w
         .gate
-        .grant(
+        .grant_as_written(
             "acme",
             &grant("d-all", "d-buyer", "procurement-agent", 200000),
         )
@@ -314,7 +314,7 @@ async fn an_agent_whose_oldest_delegation_is_spent_buys_through_its_next_one() -
         allowed(w, "buyer-agent", "SNACK-BOX", 4).await?;
         let g = w
             .gate
-            .grant(
+            .grant_as_written(
                 "acme",
                 &grant("d-extra", "finance-lead", "buyer-agent", 100000),
             )
@@ -341,7 +341,7 @@ async fn a_reused_delegation_id_is_refused_before_the_database_sees_it() -> Test
     on_world(async |w| {
         let again = w
             .gate
-            .grant(
+            .grant_as_written(
                 "acme",
                 &grant("d-buyer", "finance-lead", "buyer-agent", 1000),
             )
@@ -397,14 +397,14 @@ async fn a_ninth_hop_is_refused_by_the_engine_before_the_database_sees_it() -> T
             let id = format!("d-deep{hop}");
             let o = w
                 .gate
-                .grant("acme", &grant(&id, &parent, "procurement-agent", 1000))
+                .grant_as_written("acme", &grant(&id, &parent, "procurement-agent", 1000))
                 .await?;
             assert!(o.is_ok(), "hop {hop}: {o:?}");
             parent = id;
         }
         let ninth = w
             .gate
-            .grant(
+            .grant_as_written(
                 "acme",
                 &grant("d-deep9", &parent, "procurement-agent", 1000),
             )

@@ -66,7 +66,7 @@ async fn prepare(w: &World) -> Result<Prepared, Error> {
     ] {
         assert!(
             w.gate
-                .grant("acme", &grant(id, "finance-lead", to, budget))
+                .grant_as_written("acme", &grant(id, "finance-lead", to, budget))
                 .await?
                 .is_ok()
         );
@@ -146,7 +146,7 @@ async fn operation(w: Arc<World>, p: Arc<Prepared>, i: usize) -> Result<Decision
                 "renewals-agent"
             };
             w.gate
-                .grant("acme", &grant(&format!("d-race-{k}"), parent, to, 50_000))
+                .grant_as_written("acme", &grant(&format!("d-race-{k}"), parent, to, 50_000))
                 .await?
                 .decision
         }

@@ -108,7 +108,7 @@ async fn sixty_four_proposals_never_overspend_the_daily_budget() -> TestResult {
             skus: None,
             expires_at: None,
         };
-        assert!(w.gate.grant("acme", &big).await?.is_ok());
+        assert!(w.gate.grant_as_written("acme", &big).await?.is_ok());
         let decisions = race_proposals(w, "procurement-agent", "CLOUD-STARTER", 1).await?;
         // 8 × 60000 = 480000 ≤ 500000 < 9 × 60000.
         assert_eq!(count(&decisions, &Decision::Allow), 8, "{decisions:?}");
@@ -354,7 +354,7 @@ async fn sixty_four_sibling_grants_never_oversubscribe_their_parent() -> TestRes
                 skus: None,
                 expires_at: None,
             };
-            Ok(gate.grant("acme", &g).await?)
+            Ok(gate.grant_as_written("acme", &g).await?)
         }
     })
     .await?;

@@ -135,7 +135,7 @@ async fn hostile_tenants_in_operator_calls_are_unknown_tenants() -> TestResult {
         for bad in hostile_tenants() {
             let o = w
                 .gate
-                .grant(bad, &grant("d-new", "finance-lead", 1000))
+                .grant_as_written(bad, &grant("d-new", "finance-lead", 1000))
                 .await?;
             assert_eq!(o.decision, Decision::Deny(Reason::TenantUnknown), "{bad:?}");
         }
@@ -154,7 +154,7 @@ async fn two_revocations_of_one_branch_at_once_return_its_allocation_once() -> T
     on_world(async |w| {
         assert!(
             w.gate
-                .grant("acme", &grant("d-child", "d-buyer", 150_000))
+                .grant_as_written("acme", &grant("d-child", "d-buyer", 150_000))
                 .await?
                 .is_ok()
         );

@@ -22,7 +22,7 @@ use anyhow::{Context, Result, anyhow};
 use gate::Decision;
 use gate::provider::InProcessProvider;
 use gate::service::webhook::{EVENT_CAPTURED, ProviderEvent, sign_webhook};
-use gate::service::{Gate, Grant, ManualClock, Outcome};
+use gate::service::{Gate, HopTerms, ManualClock, Outcome};
 use scenarios::generate::standard_world;
 use serde::Serialize;
 use sqlx::PgPool;
@@ -137,15 +137,22 @@ fn step(
     }
 }
 
-fn grant(id: &str, from: &str, to: &str, budget_paise: i64) -> Grant {
-    Grant {
+/// A hop below `parent`, granted by the tenant's operator (finance-lead).
+async fn grant(
+    gate: &Gate<InProcessProvider>,
+    id: &str,
+    parent: &str,
+    to: &str,
+    budget_paise: i64,
+) -> Result<Outcome> {
+    let hop = HopTerms {
         id: id.to_owned(),
-        from: from.to_owned(),
         to: to.to_owned(),
         budget_paise,
         skus: None,
         expires_at: None,
-    }
+    };
+    Ok(gate.grant(ACME, "finance-lead", Some(parent), &hop).await?)
 }
 
 fn proposal(sku: &str, quantity: u32) -> Vec<u8> {
@@ -163,15 +170,8 @@ pub async fn delegation_tour(pool: &PgPool) -> Result<TourReport> {
     let rows = Rows(pool);
     let mut steps = Vec::new();
 
-    let a = gate
-        .grant(
-            ACME,
-            &grant("d-proc", "d-buyer", "procurement-agent", 100000),
-        )
-        .await?;
-    let b = gate
-        .grant(ACME, &grant("d-ren", "d-proc", "renewals-agent", 50000))
-        .await?;
+    let a = grant(&gate, "d-proc", "d-buyer", "procurement-agent", 100000).await?;
+    let b = grant(&gate, "d-ren", "d-proc", "renewals-agent", 50000).await?;
     let granted = Outcome {
         decision: if a.is_ok() { b.decision } else { a.decision },
         id: b.id.clone(),
@@ -246,9 +246,7 @@ pub async fn delegation_tour(pool: &PgPool) -> Result<TourReport> {
         readback,
     });
 
-    let sibling = gate
-        .grant(ACME, &grant("d-sib", "d-proc", "buyer-agent", 50001))
-        .await?;
+    let sibling = grant(&gate, "d-sib", "d-proc", "buyer-agent", 50001).await?;
     let mut readback = rows.hop("d-proc").await?;
     readback.push(
         rows.int(

@@ -11,7 +11,7 @@ use gate::db::FreshDatabase;
 use gate::provider::InProcessProvider;
 use gate::service::standard;
 use gate::service::{
-    Gate, ManualClock, Outcome, ProposeOutcome, ProviderEvent, ServiceError, sign_webhook,
+    Gate, Grant, ManualClock, Outcome, ProposeOutcome, ProviderEvent, ServiceError, sign_webhook,
 };
 use gate::{Decision, Reason};
 use sqlx::PgPool;
@@ -246,6 +246,30 @@ pub fn assert_refused_by<T: std::fmt::Debug>(result: Result<T, sqlx::Error>, gua
                 named.as_deref() == Some(guard) || message.contains(guard),
                 "expected {guard} to refuse, got constraint {named:?}: {message}"
             );
+        }
+    }
+}
+
+/// A grant as a world file or a scenario's `grant` step writes it, made
+/// through the gate's call: `from` a delegation id (`d-…`) is a hop below
+/// it made by the tenant's operator (acme's finance-lead, globex's
+/// globex-finance); anything else is a root hop made by `from` itself.
+pub trait GrantAsWritten {
+    async fn grant_as_written(&self, tenant: &str, g: &Grant) -> Result<Outcome, ServiceError>;
+}
+
+impl GrantAsWritten for Gate<InProcessProvider> {
+    async fn grant_as_written(&self, tenant: &str, g: &Grant) -> Result<Outcome, ServiceError> {
+        if g.from.starts_with("d-") {
+            let operator = if tenant == "globex" {
+                "globex-finance"
+            } else {
+                "finance-lead"
+            };
+            self.grant(tenant, operator, Some(&g.from), &g.terms())
+                .await
+        } else {
+            self.grant(tenant, &g.from, None, &g.terms()).await
         }
     }
 }

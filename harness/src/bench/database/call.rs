@@ -45,9 +45,13 @@ pub(super) enum Call {
     Expire {
         tenants: Vec<String>,
     },
+    /// `caller` grants a hop: a root hop (`parent: None`, the caller its
+    /// grantor) or one below `parent`.
     Grant {
         tenant: String,
-        grant: gate::service::Grant,
+        caller: String,
+        parent: Option<String>,
+        hop: gate::service::HopTerms,
     },
     Revoke {
         tenant: String,
@@ -172,7 +176,16 @@ impl Call {
                 expiry_sweep(gate, &tenants).await?;
                 return Ok((operation(Decision::Allow, ok), None, None));
             }
-            Call::Grant { tenant, grant } => (gate.grant(&tenant, &grant).await?, ok),
+            Call::Grant {
+                tenant,
+                caller,
+                parent,
+                hop,
+            } => (
+                gate.grant(&tenant, &caller, parent.as_deref(), &hop)
+                    .await?,
+                ok,
+            ),
             Call::Revoke {
                 tenant,
                 delegation,

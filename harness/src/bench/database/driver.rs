@@ -30,6 +30,8 @@ pub(super) struct Driver<'a> {
     /// Orders the provider created for a `pay` it answered too late: the
     /// gate has not recorded them (until reconcile does).
     pub(super) unanswered: std::collections::BTreeSet<String>,
+    /// (tenant, id) of every hop a `grant` step of the scenario named so far.
+    pub(super) granted: std::collections::BTreeSet<(String, String)>,
 }
 
 pub(super) async fn run_in(pool: PgPool, scenario: Scenario, world: World) -> Run {
@@ -151,6 +153,38 @@ impl<'a> Driver<'a> {
             event_counter: 0,
             guards: Default::default(),
             unanswered: Default::default(),
+            granted: Default::default(),
+        }
+    }
+
+    /// The gate's call for a `grant` step. `from` names a delegation (one of
+    /// the world's, or one an earlier `grant` step of the scenario named):
+    /// a hop below it, made by the tenant's operator (its first human who
+    /// may approve or operate). Anything else is a root hop made by `from`
+    /// itself, whom the gate then judges as a grantor.
+    pub(super) fn grant_call(&mut self, tenant: String, g: &gate::service::Grant) -> Call {
+        let seeded = self.world.tenant(&tenant);
+        let below = seeded.is_some_and(|t| t.delegations.iter().any(|d| d.id == g.from))
+            || self.granted.contains(&(tenant.clone(), g.from.clone()));
+        self.granted.insert((tenant.clone(), g.id.clone()));
+        let (caller, parent) = if below {
+            let operator = seeded
+                .and_then(|t| {
+                    t.people
+                        .iter()
+                        .find(|p| p.may_approve || p.is_operator)
+                        .map(|p| p.id.clone())
+                })
+                .unwrap_or_default();
+            (operator, Some(g.from.clone()))
+        } else {
+            (g.from.clone(), None)
+        };
+        Call::Grant {
+            tenant,
+            caller,
+            parent,
+            hop: g.terms(),
         }
     }
     /// The id a named earlier step produced; a name with no id becomes an id
@@ -369,10 +403,7 @@ impl<'a> Driver<'a> {
                     event_id: Some(event_id),
                 }
             }
-            Verb::Grant(g) => Call::Grant {
-                tenant,
-                grant: g.clone(),
-            },
+            Verb::Grant(g) => self.grant_call(tenant, g),
             Verb::Revoke(r) => Call::Revoke {
                 tenant,
                 delegation: r.delegation.clone(),

@@ -244,10 +244,11 @@ impl Wire {
                 actor,
                 "revocations by an actor that is no human of the tenant",
             ),
-            Call::Grant { tenant, grant } => self
-                .admin(tenant, Some(&grant.from))
-                .map(|(_, t)| Some(t))
-                .ok_or("grants in a tenant with no administrator key"),
+            Call::Grant { tenant, caller, .. } => self
+                .held(tenant, caller)
+                .filter(|h| h.admin)
+                .map(|h| Some(h.token.clone()))
+                .ok_or("grants by an actor who may not administer the tenant"),
             Call::SetPrice { tenant, .. } | Call::SetPolicy { tenant, .. } => self
                 .admin(tenant, None)
                 .map(|(_, t)| Some(t))
@@ -317,20 +318,19 @@ impl Wire {
                 Vec::new(),
                 DecisionKind::Ok,
             ),
-            Call::Grant { tenant, grant } => {
-                // The service's grantor is the caller, or the `parent` the
-                // body names: either way the gate gets `from` as written.
-                let caller = self.admin(tenant, Some(&grant.from)).map(|(a, _)| a);
+            Call::Grant { parent, hop, .. } => {
+                // The service's grantor is the caller (the key's actor), or
+                // the `parent` the body names.
                 let mut body = json!({
-                    "id": grant.id, "to": grant.to, "budget_paise": grant.budget_paise,
+                    "id": hop.id, "to": hop.to, "budget_paise": hop.budget_paise,
                 });
-                if caller.as_deref() != Some(grant.from.as_str()) {
-                    body["parent"] = json!(grant.from);
+                if let Some(parent) = parent {
+                    body["parent"] = json!(parent);
                 }
-                if let Some(skus) = &grant.skus {
+                if let Some(skus) = &hop.skus {
                     body["skus"] = json!(skus);
                 }
-                if let Some(at) = &grant.expires_at {
+                if let Some(at) = &hop.expires_at {
                     body["expires_at"] = json!(at);
                 }
                 req(

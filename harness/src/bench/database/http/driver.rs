@@ -394,7 +394,7 @@ pub(super) fn call_actor(call: &Call) -> Option<String> {
         | Call::Revoke { actor, .. } => Some(actor.clone()),
         Call::Approve { approver, .. } => Some(approver.clone()),
         Call::Pay { actor, .. } => actor.clone(),
-        Call::Grant { grant, .. } => Some(grant.from.clone()),
+        Call::Grant { caller, .. } => Some(caller.clone()),
         _ => None,
     }
 }
