@@ -33,6 +33,7 @@ mod ledger;
 mod lifetimes;
 mod outside_audit_gaps;
 mod outside_audit_pure;
+mod outside_webhook;
 mod policy_properties;
 mod provider_lies;
 mod purity;
