@@ -135,6 +135,65 @@ impl<'de> Deserialize<'de> for UniqueObject {
     }
 }
 
+/// Whether `bytes` are one JSON value whose objects, at every depth, each
+/// have distinct keys (keys compared after unescaping, so `"a"` and
+/// `"\u0061"` are one key). The same rule as [`UniqueObject`], for bodies
+/// read whole by another parser: a duplicate key anywhere is ambiguous.
+pub(crate) fn has_distinct_keys(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<DistinctKeys>(bytes).is_ok()
+}
+
+/// Any JSON value, refused when one of its objects repeats a key.
+struct DistinctKeys;
+
+impl<'de> Deserialize<'de> for DistinctKeys {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct AnyVisitor;
+        impl<'de> Visitor<'de> for AnyVisitor {
+            type Value = DistinctKeys;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value whose objects have distinct keys")
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<DistinctKeys, E> {
+                Ok(DistinctKeys)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<DistinctKeys, E> {
+                Ok(DistinctKeys)
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<DistinctKeys, E> {
+                Ok(DistinctKeys)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<DistinctKeys, E> {
+                Ok(DistinctKeys)
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<DistinctKeys, E> {
+                Ok(DistinctKeys)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<DistinctKeys, E> {
+                Ok(DistinctKeys)
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<DistinctKeys, A::Error> {
+                while seq.next_element::<DistinctKeys>()?.is_some() {}
+                Ok(DistinctKeys)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<DistinctKeys, A::Error> {
+                let mut seen = std::collections::BTreeSet::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if !seen.insert(key) {
+                        return Err(de::Error::custom("duplicate key"));
+                    }
+                    map.next_value::<DistinctKeys>()?;
+                }
+                Ok(DistinctKeys)
+            }
+        }
+        deserializer.deserialize_any(AnyVisitor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +270,23 @@ mod tests {
         ] {
             assert_eq!(parse(body), Err(Reason::ProposalMalformed), "{body}");
         }
+    }
+
+    #[test]
+    fn a_duplicate_key_at_any_depth_is_found() {
+        assert!(has_distinct_keys(
+            br#"{"a":{"b":[{"c":1,"d":2}]},"e":null}"#
+        ));
+        assert!(has_distinct_keys(br#"[1,"x",true,null,1.5,{}]"#));
+        for body in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":{"b":1,"b":1}}"#,
+            r#"{"a":[{"c":1},{"c":1,"c":2}]}"#,
+            r#"{"amount":1,"\u0061mount":2}"#,
+        ] {
+            assert!(!has_distinct_keys(body.as_bytes()), "{body}");
+        }
+        assert!(!has_distinct_keys(b"not json"));
     }
 
     #[test]

@@ -557,6 +557,7 @@ async fn healthz<P: PaymentProvider + 'static>(State(s): Shared<P>) -> Response 
             "status": if reachable { "ok" } else { "degraded" },
             "database": if reachable { "reachable" } else { "unreachable" },
             "provider": s.config.provider_mode,
+            "untenanted_refusals": s.gate.untenanted_refusals(),
             "version": env!("CARGO_PKG_VERSION"),
         })),
     )

@@ -105,8 +105,13 @@ async fn healthz_reports_database_provider_and_version_and_nothing_else() -> Tes
     assert_eq!(
         body,
         json!({"status": "ok", "database": "reachable", "provider": "in-process",
-               "version": env!("CARGO_PKG_VERSION")})
+               "untenanted_refusals": 0, "version": env!("CARGO_PKG_VERSION")})
     );
+    // An unsigned provider event names no tenant: counted where health shows it.
+    let unsigned = s.post("/webhooks/razorpay", None, "{}").await?;
+    assert!(unsigned.status().is_client_error(), "{}", unsigned.status());
+    let (_, body) = answer(s.get("/healthz", None).await?).await?;
+    assert_eq!(body["untenanted_refusals"], 1, "{body}");
     let text = body.to_string();
     assert!(
         !text.contains("postgres") && !text.contains("whsec"),

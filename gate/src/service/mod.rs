@@ -102,6 +102,7 @@ pub struct Gate<P> {
     provider_timeout: Duration,
     worlds: WorldCache,
     turns: Turns,
+    untenanted: refusal::Untenanted,
 }
 
 impl<P: std::fmt::Debug> std::fmt::Debug for Gate<P> {
@@ -172,6 +173,7 @@ impl<P: PaymentProvider> Gate<P> {
             provider_timeout: DEFAULT_PROVIDER_TIMEOUT,
             worlds: WorldCache::default(),
             turns: Turns::default(),
+            untenanted: refusal::Untenanted::default(),
         })
     }
 
@@ -250,6 +252,11 @@ impl<P: PaymentProvider> Gate<P> {
     /// Each tenant's turns at the pool for its proposals ([`turns`]).
     pub(crate) fn turns(&self) -> &Turns {
         &self.turns
+    }
+
+    /// The count of refusals no tenant's ledger could hold ([`refusal`]).
+    pub(crate) fn untenanted(&self) -> &refusal::Untenanted {
+        &self.untenanted
     }
 
     pub(crate) fn previous_secret(&self) -> Option<&[u8]> {

@@ -107,7 +107,8 @@ impl<P: PaymentProvider> Gate<P> {
         };
         let who = identity::resolve(&mut tx, tenant, actor).await?;
         if who == Err(Reason::TenantUnknown) {
-            tx.rollback().await.ctx("ending a refused payment")?;
+            self.close_refused(tx, now, refuse(None, Reason::TenantUnknown))
+                .await?;
             return Ok(Err(Reason::TenantUnknown));
         }
         // The authority, locked where it is found, and the agent that asked

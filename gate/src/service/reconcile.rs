@@ -20,8 +20,10 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
+use sqlx::PgConnection;
 
 use super::error::{Ctx, ServiceError};
 use super::ledger::{self, Entry};
@@ -29,7 +31,7 @@ use super::lock::{RequestKey, lock};
 use super::pay::{insert_order, matches_request};
 use super::request_state::RequestState;
 use super::requests::Transition;
-use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, RequestRow};
+use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, OrderRow, RequestRow};
 use super::webhook::{Applied, Source, apply_payment, find_order};
 use super::{Gate, Outcome};
 use crate::ident::is_ident;
@@ -80,6 +82,13 @@ impl Books {
         self.captured_paise == provider_captured_paise
             && self.unbalanced_days.is_empty()
             && self.unbalanced_hops.is_empty()
+    }
+
+    /// [`Books::balanced`] once a reconcile has run: a capture kept for
+    /// reconcile is money the provider took, so none may still be off the
+    /// books.
+    pub fn balanced_after_reconcile(&self, provider_captured_paise: i64) -> bool {
+        self.balanced(provider_captured_paise) && self.kept_unsettled == 0
     }
 }
 
@@ -151,7 +160,7 @@ impl<P: PaymentProvider> Gate<P> {
                     Applied::Captured => out.captured += 1,
                     Applied::NeedsReview { .. } => out.needs_review += 1,
                     Applied::Attempt => out.attempts += 1,
-                    Applied::AlreadyRecorded => {}
+                    Applied::AlreadyRecorded | Applied::OtherOrder => {}
                 }
             }
             out.failed += usize::from(settled.failed);
@@ -194,6 +203,7 @@ impl<P: PaymentProvider> Gate<P> {
             }
             ok
         });
+        let mut absent = false;
         match snapshot {
             Some(snap) => {
                 settled.order_recorded =
@@ -218,7 +228,7 @@ impl<P: PaymentProvider> Gate<P> {
                                 now,
                             )
                             .await?;
-                            if applied != Applied::AlreadyRecorded {
+                            if !matches!(applied, Applied::AlreadyRecorded | Applied::OtherOrder) {
                                 settled.applied.push(applied);
                                 request = lock(
                                     &mut tx,
@@ -245,16 +255,19 @@ impl<P: PaymentProvider> Gate<P> {
                     }
                 }
             }
-            None if request.state == RequestState::ProviderPending
-                && now > authority.expires_at =>
-            {
-                Transition::new(&request, RequestState::Failed)
-                    .because(Reason::AuthorityExpired)
-                    .apply(&mut tx, now)
-                    .await?;
-                settled.failed = true;
-            }
-            None => {}
+            None => absent = true,
+        }
+        // Captures kept for this authority are money: booked before a
+        // missing order could fail the request.
+        let booked = book_kept(&mut tx, authority, &mut request, now).await?;
+        settled.order_recorded |= booked.order_recorded;
+        settled.applied.extend(booked.applied.iter().copied());
+        if absent && request.state == RequestState::ProviderPending && now > authority.expires_at {
+            Transition::new(&request, RequestState::Failed)
+                .because(Reason::AuthorityExpired)
+                .apply(&mut tx, now)
+                .await?;
+            settled.failed = true;
         }
         let kept = sqlx::query(
             "UPDATE kept_captures SET settled_at = $3 \
@@ -296,6 +309,7 @@ impl<P: PaymentProvider> Gate<P> {
                     "payments": settled.applied.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>(),
                     "released_paise": if settled.failed { request.reserved_paise } else { 0 },
                     "kept_settled": settled.kept_settled,
+                    "kept_booked": booked.orders,
                 }),
             );
             ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
@@ -356,6 +370,132 @@ impl<P: PaymentProvider> Gate<P> {
             kept_unsettled,
         })
     }
+}
+
+/// What booking the kept captures of one authority did.
+#[derive(Debug, Default)]
+struct Booked {
+    order_recorded: bool,
+    applied: Vec<Applied>,
+    /// The order id each booked capture's event named.
+    orders: Vec<String>,
+}
+
+/// A capture kept for reconcile, as it was kept.
+#[derive(sqlx::FromRow)]
+struct KeptRow {
+    provider_order_id: String,
+    provider_payment_id: String,
+    amount_paise: i64,
+    currency: String,
+}
+
+/// Books every capture kept for `authority` that is still off the books, on
+/// the LOCKED `request` its receipt names: under the order the gate recorded
+/// for the authority, or, when it has none, under the kept capture's own
+/// order, recorded now. A request still PROVIDER_PENDING is CAPTURED by it;
+/// one that had moved on (its own order captured, failed, or reviewed
+/// already) goes to NEEDS_REVIEW with the money counted. `request` is
+/// re-read after each move.
+async fn book_kept(
+    conn: &mut PgConnection,
+    authority: &AuthorityRow,
+    request: &mut RequestRow,
+    now: DateTime<Utc>,
+) -> Result<Booked, ServiceError> {
+    let mut booked = Booked::default();
+    let kept: Vec<KeptRow> = sqlx::query_as(
+        "SELECT provider_order_id, provider_payment_id, amount_paise, currency FROM kept_captures k \
+         WHERE tenant_id = $1 AND authority_id = $2 AND settled_at IS NULL \
+           AND NOT EXISTS (SELECT 1 FROM provider_payments p \
+                WHERE p.provider_payment_id = k.provider_payment_id) \
+         ORDER BY received_at, event_id_sha256",
+    )
+    .bind(&authority.tenant_id)
+    .bind(&authority.id)
+    .fetch_all(&mut *conn)
+    .await
+    .ctx("reading kept captures off the books")?;
+    // Only a request that reached the provider can have been paid.
+    let reached = matches!(
+        request.state,
+        RequestState::ProviderPending
+            | RequestState::Captured
+            | RequestState::Failed
+            | RequestState::NeedsReview
+    );
+    if !kept.is_empty() && !reached {
+        tracing::warn!(authority = %authority.id, state = ?request.state,
+            "kept captures name a request that never reached the provider");
+        return Ok(booked);
+    }
+    for k in kept {
+        if k.amount_paise != authority.amount_paise
+            || k.currency != authority.currency
+            || !is_ident(&k.provider_payment_id)
+            || !is_ident(&k.provider_order_id)
+        {
+            continue;
+        }
+        let order = match order_of(conn, authority).await? {
+            Some(order) => order,
+            None => {
+                booked.order_recorded |=
+                    insert_order(conn, authority, &k.provider_order_id, now).await?;
+                match order_of(conn, authority).await? {
+                    Some(order) => order,
+                    None => {
+                        tracing::warn!(authority = %authority.id, order = %k.provider_order_id,
+                            "a kept capture's order is recorded for another authority");
+                        continue;
+                    }
+                }
+            }
+        };
+        let applied = apply_payment(
+            conn,
+            request,
+            &order,
+            &k.provider_payment_id,
+            true,
+            Source::Reconcile,
+            now,
+        )
+        .await?;
+        if matches!(applied, Applied::Captured | Applied::NeedsReview { .. }) {
+            *request = lock(
+                conn,
+                RequestKey {
+                    tenant: &authority.tenant_id,
+                    request: &authority.request_id,
+                },
+            )
+            .await
+            .ctx("re-reading the request")?
+            .ok_or_else(|| ServiceError::Corrupt {
+                what: format!("request {} vanished", authority.request_id),
+            })?;
+            booked.applied.push(applied);
+            booked.orders.push(k.provider_order_id);
+        }
+    }
+    Ok(booked)
+}
+
+/// The order the gate recorded for `authority`, if any.
+async fn order_of(
+    conn: &mut PgConnection,
+    authority: &AuthorityRow,
+) -> Result<Option<OrderRow>, ServiceError> {
+    sqlx::query_as(
+        "SELECT tenant_id, provider_order_id, request_id, amount_paise, currency \
+         FROM provider_orders WHERE tenant_id = $1 AND authority_id = $2",
+    )
+    .bind(&authority.tenant_id)
+    .bind(&authority.id)
+    .fetch_optional(&mut *conn)
+    .await
+    .ctx("reading the authority's order")
 }
 
 /// Kept for the outcome-shaped callers (the bench's `reconcile` verb).

@@ -15,9 +15,10 @@
 //!    `order.paid`, `payload.order.entity`). Only `payment.captured`,
 //!    `payment.failed` and `order.paid` act; any other signed event is
 //!    `WEBHOOK_EVENT_IGNORED`. A signed body that is not such an envelope,
-//!    whose payment and order entities disagree on order, amount or
-//!    currency, or whose payment status contradicts its event, is
-//!    `WEBHOOK_MALFORMED`; an order id outside the identifier grammar is
+//!    that writes a key twice in any object (whichever copy a parser kept,
+//!    the body is ambiguous), whose payment and order entities disagree on
+//!    order, amount or currency, or whose payment status contradicts its
+//!    event, is `WEBHOOK_MALFORMED`; an order id outside the identifier grammar is
 //!    `WEBHOOK_UNKNOWN_ORDER` (it never reaches SQL);
 //! 4. the event's own time may be at most 24 hours old (`WEBHOOK_STALE`) and
 //!    at most 5 minutes ahead of the gate's clock (`WEBHOOK_POST_DATED`); a
@@ -31,12 +32,19 @@
 //!    capture moves a PROVIDER_PENDING request to CAPTURED; for a request
 //!    that had already left PROVIDER_PENDING it is recorded all the same and
 //!    the request moves to NEEDS_REVIEW with the payment counted in the day's
-//!    and the hop's spend, even past a cap;
+//!    and the hop's spend, even past a cap. A payment id the books already
+//!    hold for another order names no payment of this one: the event is
+//!    `WEBHOOK_MALFORMED` and moves nothing;
 //! 7. a capture for an order the gate has not recorded (the provider answered
 //!    after the gate's timeout) whose order entity's receipt names one of the
-//!    gate's authorities, for that authority's amount and currency, is kept
-//!    in `kept_captures` for reconcile, not dropped; any other unknown order
-//!    is `WEBHOOK_UNKNOWN_ORDER`.
+//!    gate's consumed authorities, for that authority's amount and currency,
+//!    is kept in `kept_captures` for reconcile (which books it on the
+//!    authority's request), not dropped; any other unknown order is
+//!    `WEBHOOK_UNKNOWN_ORDER`;
+//! 8. every refusal ends through [`Gate::close_refused`]: on the ledger of
+//!    the tenant the event's order (or its receipt's authority) belongs to,
+//!    or, when it names nothing the gate knows (an unsigned or unreadable
+//!    body), counted in [`Gate::untenanted_refusals`] and logged.
 //!
 //! A browser callback never reaches this code: only signed provider events move state.
 
@@ -311,6 +319,11 @@ fn is_currency(c: &str) -> bool {
 /// for anything that is not the documented shape; `Err(WEBHOOK_UNKNOWN_ORDER)`
 /// for an order id outside the identifier grammar.
 pub(crate) fn parse_event(body: &[u8]) -> Result<Parsed, Reason> {
+    // A key written twice anywhere is ambiguous (parsers disagree on which
+    // value wins): the body is not one well-formed event.
+    if !crate::proposal::has_distinct_keys(body) {
+        return Err(Reason::WebhookMalformed);
+    }
     let value: Value = serde_json::from_slice(body).map_err(|_| Reason::WebhookMalformed)?;
     let head: EnvelopeHead =
         serde_json::from_value(value.clone()).map_err(|_| Reason::WebhookMalformed)?;
@@ -439,6 +452,9 @@ pub(crate) enum Applied {
     /// Money reached a request that had already ended: NEEDS_REVIEW, with
     /// this many paise counted past any cap.
     NeedsReview { counted_paise: i64 },
+    /// The payment id is on the books for another order: nothing recorded,
+    /// nothing moved, no ledger entry written.
+    OtherOrder,
 }
 
 /// Who reports a payment to [`apply_payment`], and so what it records.
@@ -523,6 +539,12 @@ pub(crate) async fn apply_payment(
     .await
     .ctx("recording a provider payment")?;
     if recorded.is_none() {
+        // Recorded already: this order's own payment, or another order's
+        // under the same id (which records and moves nothing).
+        let owner = payment_on_the_books(conn, payment_id).await?;
+        if owner.as_deref() != Some(order.provider_order_id.as_str()) {
+            return Ok(Applied::OtherOrder);
+        }
         return source.record(conn, now, Applied::AlreadyRecorded).await;
     }
     if !captured {
@@ -624,6 +646,51 @@ pub(crate) async fn authority_by_receipt(
         .ctx("looking up the receipt's authority")
 }
 
+/// The tenant a refused event belongs to, when it names something the gate
+/// knows: its order, else the authority its receipt names.
+async fn event_tenant(
+    conn: &mut PgConnection,
+    event: &Parsed,
+) -> Result<Option<String>, ServiceError> {
+    if let Some(order) = find_order(conn, &event.order_id).await? {
+        return Ok(Some(order.tenant_id));
+    }
+    Ok(match event.receipt.as_deref() {
+        Some(receipt) => authority_by_receipt(conn, receipt)
+            .await?
+            .map(|a| a.tenant_id),
+        None => None,
+    })
+}
+
+/// The order the books already hold a payment id for, if any.
+async fn payment_on_the_books(
+    conn: &mut PgConnection,
+    payment_id: &str,
+) -> Result<Option<String>, ServiceError> {
+    sqlx::query_scalar(
+        "SELECT provider_order_id FROM provider_payments WHERE provider_payment_id = $1",
+    )
+    .bind(payment_id)
+    .fetch_optional(&mut *conn)
+    .await
+    .ctx("looking up the event's payment id")
+}
+
+/// `WEBHOOK_MALFORMED` when the books hold `payment_id` for an order other
+/// than `order`: a provider's payment id names one payment, of one order.
+async fn payment_of_another_order(
+    conn: &mut PgConnection,
+    payment_id: &str,
+    order: &OrderRow,
+) -> Result<Option<Reason>, ServiceError> {
+    let owner = payment_on_the_books(conn, payment_id).await?;
+    if owner.is_some_and(|o| o != order.provider_order_id) {
+        return Ok(Some(Reason::WebhookMalformed));
+    }
+    Ok(None)
+}
+
 /// What the ledger may carry of an event id: the id itself when it is a
 /// plain identifier, else only its digest.
 fn ledger_subject(event_id: &str, digest: &str) -> String {
@@ -682,17 +749,10 @@ impl<P: PaymentProvider> Gate<P> {
         let (event, event_id, digest) = match (early, event_id, &digest) {
             (Ok(event), Some(id), Some(d)) => (event, id, d.clone()),
             (early, ..) => {
+                // Unsigned or unreadable: nothing names a tenant.
                 let reason = early.err().unwrap_or(Reason::WebhookMalformed);
-                ledger::append(
-                    &mut tx,
-                    self.ledger_key(),
-                    now,
-                    vec![refuse(None, reason, None)],
-                )
-                .await?;
-                tx.commit()
-                    .await
-                    .ctx("committing a refused provider event")?;
+                self.close_refused(tx, now, refuse(None, reason, None))
+                    .await?;
                 let outcome = Outcome::refused(reason);
                 return Ok(match (verified, event_id) {
                     (true, Some(id)) => outcome.with_id(id.to_owned()),
@@ -709,16 +769,9 @@ impl<P: PaymentProvider> Gate<P> {
             timing(&event, now)
         };
         if let Some(reason) = early {
-            ledger::append(
-                &mut tx,
-                self.ledger_key(),
-                now,
-                vec![refuse(None, reason, Some(&event))],
-            )
-            .await?;
-            tx.commit()
-                .await
-                .ctx("committing a refused provider event")?;
+            let tenant = event_tenant(&mut tx, &event).await?;
+            self.close_refused(tx, now, refuse(tenant.as_deref(), reason, Some(&event)))
+                .await?;
             return Ok(Outcome::refused(reason).with_id(event_id.to_owned()));
         }
         let Some(order) = find_order(&mut tx, &event.order_id).await? else {
@@ -727,28 +780,30 @@ impl<P: PaymentProvider> Gate<P> {
             } else {
                 Err(Reason::WebhookUnknownOrder)
             };
-            let entry = match &kept {
-                Ok(authority) => Entry::new(
-                    Some(&authority.tenant_id),
-                    "provider_event.kept",
-                    &subject,
-                    json!({
-                        "event_id_sha256": digest,
-                        "event": event,
-                        "authority": authority.id,
-                        "request": authority.request_id,
-                        "kept_for": "reconcile",
-                    }),
-                ),
-                Err(reason) => refuse(None, *reason, Some(&event)),
+            let authority = match kept {
+                Ok(authority) => authority,
+                Err(reason) => {
+                    let tenant = event_tenant(&mut tx, &event).await?;
+                    self.close_refused(tx, now, refuse(tenant.as_deref(), reason, Some(&event)))
+                        .await?;
+                    return Ok(Outcome::refused(reason).with_id(event_id.to_owned()));
+                }
             };
+            let entry = Entry::new(
+                Some(&authority.tenant_id),
+                "provider_event.kept",
+                &subject,
+                json!({
+                    "event_id_sha256": digest,
+                    "event": event,
+                    "authority": authority.id,
+                    "request": authority.request_id,
+                    "kept_for": "reconcile",
+                }),
+            );
             ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
             tx.commit().await.ctx("committing a provider event")?;
-            let outcome = match kept {
-                Ok(_) => Outcome::ok(event_id.to_owned()),
-                Err(reason) => Outcome::refused(reason).with_id(event_id.to_owned()),
-            };
-            return Ok(outcome);
+            return Ok(Outcome::ok(event_id.to_owned()));
         };
         let tenant = order.tenant_id.clone();
         let request: RequestRow = lock(
@@ -763,11 +818,17 @@ impl<P: PaymentProvider> Gate<P> {
         .ok_or_else(|| ServiceError::Corrupt {
             what: format!("the request of order {} vanished", order.provider_order_id),
         })?;
+        // What the event itself gets wrong against the books: amount,
+        // currency, or a payment id the books hold for another order.
+        let problem = match verdict(&event, order.amount_paise, &order.currency) {
+            Some(reason) => Some(reason),
+            None => payment_of_another_order(&mut tx, &event.payment_id, &order).await?,
+        };
         // Looked up again under the lock: a delivery that raced past the first
         // look-up sees the winner's row now. A duplicate outranks any other
         // refusal; when the event is otherwise good, the look-up rides on its
         // INSERT (one statement).
-        let refusal = match verdict(&event, order.amount_paise, &order.currency) {
+        let refusal = match problem {
             Some(_) if event_seen(&mut tx, &digest).await? => Some(Reason::WebhookDuplicate),
             Some(reason) => Some(reason),
             None => {
@@ -799,11 +860,8 @@ impl<P: PaymentProvider> Gate<P> {
             }
         };
         if let Some(reason) = refusal {
-            let entry = refuse(Some(&tenant), reason, Some(&event));
-            ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
-            tx.commit()
-                .await
-                .ctx("committing a refused provider event")?;
+            self.close_refused(tx, now, refuse(Some(&tenant), reason, Some(&event)))
+                .await?;
             return Ok(Outcome::refused(reason).with_id(event_id.to_owned()));
         }
         let entry = |applied| {
@@ -818,7 +876,7 @@ impl<P: PaymentProvider> Gate<P> {
             key: self.ledger_key(),
             entry: &entry,
         };
-        apply_payment(
+        let applied = apply_payment(
             &mut tx,
             &request,
             &order,
@@ -828,6 +886,18 @@ impl<P: PaymentProvider> Gate<P> {
             now,
         )
         .await?;
+        if applied == Applied::OtherOrder {
+            // A concurrent delivery recorded this payment id for another
+            // order after the look-up above: nothing of this event is kept.
+            tx.rollback()
+                .await
+                .ctx("undoing a payment of another order")?;
+            let reason = Reason::WebhookMalformed;
+            let tx = self.begin("refusing a provider event").await?;
+            self.close_refused(tx, now, refuse(Some(&tenant), reason, Some(&event)))
+                .await?;
+            return Ok(Outcome::refused(reason).with_id(event_id.to_owned()));
+        }
         tx.commit().await.ctx("committing a provider event")?;
         Ok(Outcome::ok(event_id.to_owned()))
     }
@@ -848,8 +918,16 @@ impl<P: PaymentProvider> Gate<P> {
         let Some(authority) = authority_by_receipt(tx, receipt).await? else {
             return Ok(Err(Reason::WebhookUnknownOrder));
         };
+        // An authority never consumed never asked the provider for an order:
+        // no order of the gate's can carry its receipt.
+        if authority.consumptions == 0 {
+            return Ok(Err(Reason::WebhookUnknownOrder));
+        }
         if let Some(reason) = verdict(event, authority.amount_paise, &authority.currency) {
             return Ok(Err(reason));
+        }
+        if payment_on_the_books(tx, &event.payment_id).await?.is_some() {
+            return Ok(Err(Reason::WebhookMalformed));
         }
         let kept: Option<String> = sqlx::query_scalar(
             "INSERT INTO kept_captures (tenant_id, provider_event_id, authority_id, provider_order_id, \
@@ -879,7 +957,7 @@ impl<P: PaymentProvider> Gate<P> {
 /// The ledger body of an applied event.
 fn applied_body(event: &Parsed, digest: &str, request: &RequestRow, applied: Applied) -> Value {
     let (to, counted) = match applied {
-        Applied::AlreadyRecorded | Applied::Attempt => (request.state, 0),
+        Applied::AlreadyRecorded | Applied::Attempt | Applied::OtherOrder => (request.state, 0),
         Applied::Captured => (RequestState::Captured, 0),
         Applied::NeedsReview { counted_paise } => (RequestState::NeedsReview, counted_paise),
     };
@@ -1010,6 +1088,28 @@ mod tests {
             parse_event(&body(&|v| v["created_at"] = json!(i64::MAX))),
             Err(Reason::WebhookMalformed)
         );
+    }
+
+    #[test]
+    fn a_key_written_twice_anywhere_is_malformed() {
+        let good = String::from_utf8(captured().to_body()).unwrap();
+        assert!(parse_event(good.as_bytes()).is_ok());
+        for (from, to) in [
+            ("\"amount\":60000", "\"amount\":1,\"amount\":60000"),
+            (
+                "\"event\":\"payment.captured\"",
+                "\"event\":\"x\",\"event\":\"payment.captured\"",
+            ),
+            ("\"contains\":[", "\"contains\":[],\"contains\":["),
+        ] {
+            let twice = good.replacen(from, to, 1);
+            assert_ne!(twice, good, "{from}");
+            assert_eq!(
+                parse_event(twice.as_bytes()),
+                Err(Reason::WebhookMalformed),
+                "{twice}"
+            );
+        }
     }
 
     #[test]

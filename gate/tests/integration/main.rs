@@ -35,6 +35,7 @@ mod lifetimes;
 mod outside_audit_gaps;
 mod outside_audit_pure;
 mod outside_gate;
+mod outside_webhook;
 mod policy_properties;
 mod provider_lies;
 mod purity;

@@ -3,7 +3,8 @@
 //! describes it.
 //!
 //! Guarantees: the checks come in the spec's order and each gives its own
-//! reason: not JSON or not an envelope (`entity: "event"`, `event`,
+//! reason: not JSON, a key written twice in any object (compared after
+//! unescaping), or not an envelope (`entity: "event"`, `event`,
 //! `contains`, `created_at`) is `WEBHOOK_MALFORMED`; an event type the gate
 //! does not act on is `WEBHOOK_EVENT_IGNORED`; a payment entity that is
 //! missing or ill-typed, an entity missing from `contains`, an `order.paid`
@@ -30,6 +31,9 @@ pub struct Envelope {
 /// Reads `raw` as the provider's event envelope.
 pub fn read(raw: &[u8]) -> Result<Envelope, Reason> {
     let malformed = Reason::WebhookMalformed;
+    if !keys_distinct(raw) {
+        return Err(malformed);
+    }
     let v: Json = std::str::from_utf8(raw)
         .ok()
         .and_then(|t| serde_json::from_str(t).ok())
@@ -135,6 +139,58 @@ fn identifier(s: &str) -> bool {
     (1..=64).contains(&s.len())
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
+/// Whether every object in `raw`, at any depth, names each key once.
+fn keys_distinct(raw: &[u8]) -> bool {
+    use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+    struct Distinct;
+    struct Walk;
+    impl<'de> Visitor<'de> for Walk {
+        type Value = Distinct;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+        fn visit_unit<E>(self) -> Result<Distinct, E> {
+            Ok(Distinct)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Distinct, A::Error> {
+            while a.next_element::<Distinct>()?.is_some() {}
+            Ok(Distinct)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Distinct, A::Error> {
+            let mut keys = std::collections::HashSet::new();
+            while let Some(k) = m.next_key::<String>()? {
+                if !keys.insert(k) {
+                    return Err(serde::de::Error::custom("a key written twice"));
+                }
+                m.next_value::<Distinct>()?;
+            }
+            Ok(Distinct)
+        }
+    }
+    impl<'de> Deserialize<'de> for Distinct {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(Walk)
+        }
+    }
+    serde_json::from_slice::<Distinct>(raw).is_ok()
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! What a run left behind, read back for the scenario's invariants.
 //!
 //! Guarantees: `spent_today_paise` is the default tenant's; orders, captures
-//! and delegation spend are summed over every tenant of the world; only
-//! reads (nothing is written).
+//! and delegation spend are summed over every tenant of the world;
+//! `books_balanced` also fails when a scenario that ran a reconcile step
+//! leaves a kept capture off the books; only reads (nothing is written).
 
 use super::*;
 
@@ -43,6 +44,19 @@ pub(super) async fn observe(cx: &Driver<'_>, world: &World) -> Result<ObservedSt
     for (hop, (spent, held)) in &books.unbalanced_hops {
         problems.push(format!(
             "hop {hop}: {spent} paise spent, its requests hold {held}"
+        ));
+    }
+    // After a reconcile step, a capture kept for reconcile is money the
+    // provider took that the books must hold.
+    let reconciled = cx.scenario.steps.iter().any(|s| match &s.verb {
+        Verb::Reconcile => true,
+        Verb::Concurrent(c) => matches!(c.step.verb, Verb::Reconcile),
+        _ => false,
+    });
+    if reconciled && books.kept_unsettled > 0 {
+        problems.push(format!(
+            "{} captures kept for reconcile are still off the books after a reconcile",
+            books.kept_unsettled
         ));
     }
     state.books_balanced = Some(problems.is_empty());
