@@ -30,9 +30,18 @@ pub struct ServeArgs {
     /// Seconds one request may take before it is answered 503 TIMEOUT.
     #[arg(long, default_value_t = 30)]
     timeout_secs: u64,
-    /// Requests served at once; the rest wait their turn.
+    /// Authenticated requests served at once; the rest wait their turn.
+    /// /healthz takes none of these, nor does the provider's webhook.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Provider webhooks (the one route open without a key) served at
+    /// once, apart from --concurrency.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    webhook_concurrency: usize,
+    /// Seconds a client has to send its whole body (read before it takes
+    /// a permit); past it, 408 BODY_TIMEOUT.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    body_deadline_secs: u64,
     /// The database to serve, on the server DATABASE_URL names [default: DATABASE_URL's own].
     #[arg(long, value_name = "NAME")]
     database: Option<String>,
@@ -133,6 +142,8 @@ async fn serve(args: ServeArgs) -> Result<ExitCode> {
         provider_mode: "in-process",
         request_timeout: Duration::from_secs(args.timeout_secs.max(1)),
         concurrency_limit: args.concurrency.max(1),
+        webhook_concurrency_limit: args.webhook_concurrency.max(1),
+        body_deadline: Duration::from_secs(args.body_deadline_secs.max(1)),
     };
     eprintln!(
         "spendgate listening on http://{} (provider: in-process; SIGTERM or Ctrl-C stops it)",

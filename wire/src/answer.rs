@@ -92,6 +92,8 @@ pub enum WireCode {
     HeaderInvalid,
     /// The request took longer than the service's timeout.
     Timeout,
+    /// The body did not arrive whole before the body deadline.
+    BodyTimeout,
     /// The gate could not decide (database or provider down): retry later.
     EngineUnavailable,
 }
@@ -107,6 +109,7 @@ impl WireCode {
         WireCode::BodyInvalid,
         WireCode::HeaderInvalid,
         WireCode::Timeout,
+        WireCode::BodyTimeout,
         WireCode::EngineUnavailable,
     ];
 
@@ -120,6 +123,7 @@ impl WireCode {
             WireCode::BodyInvalid => "BODY_INVALID",
             WireCode::HeaderInvalid => "HEADER_INVALID",
             WireCode::Timeout => "TIMEOUT",
+            WireCode::BodyTimeout => "BODY_TIMEOUT",
             WireCode::EngineUnavailable => "ENGINE_UNAVAILABLE",
         }
     }
@@ -133,6 +137,7 @@ impl WireCode {
             WireCode::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             WireCode::BodyInvalid => StatusCode::UNPROCESSABLE_ENTITY,
             WireCode::HeaderInvalid => StatusCode::BAD_REQUEST,
+            WireCode::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             WireCode::Timeout | WireCode::EngineUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -147,6 +152,9 @@ impl WireCode {
             WireCode::BodyInvalid => "The body is not what this route takes.",
             WireCode::HeaderInvalid => "A header holds a value this route cannot take.",
             WireCode::Timeout => "The request took too long; nothing is known to have changed.",
+            WireCode::BodyTimeout => {
+                "The body did not arrive in time; nothing was done. Send it again, whole."
+            }
             WireCode::EngineUnavailable => "The gate could not decide; retry later.",
         }
     }

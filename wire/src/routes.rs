@@ -60,18 +60,23 @@ pub(crate) fn router<P: PaymentProvider + 'static>(
     gate: Arc<Gate<P>>,
     config: WireConfig,
 ) -> Router {
-    let layers = ServiceBuilder::new()
+    // Outside the router, so before any route's permit: axum's router is
+    // always ready and takes a route's permit only once it calls the route.
+    let outer = ServiceBuilder::new()
         .layer(TraceLayer::new_for_http())
         .layer(axum::middleware::map_response(timeout_answer))
         .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
+            TIMED_OUT,
             config.request_timeout,
         ))
-        .layer(GlobalConcurrencyLimitLayer::new(
-            config.concurrency_limit.max(1),
+        .layer(axum::middleware::from_fn_with_state(
+            config.body_deadline,
+            prefetch,
         ));
-    let state = Arc::new(AppState { gate, config });
-    Router::new()
+    // One semaphore for every authenticated route, another for the webhook.
+    let authenticated = GlobalConcurrencyLimitLayer::new(config.concurrency_limit.max(1));
+    let unauthenticated = GlobalConcurrencyLimitLayer::new(config.webhook_concurrency_limit.max(1));
+    let keyed = Router::new()
         .route("/v1/requests", post(propose::<P>))
         .route("/v1/requests/{id}", get(status::<P>))
         .route("/v1/requests/{id}/approve", post(approve::<P>))
@@ -82,17 +87,98 @@ pub(crate) fn router<P: PaymentProvider + 'static>(
         .route("/v1/delegations/{id}/revoke", post(revoke::<P>))
         .route("/v1/catalog/{sku}/price", put(set_price::<P>))
         .route("/v1/policy", put(set_policy::<P>))
+        .route_layer(authenticated);
+    let provider = Router::new()
         .route("/webhooks/razorpay", post(webhook::<P>))
+        .route_layer(unauthenticated);
+    let state = Arc::new(AppState { gate, config });
+    Router::new()
         .route("/healthz", get(healthz::<P>))
+        .merge(keyed)
+        .merge(provider)
         .fallback(|| async { WireCode::NotFound.response() })
         .method_not_allowed_fallback(|| async { WireCode::MethodNotAllowed.response() })
         .with_state(state)
-        .layer(layers)
+        .layer(outer)
 }
 
-/// The timeout layer answers 408 with no body; this gives it the service's JSON.
+/// The declared `Content-Length`, if it is one number.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// The most a route's body may hold: the agent's proposal has its own limit.
+fn body_limit(path: &str) -> usize {
+    if path == "/v1/requests" {
+        PROPOSE_LIMIT_BYTES
+    } else {
+        BODY_LIMIT_BYTES
+    }
+}
+
+/// Reads the request's whole body under `deadline`, before the request
+/// takes a permit, and hands the handler the bytes. A body declared past its
+/// route's limit is not read at all (the handler refuses it on its declared
+/// length); a streamed one stops one byte past it (the handler refuses it as
+/// too large). A body not received by the deadline is answered 408
+/// `BODY_TIMEOUT` and its connection closed.
+async fn prefetch(
+    State(deadline): State<Duration>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let limit = body_limit(request.uri().path());
+    let (parts, body) = request.into_parts();
+    if declared_length(&parts.headers).is_some_and(|n| n > limit as u64) {
+        return next
+            .run(axum::extract::Request::from_parts(parts, body))
+            .await;
+    }
+    match tokio::time::timeout(deadline, read_at_most(body, limit.saturating_add(1))).await {
+        Ok(Ok(bytes)) => {
+            next.run(axum::extract::Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(Err(BodyError::Broken | BodyError::TooLarge)) => WireCode::BodyInvalid.response(),
+        Err(_) => {
+            tracing::info!(?deadline, "a body not received by its deadline");
+            let mut response = WireCode::BodyTimeout.response();
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                HeaderValue::from_static("close"),
+            );
+            response
+        }
+    }
+}
+
+/// At most `most` bytes of `body`: reading stops as soon as it has them.
+async fn read_at_most(body: Body, most: usize) -> Result<Vec<u8>, BodyError> {
+    let mut body = body;
+    let mut buf = Vec::new();
+    while buf.len() < most {
+        let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await else {
+            break;
+        };
+        let frame = frame.map_err(|_| BodyError::Broken)?;
+        if let Ok(data) = frame.into_data() {
+            let room = most - buf.len();
+            buf.extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
+    Ok(buf)
+}
+
+/// The status the timeout layer answers with, bodiless: no handler answers it,
+/// so [`timeout_answer`] knows it for the timeout's.
+const TIMED_OUT: StatusCode = StatusCode::GATEWAY_TIMEOUT;
+
+/// Gives the timeout layer's bodiless answer the service's JSON.
 async fn timeout_answer(response: Response) -> Response {
-    if response.status() == StatusCode::REQUEST_TIMEOUT {
+    if response.status() == TIMED_OUT {
         WireCode::Timeout.response()
     } else {
         response
@@ -188,11 +274,7 @@ enum BodyError {
 /// Reads at most `limit` bytes: a declared length past it is refused before
 /// a byte is read, and the stream is abandoned as soon as it passes it.
 async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, BodyError> {
-    let declared = headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
+    if declared_length(headers).is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge);
     }
     let mut body = body;

@@ -1186,3 +1186,115 @@ async fn a_policy_patch_with_nul_is_refused_as_invalid() -> TestResult {
     assert_eq!(status, 422, "{b}");
     s.drop().await
 }
+
+/// One slow client's webhook: headers declaring `declared` bytes, then a
+/// byte every `every` until an answer comes or `give_up` passes. Returns the
+/// answer and when it came (from `started`).
+async fn slow_webhook(
+    addr: String,
+    declared: usize,
+    every: Duration,
+    started: tokio::time::Instant,
+    give_up: Duration,
+) -> Res<(String, Duration)> {
+    let stream = tokio::net::TcpStream::connect(&addr).await?;
+    let (mut read, mut write) = stream.into_split();
+    let head = format!(
+        "POST /webhooks/razorpay HTTP/1.1\r\nhost: {addr}\r\n\
+         content-type: application/json\r\ncontent-length: {declared}\r\n\r\n{{"
+    );
+    write.write_all(head.as_bytes()).await?;
+    let mut buf = vec![0u8; 4096];
+    let mut drip = tokio::time::interval(every);
+    drip.tick().await;
+    loop {
+        tokio::select! {
+            n = read.read(&mut buf) => {
+                let n = n?;
+                return Ok((String::from_utf8_lossy(&buf[..n]).into_owned(), started.elapsed()));
+            }
+            _ = drip.tick() => {
+                if started.elapsed() > give_up {
+                    return Err("no answer to a slow body".into());
+                }
+                // The server may close first: its answer is then read above.
+                let _ = write.write_all(b" ").await;
+            }
+        }
+    }
+}
+
+/// Three times as many slow webhook bodies as there are permits hold none:
+/// `/healthz` and a tenant's proposal are answered while they drip, and each
+/// slow body is answered 408 `BODY_TIMEOUT` once its deadline passes.
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_webhook_bodies_starve_neither_healthz_nor_a_tenants_proposal() -> TestResult {
+    const PERMITS: usize = 4;
+    const SLOW: usize = 3 * PERMITS;
+    let deadline = Duration::from_secs(4);
+    let config = WireConfig {
+        concurrency_limit: PERMITS,
+        webhook_concurrency_limit: 2,
+        body_deadline: deadline,
+        ..WireConfig::default()
+    };
+    let Some(s) = served_with(gate::provider::InProcessProvider::new(), config).await? else {
+        return Ok(());
+    };
+    let key = s.key("acme", "buyer-agent").await?;
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let started = tokio::time::Instant::now();
+    let slow: Vec<_> = (0..SLOW)
+        .map(|_| {
+            tokio::spawn(slow_webhook(
+                addr.clone(),
+                60_000,
+                Duration::from_millis(500),
+                started,
+                deadline * 3,
+            ))
+        })
+        .collect();
+    // Let every slow client connect and start dripping.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before_deadline = started + deadline - Duration::from_millis(200);
+    let health = tokio::time::timeout_at(before_deadline, s.get("/healthz", None))
+        .await
+        .map_err(|_| "/healthz waited behind the slow bodies")??;
+    assert_eq!(health.status().as_u16(), 200);
+    let proposed = tokio::time::timeout_at(
+        before_deadline,
+        s.post("/v1/requests", Some(&key), &proposal("CLOUD-STARTER", 1)),
+    )
+    .await
+    .map_err(|_| "a tenant's proposal waited behind the slow bodies")??;
+    let (status, body) = answer(proposed).await?;
+    assert_eq!(status, 201, "{body}");
+    // A quick webhook is still answered (refused: it is not signed).
+    let quick = tokio::time::timeout_at(
+        before_deadline,
+        s.post(
+            "/webhooks/razorpay",
+            None,
+            r#"{"event":"payment.captured"}"#,
+        ),
+    )
+    .await
+    .map_err(|_| "a quick webhook waited behind the slow bodies")??;
+    assert_eq!(quick.status().as_u16(), 400);
+    for task in slow {
+        let (reply, at) = task.await??;
+        assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+        assert!(reply.contains("\"BODY_TIMEOUT\""), "{reply}");
+        assert!(
+            reply.to_ascii_lowercase().contains("connection: close"),
+            "{reply}"
+        );
+        assert!(at >= deadline, "answered before its deadline: {at:?}");
+    }
+    let events: i64 = sqlx::query_scalar("SELECT count(*) FROM provider_events")
+        .fetch_one(s.pool())
+        .await?;
+    assert_eq!(events, 0, "a slow body reached the gate");
+    s.drop().await
+}
