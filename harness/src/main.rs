@@ -60,7 +60,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Issue, list or revoke the bearer API keys of `serve`.
     Keys(keys::KeysArgs),
-    /// The agent's MCP tools over stdio, as the agent whose key is in SPENDGATE_AGENT_KEY.
+    /// The agent's MCP tools over stdio: a client of the service at
+    /// SPENDGATE_URL, as the agent whose key is in SPENDGATE_AGENT_KEY.
     Mcp(mcp::McpArgs),
     /// Settle every PROVIDER_PENDING request (and kept capture) against the provider.
     Reconcile(reconcile::ReconcileArgs),

@@ -213,10 +213,16 @@ pub fn decision_status(decision: Decision, allowed: StatusCode) -> StatusCode {
     }
 }
 
-/// A human route's answer for the gate's [`Outcome`].
-pub fn outcome(outcome: &Outcome) -> Response {
+/// A human route's answer for the gate's [`Outcome`]; `done` is the
+/// message when the call did what it asked: what it did.
+pub fn outcome(outcome: &Outcome, done: &'static str) -> Response {
     let view = AgentView::of(outcome.decision);
-    let mut body = json!({"decision": view.decision, "message": view.message});
+    let message = if outcome.decision == Decision::Allow {
+        done
+    } else {
+        view.message
+    };
+    let mut body = json!({"decision": view.decision, "message": message});
     if let Some(reason) = view.reason {
         body["reason"] = Value::from(reason.code());
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -35,7 +35,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::answer::{WireCode, decision_status, engine_error, outcome, status_of};
 use crate::auth::{self, AuthFailure, Caller, Role};
-use crate::read::{self, Object, is_plausible_id};
+use crate::read::{self, Noted, Object, is_plausible_id};
 use crate::{BODY_LIMIT_BYTES, PROPOSE_LIMIT_BYTES, WireConfig};
 
 /// The header carrying an agent's idempotency key.
@@ -48,6 +48,16 @@ pub const EVENT_ID: &str = "x-razorpay-event-id";
 pub const REPLAYED: &str = "idempotent-replayed";
 /// The longest idempotency key or event id the service accepts.
 pub const MAX_HEADER_CHARS: usize = 255;
+
+/// The value of a `Result<T, Response>`, or return its answer.
+macro_rules! try_or_answer {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(response) => return response,
+        }
+    };
+}
 
 struct AppState<P> {
     gate: Arc<Gate<P>>,
@@ -79,6 +89,10 @@ pub(crate) fn router<P: PaymentProvider + 'static>(
     let keyed = Router::new()
         .route("/v1/requests", post(propose::<P>))
         .route("/v1/requests/{id}", get(status::<P>))
+        .route("/v1/requests/{id}/approval-note", post(approval_note::<P>))
+        .route("/v1/orders/{id}", get(order::<P>))
+        .route("/v1/catalog", get(catalog::<P>))
+        .route("/v1/whoami", get(whoami::<P>))
         .route("/v1/requests/{id}/approve", post(approve::<P>))
         .route("/v1/requests/{id}/checkout", post(checkout::<P>))
         .route("/v1/requests/{id}/cancel", post(cancel::<P>))
@@ -361,12 +375,18 @@ async fn propose<P: PaymentProvider + 'static>(
         Err(r) => return r,
     };
     match s.gate.propose(&c.tenant, &c.actor, &raw, key).await {
-        Ok(o) => propose_answer(&o),
+        Ok(o) => propose_answer(&o, s.gate.now()),
         Err(e) => engine_error("proposing", &e),
     }
 }
 
-fn propose_answer(o: &ProposeOutcome) -> Response {
+/// Whole seconds from `now` until `at`, at least one.
+fn seconds_until(at: DateTime<Utc>, now: DateTime<Utc>) -> i64 {
+    let millis = (at - now).num_milliseconds();
+    (millis.saturating_add(999) / 1000).max(1)
+}
+
+fn propose_answer(o: &ProposeOutcome, now: DateTime<Utc>) -> Response {
     let mut body = json!({
         "request_id": o.request_id,
         "decision": o.view.decision,
@@ -382,6 +402,12 @@ fn propose_answer(o: &ProposeOutcome) -> Response {
         response
             .headers_mut()
             .insert(REPLAYED, HeaderValue::from_static("true"));
+    }
+    // A rate refusal says when the window lets the next proposal through.
+    if let Some(at) = o.retry_at {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(seconds_until(at, now)));
     }
     response
 }
@@ -408,23 +434,93 @@ async fn status<P: PaymentProvider + 'static>(
     }
 }
 
-// ---- human routes ------------------------------------------------------------
+/// An agent's note that its request waits for a human: decides nothing.
+async fn approval_note<P: PaymentProvider + 'static>(
+    State(s): Shared<P>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    let c = try_or_answer!(caller(&s, &headers, Some(Role::Agent)).await);
+    let Ok(Path(id)) = path else {
+        return WireCode::NotFound.response();
+    };
+    let noted = read::note_approval(s.gate.pool(), &c.tenant, &c.actor, &id, s.gate.now()).await;
+    let (status, message) = match noted {
+        Ok(Noted::Noted) => (
+            StatusCode::CREATED,
+            "Noted: the humans who may approve will see the request.",
+        ),
+        Ok(Noted::AlreadyNoted) => (StatusCode::OK, "Already noted: the humans have been told."),
+        Ok(Noted::NotPending) => return refusal(Reason::ApprovalNotPending),
+        Ok(Noted::NotFound) => return WireCode::NotFound.response(),
+        Err(e) => return engine_error("leaving an approval note", &e),
+    };
+    (
+        status,
+        Json(json!({"request_id": id, "noted": status == StatusCode::CREATED, "message": message})),
+    )
+        .into_response()
+}
 
-/// Answers a gate call's result.
-fn answered(action: &'static str, result: Result<Outcome, ServiceError>) -> Response {
-    match result {
-        Ok(o) => outcome(&o),
-        Err(e) => engine_error(action, &e),
+/// The tenant's catalog as an agent sees it: no price, no merchant.
+async fn catalog<P: PaymentProvider + 'static>(
+    State(s): Shared<P>,
+    headers: HeaderMap,
+) -> Response {
+    let c = try_or_answer!(caller(&s, &headers, None).await);
+    match read::catalog(s.gate.pool(), &c.tenant).await {
+        Ok(items) => (StatusCode::OK, Json(json!({ "items": items }))).into_response(),
+        Err(e) => engine_error("reading the catalog", &e),
     }
 }
 
-macro_rules! try_or_answer {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(response) => return response,
-        }
+/// Who the key is: its id, tenant, actor and role.
+async fn whoami<P: PaymentProvider + 'static>(State(s): Shared<P>, headers: HeaderMap) -> Response {
+    let c = try_or_answer!(caller(&s, &headers, None).await);
+    (
+        StatusCode::OK,
+        Json(json!({
+            "key_id": c.key_id,
+            "tenant": c.tenant,
+            "actor": c.actor,
+            "role": c.role.as_str(),
+        })),
+    )
+        .into_response()
+}
+
+/// A provider order's amount and currency: an agent sees its own requests'
+/// orders, a human its tenant's.
+async fn order<P: PaymentProvider + 'static>(
+    State(s): Shared<P>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    let c = try_or_answer!(caller(&s, &headers, None).await);
+    let Ok(Path(id)) = path else {
+        return WireCode::NotFound.response();
     };
+    match read::order_view(s.gate.pool(), &c.tenant, &id).await {
+        Ok(Some(view)) if c.role == Role::Human || view.agent_id == c.actor => {
+            (StatusCode::OK, Json(view)).into_response()
+        }
+        Ok(_) => WireCode::NotFound.response(),
+        Err(e) => engine_error("reading a provider order", &e),
+    }
+}
+
+// ---- human routes ------------------------------------------------------------
+
+/// Answers a gate call's result; `done` says what the call did when it did it.
+fn answered(
+    action: &'static str,
+    done: &'static str,
+    result: Result<Outcome, ServiceError>,
+) -> Response {
+    match result {
+        Ok(o) => outcome(&o, done),
+        Err(e) => engine_error(action, &e),
+    }
 }
 
 async fn approve<P: PaymentProvider + 'static>(
@@ -434,7 +530,11 @@ async fn approve<P: PaymentProvider + 'static>(
 ) -> Response {
     let c = try_or_answer!(caller(&s, &headers, Some(Role::Human)).await);
     let id = try_or_answer!(scoped(&s, &c, Object::Request, path).await);
-    answered("approving", s.gate.approve(&c.tenant, &id, &c.actor).await)
+    answered(
+        "approving",
+        "Approved: the request is authorized; issue its checkout next.",
+        s.gate.approve(&c.tenant, &id, &c.actor).await,
+    )
 }
 
 async fn checkout<P: PaymentProvider + 'static>(
@@ -446,6 +546,7 @@ async fn checkout<P: PaymentProvider + 'static>(
     let id = try_or_answer!(scoped(&s, &c, Object::Request, path).await);
     answered(
         "issuing a checkout authority",
+        "A checkout authority is issued (its id is `id`): pay it before it expires.",
         s.gate.checkout(&c.tenant, &id, &c.actor).await,
     )
 }
@@ -457,7 +558,11 @@ async fn cancel<P: PaymentProvider + 'static>(
 ) -> Response {
     let c = try_or_answer!(caller(&s, &headers, Some(Role::Human)).await);
     let id = try_or_answer!(scoped(&s, &c, Object::Request, path).await);
-    answered("cancelling", s.gate.cancel(&c.tenant, &id, &c.actor).await)
+    answered(
+        "cancelling",
+        "The request is cancelled; its reservation is released.",
+        s.gate.cancel(&c.tenant, &id, &c.actor).await,
+    )
 }
 
 async fn pay<P: PaymentProvider + 'static>(
@@ -467,7 +572,11 @@ async fn pay<P: PaymentProvider + 'static>(
 ) -> Response {
     let c = try_or_answer!(caller(&s, &headers, Some(Role::Human)).await);
     let id = try_or_answer!(scoped(&s, &c, Object::Authority, path).await);
-    answered("paying", s.gate.pay(&c.tenant, &id, &c.actor).await)
+    answered(
+        "paying",
+        "A provider order is created (its id is `id`); the purchase is captured when the provider's signed event arrives.",
+        s.gate.pay(&c.tenant, &id, &c.actor).await,
+    )
 }
 
 /// A grant as a human sends it: the grantor is the caller (a root hop) or
@@ -518,7 +627,11 @@ async fn grant<P: PaymentProvider + 'static>(
     let Some(seed) = grant.seed(&c) else {
         return WireCode::BodyInvalid.response();
     };
-    answered("granting", s.gate.grant(&c.tenant, &seed).await)
+    answered(
+        "granting",
+        "The delegation is granted.",
+        s.gate.grant(&c.tenant, &seed).await,
+    )
 }
 
 async fn revoke<P: PaymentProvider + 'static>(
@@ -528,7 +641,11 @@ async fn revoke<P: PaymentProvider + 'static>(
 ) -> Response {
     let c = try_or_answer!(caller(&s, &headers, Some(Role::Human)).await);
     let id = try_or_answer!(scoped(&s, &c, Object::Delegation, path).await);
-    answered("revoking", s.gate.revoke(&c.tenant, &id, &c.actor).await)
+    answered(
+        "revoking",
+        "The delegation is revoked, with every hop below it; what the branch did not spend is given back.",
+        s.gate.revoke(&c.tenant, &id, &c.actor).await,
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -553,6 +670,7 @@ async fn set_price<P: PaymentProvider + 'static>(
     let price: PriceBody = try_or_answer!(parsed(&headers, body).await);
     answered(
         "changing a price",
+        "The price is changed; proposals from now on are priced at it.",
         s.gate.set_price(&c.tenant, &sku, price.price_paise).await,
     )
 }
@@ -566,6 +684,7 @@ async fn set_policy<P: PaymentProvider + 'static>(
     let patch: PolicyPatch = try_or_answer!(parsed(&headers, body).await);
     answered(
         "publishing a policy",
+        "A new policy version is published (its number is `id`); decisions from now on follow it.",
         s.gate.set_policy(&c.tenant, &patch).await,
     )
 }
@@ -591,6 +710,7 @@ async fn webhook<P: PaymentProvider + 'static>(
     );
     answered(
         "receiving a provider event",
+        "The provider event is applied.",
         deliver_webhook(&s.gate, &raw, signature, event_id).await,
     )
 }

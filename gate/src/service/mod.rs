@@ -315,6 +315,10 @@ pub struct ProposeOutcome {
     pub view: AgentView,
     /// True when an idempotent replay returned the first decision.
     pub replayed: bool,
+    /// For a `VELOCITY_LIMIT` or `DENIAL_RATE_LIMIT` refusal: when the
+    /// policy's window next lets a proposal through (the oldest counted
+    /// proposal, or denial, leaves it).
+    pub retry_at: Option<DateTime<Utc>>,
 }
 
 impl ProposeOutcome {
@@ -324,6 +328,7 @@ impl ProposeOutcome {
             decision,
             view: AgentView::of(decision),
             replayed,
+            retry_at: None,
         }
     }
 }

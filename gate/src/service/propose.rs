@@ -31,6 +31,7 @@ use super::identity;
 use super::ledger::{self, Entry};
 use super::request_state::RequestState;
 use super::requests::{self, Birth, NewRequest};
+use super::world::CurrentPolicy;
 use super::world_cache::World;
 use super::{Gate, ProposeOutcome};
 use crate::catalog::Catalog;
@@ -38,6 +39,7 @@ use crate::ident::Ident;
 use crate::proposal::parse_proposal;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
+use crate::spend::{SpendState, reopens_at};
 
 impl<P: PaymentProvider> Gate<P> {
     /// The agent-facing call: `raw_body` exactly as the agent sent it.
@@ -113,6 +115,7 @@ impl<P: PaymentProvider> Gate<P> {
         let today = state.today;
 
         let proposal = parsed.ok();
+        let spend = state.recent.spend_state(today.reserved_paise);
         let decided = match (forced, &proposal) {
             (None, Some(p)) => decide::decide_with_catalog(
                 actor,
@@ -125,7 +128,7 @@ impl<P: PaymentProvider> Gate<P> {
                     .and_then(|w| w.catalog.as_ref())
                     .unwrap_or(&Catalog::default()),
                 state.chains,
-                &state.recent.spend_state(today.reserved_paise),
+                &spend,
                 now,
             ),
             (reason, _) => decide::Decided {
@@ -215,7 +218,11 @@ impl<P: PaymentProvider> Gate<P> {
             ledger::append(&mut tx, self.ledger_key(), now, entries).await?;
         }
         tx.commit().await.ctx("committing a proposal")?;
-        Ok(ProposeOutcome::new(Some(row.id), decision, false))
+        let mut outcome = ProposeOutcome::new(Some(row.id), decision, false);
+        outcome.retry_at = decision
+            .reason()
+            .and_then(|reason| retry_at(reason, policy, &spend, now));
+        Ok(outcome)
     }
 }
 
@@ -270,6 +277,39 @@ impl<P: PaymentProvider> Gate<P> {
                 }
             }
         }
+    }
+}
+
+/// When a rate refusal's window next lets a proposal through; `None` for
+/// any other reason. The refused proposal is recorded, and counts (towards
+/// velocity, and as a denial towards the denial rate), so it is in the
+/// window too.
+fn retry_at(
+    reason: Reason,
+    policy: Option<&CurrentPolicy>,
+    spend: &SpendState,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let policy = policy?.policy.as_ref().ok()?;
+    let with_this = |events: &[DateTime<Utc>]| {
+        let mut all = events.to_vec();
+        all.push(now);
+        all
+    };
+    match reason {
+        Reason::VelocityLimit => reopens_at(
+            &with_this(&spend.proposals),
+            now,
+            policy.velocity.window_minutes,
+            policy.velocity.max_proposals,
+        ),
+        Reason::DenialRateLimit => reopens_at(
+            &with_this(&spend.denials),
+            now,
+            policy.denial_rate.window_minutes,
+            policy.denial_rate.max_denials,
+        ),
+        _ => None,
     }
 }
 
