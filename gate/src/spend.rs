@@ -24,6 +24,27 @@ pub fn count_in_window(events: &[DateTime<Utc>], now: DateTime<Utc>, window_minu
     events.iter().filter(|t| **t > start).count()
 }
 
+/// When a window holding `max` or more of `events` at `now` next holds
+/// fewer: when the oldest event that keeps it at `max` leaves it (an event
+/// exactly `window_minutes` old has left). `None` when it holds fewer now.
+pub fn reopens_at(
+    events: &[DateTime<Utc>],
+    now: DateTime<Utc>,
+    window_minutes: u32,
+    max: u32,
+) -> Option<DateTime<Utc>> {
+    let window = Duration::minutes(i64::from(window_minutes));
+    let start = now - window;
+    let mut counted: Vec<DateTime<Utc>> = events.iter().copied().filter(|t| *t > start).collect();
+    let max = usize::try_from(max).ok()?;
+    if counted.len() < max || max == 0 {
+        return None;
+    }
+    counted.sort_unstable();
+    // Once the first `len - max + 1` have left, `max - 1` remain.
+    counted.get(counted.len() - max).map(|t| *t + window)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -37,5 +58,29 @@ mod tests {
         assert_eq!(count_in_window(&events, now, 60), 3);
         assert_eq!(count_in_window(&events, now, 61), 4);
         assert_eq!(count_in_window(&[], now, 60), 0);
+    }
+
+    #[test]
+    fn a_full_window_reopens_when_its_oldest_counted_event_leaves() {
+        let now = Utc.with_ymd_and_hms(2026, 9, 3, 10, 0, 0).unwrap();
+        let m = |x: i64| now - Duration::minutes(x);
+        // 60 minutes, at most 3: the event 61 minutes old no longer counts.
+        let events = [m(61), m(50), m(20), m(5)];
+        assert_eq!(
+            reopens_at(&events, now, 60, 3),
+            Some(m(50) + Duration::minutes(60))
+        );
+        assert_eq!(
+            reopens_at(&events, now, 60, 2),
+            Some(m(20) + Duration::minutes(60))
+        );
+        assert_eq!(reopens_at(&events, now, 60, 4), None);
+        assert_eq!(reopens_at(&events, now, 60, 0), None);
+        // In any order.
+        let shuffled = [m(5), m(50), m(61), m(20)];
+        assert_eq!(
+            reopens_at(&shuffled, now, 60, 3),
+            Some(m(50) + Duration::minutes(60))
+        );
     }
 }

@@ -47,6 +47,11 @@ pub enum Command {
     /// Settle every PROVIDER_PENDING request against the provider by its
     /// receipt (the checkout authority's id).
     Reconcile(ReconcileArgs),
+    /// The agent's MCP tools over stdio, as an HTTP client of a running
+    /// `spendgate serve`: needs only SPENDGATE_AGENT_KEY and SPENDGATE_URL,
+    /// reads no configuration file, and refuses to start when DATABASE_URL
+    /// is set.
+    Mcp,
     /// Show the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),

@@ -92,6 +92,8 @@ pub enum WireCode {
     HeaderInvalid,
     /// The request took longer than the service's timeout.
     Timeout,
+    /// The body did not arrive whole before the body deadline.
+    BodyTimeout,
     /// The gate could not decide (database or provider down): retry later.
     EngineUnavailable,
 }
@@ -107,6 +109,7 @@ impl WireCode {
         WireCode::BodyInvalid,
         WireCode::HeaderInvalid,
         WireCode::Timeout,
+        WireCode::BodyTimeout,
         WireCode::EngineUnavailable,
     ];
 
@@ -120,6 +123,7 @@ impl WireCode {
             WireCode::BodyInvalid => "BODY_INVALID",
             WireCode::HeaderInvalid => "HEADER_INVALID",
             WireCode::Timeout => "TIMEOUT",
+            WireCode::BodyTimeout => "BODY_TIMEOUT",
             WireCode::EngineUnavailable => "ENGINE_UNAVAILABLE",
         }
     }
@@ -133,6 +137,7 @@ impl WireCode {
             WireCode::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             WireCode::BodyInvalid => StatusCode::UNPROCESSABLE_ENTITY,
             WireCode::HeaderInvalid => StatusCode::BAD_REQUEST,
+            WireCode::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             WireCode::Timeout | WireCode::EngineUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -147,6 +152,9 @@ impl WireCode {
             WireCode::BodyInvalid => "The body is not what this route takes.",
             WireCode::HeaderInvalid => "A header holds a value this route cannot take.",
             WireCode::Timeout => "The request took too long; nothing is known to have changed.",
+            WireCode::BodyTimeout => {
+                "The body did not arrive in time; nothing was done. Send it again, whole."
+            }
             WireCode::EngineUnavailable => "The gate could not decide; retry later.",
         }
     }
@@ -205,10 +213,16 @@ pub fn decision_status(decision: Decision, allowed: StatusCode) -> StatusCode {
     }
 }
 
-/// A human route's answer for the gate's [`Outcome`].
-pub fn outcome(outcome: &Outcome) -> Response {
+/// A human route's answer for the gate's [`Outcome`]; `done` is the
+/// message when the call did what it asked: what it did.
+pub fn outcome(outcome: &Outcome, done: &'static str) -> Response {
     let view = AgentView::of(outcome.decision);
-    let mut body = json!({"decision": view.decision, "message": view.message});
+    let message = if outcome.decision == Decision::Allow {
+        done
+    } else {
+        view.message
+    };
+    let mut body = json!({"decision": view.decision, "message": message});
     if let Some(reason) = view.reason {
         body["reason"] = Value::from(reason.code());
     }

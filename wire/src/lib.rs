@@ -15,7 +15,14 @@
 //!   buffered (a declared or streamed body past that is 413); bodies must be
 //!   JSON (415 otherwise); an engine error is 503 with a request id, and its
 //!   text goes to `tracing` only.
-//! - Timeouts and the concurrency limit are tower layers; [`serve`] stops on
+//! - A body is read whole, under [`WireConfig::body_deadline`], before the
+//!   request takes a permit: a client that sends slowly holds none, and is
+//!   answered 408 `BODY_TIMEOUT` when the deadline passes. Authenticated
+//!   routes share [`WireConfig::concurrency_limit`]; the provider's webhook,
+//!   the one route open without a key, has its own smaller limit; `/healthz`
+//!   takes no permit. So no number of unauthenticated or slow clients can
+//!   keep `/healthz` or a tenant's proposal waiting.
+//! - Timeouts and the concurrency limits are tower layers; [`serve`] stops on
 //!   the shutdown future and lets requests in flight finish; it sets
 //!   TCP_NODELAY on every connection it accepts.
 //!
@@ -56,8 +63,17 @@ pub struct WireConfig {
     pub provider_mode: &'static str,
     /// How long one request may take before it is answered 503 `TIMEOUT`.
     pub request_timeout: Duration,
-    /// How many requests are served at once; the rest wait their turn.
+    /// How many authenticated requests are served at once; the rest wait
+    /// their turn. `/healthz` takes none of these permits, nor does the
+    /// provider's webhook (it has [`WireConfig::webhook_concurrency_limit`]).
     pub concurrency_limit: usize,
+    /// How many provider events (the one route open without a key) are
+    /// served at once, apart from the authenticated routes' permits.
+    pub webhook_concurrency_limit: usize,
+    /// How long a client has to send its whole body. Bodies are read under
+    /// this deadline before a permit is taken, so a slow client holds no
+    /// permit; one that misses it is answered 408 `BODY_TIMEOUT`.
+    pub body_deadline: Duration,
 }
 
 impl Default for WireConfig {
@@ -66,6 +82,8 @@ impl Default for WireConfig {
             provider_mode: "in-process",
             request_timeout: Duration::from_secs(30),
             concurrency_limit: 64,
+            webhook_concurrency_limit: 8,
+            body_deadline: Duration::from_secs(10),
         }
     }
 }

@@ -11,7 +11,9 @@
 //!   policy and delegations (the gate's `set_price` and `set_policy` take no
 //!   actor today, so the service checks this before calling them);
 //! - [`catalog`]: the catalog as an agent may see it (no price, no merchant);
-//! - [`note_approval`]: an agent's note that its request waits for a human.
+//! - [`note_approval`]: an agent's note that its request waits for a human;
+//! - [`order_view`]: a provider order's amount and currency (what a client
+//!   checks a provider event against).
 
 use chrono::{DateTime, Utc};
 use gate::reason::{Decision, Reason};
@@ -226,6 +228,43 @@ pub async fn note_approval(
     } else {
         Noted::AlreadyNoted
     })
+}
+
+/// A provider order as a client checking the provider's events needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct OrderView {
+    pub order_id: String,
+    pub request_id: String,
+    /// The request's agent (not serialized: used to scope agents to their own).
+    #[serde(skip)]
+    pub agent_id: String,
+    pub amount_paise: i64,
+    pub currency: String,
+    /// `CREATED`, `CAPTURED` or `FAILED`.
+    pub status: String,
+}
+
+/// Provider order `order_id` of `tenant`; `None` when there is none.
+pub async fn order_view(
+    pool: &PgPool,
+    tenant: &str,
+    order_id: &str,
+) -> Result<Option<OrderView>, ServiceError> {
+    if !is_plausible_id(order_id) {
+        return Ok(None);
+    }
+    sqlx::query_as(
+        "SELECT o.provider_order_id AS order_id, o.request_id, r.agent_id, o.amount_paise, \
+                o.currency, o.status \
+         FROM provider_orders o \
+         JOIN payment_requests r ON r.tenant_id = o.tenant_id AND r.id = o.request_id \
+         WHERE o.tenant_id = $1 AND o.provider_order_id = $2",
+    )
+    .bind(tenant)
+    .bind(order_id)
+    .fetch_optional(pool)
+    .await
+    .map_err(|e| ServiceError::from_sqlx("reading a provider order", e))
 }
 
 #[cfg(test)]

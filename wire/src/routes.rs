@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -35,7 +35,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::answer::{WireCode, decision_status, engine_error, outcome, status_of};
 use crate::auth::{self, AuthFailure, Caller, Role};
-use crate::read::{self, Object, is_plausible_id};
+use crate::read::{self, Noted, Object, is_plausible_id};
 use crate::{BODY_LIMIT_BYTES, PROPOSE_LIMIT_BYTES, WireConfig};
 
 /// The header carrying an agent's idempotency key.
@@ -49,6 +49,16 @@ pub const REPLAYED: &str = "idempotent-replayed";
 /// The longest idempotency key or event id the service accepts.
 pub const MAX_HEADER_CHARS: usize = 255;
 
+/// The value of a `Result<T, Response>`, or return its answer.
+macro_rules! try_or_answer {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(response) => return response,
+        }
+    };
+}
+
 struct AppState<P> {
     gate: Arc<Gate<P>>,
     config: WireConfig,
@@ -60,20 +70,29 @@ pub(crate) fn router<P: PaymentProvider + 'static>(
     gate: Arc<Gate<P>>,
     config: WireConfig,
 ) -> Router {
-    let layers = ServiceBuilder::new()
+    // Outside the router, so before any route's permit: axum's router is
+    // always ready and takes a route's permit only once it calls the route.
+    let outer = ServiceBuilder::new()
         .layer(TraceLayer::new_for_http())
         .layer(axum::middleware::map_response(timeout_answer))
         .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
+            TIMED_OUT,
             config.request_timeout,
         ))
-        .layer(GlobalConcurrencyLimitLayer::new(
-            config.concurrency_limit.max(1),
+        .layer(axum::middleware::from_fn_with_state(
+            config.body_deadline,
+            prefetch,
         ));
-    let state = Arc::new(AppState { gate, config });
-    Router::new()
+    // One semaphore for every authenticated route, another for the webhook.
+    let authenticated = GlobalConcurrencyLimitLayer::new(config.concurrency_limit.max(1));
+    let unauthenticated = GlobalConcurrencyLimitLayer::new(config.webhook_concurrency_limit.max(1));
+    let keyed = Router::new()
         .route("/v1/requests", post(propose::<P>))
         .route("/v1/requests/{id}", get(status::<P>))
+        .route("/v1/requests/{id}/approval-note", post(approval_note::<P>))
+        .route("/v1/orders/{id}", get(order::<P>))
+        .route("/v1/catalog", get(catalog::<P>))
+        .route("/v1/whoami", get(whoami::<P>))
         .route("/v1/requests/{id}/approve", post(approve::<P>))
         .route("/v1/requests/{id}/checkout", post(checkout::<P>))
         .route("/v1/requests/{id}/cancel", post(cancel::<P>))
@@ -82,17 +101,98 @@ pub(crate) fn router<P: PaymentProvider + 'static>(
         .route("/v1/delegations/{id}/revoke", post(revoke::<P>))
         .route("/v1/catalog/{sku}/price", put(set_price::<P>))
         .route("/v1/policy", put(set_policy::<P>))
+        .route_layer(authenticated);
+    let provider = Router::new()
         .route("/webhooks/razorpay", post(webhook::<P>))
+        .route_layer(unauthenticated);
+    let state = Arc::new(AppState { gate, config });
+    Router::new()
         .route("/healthz", get(healthz::<P>))
+        .merge(keyed)
+        .merge(provider)
         .fallback(|| async { WireCode::NotFound.response() })
         .method_not_allowed_fallback(|| async { WireCode::MethodNotAllowed.response() })
         .with_state(state)
-        .layer(layers)
+        .layer(outer)
 }
 
-/// The timeout layer answers 408 with no body; this gives it the service's JSON.
+/// The declared `Content-Length`, if it is one number.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// The most a route's body may hold: the agent's proposal has its own limit.
+fn body_limit(path: &str) -> usize {
+    if path == "/v1/requests" {
+        PROPOSE_LIMIT_BYTES
+    } else {
+        BODY_LIMIT_BYTES
+    }
+}
+
+/// Reads the request's whole body under `deadline`, before the request
+/// takes a permit, and hands the handler the bytes. A body declared past its
+/// route's limit is not read at all (the handler refuses it on its declared
+/// length); a streamed one stops one byte past it (the handler refuses it as
+/// too large). A body not received by the deadline is answered 408
+/// `BODY_TIMEOUT` and its connection closed.
+async fn prefetch(
+    State(deadline): State<Duration>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let limit = body_limit(request.uri().path());
+    let (parts, body) = request.into_parts();
+    if declared_length(&parts.headers).is_some_and(|n| n > limit as u64) {
+        return next
+            .run(axum::extract::Request::from_parts(parts, body))
+            .await;
+    }
+    match tokio::time::timeout(deadline, read_at_most(body, limit.saturating_add(1))).await {
+        Ok(Ok(bytes)) => {
+            next.run(axum::extract::Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(Err(BodyError::Broken | BodyError::TooLarge)) => WireCode::BodyInvalid.response(),
+        Err(_) => {
+            tracing::info!(?deadline, "a body not received by its deadline");
+            let mut response = WireCode::BodyTimeout.response();
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                HeaderValue::from_static("close"),
+            );
+            response
+        }
+    }
+}
+
+/// At most `most` bytes of `body`: reading stops as soon as it has them.
+async fn read_at_most(body: Body, most: usize) -> Result<Vec<u8>, BodyError> {
+    let mut body = body;
+    let mut buf = Vec::new();
+    while buf.len() < most {
+        let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await else {
+            break;
+        };
+        let frame = frame.map_err(|_| BodyError::Broken)?;
+        if let Ok(data) = frame.into_data() {
+            let room = most - buf.len();
+            buf.extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
+    Ok(buf)
+}
+
+/// The status the timeout layer answers with, bodiless: no handler answers it,
+/// so [`timeout_answer`] knows it for the timeout's.
+const TIMED_OUT: StatusCode = StatusCode::GATEWAY_TIMEOUT;
+
+/// Gives the timeout layer's bodiless answer the service's JSON.
 async fn timeout_answer(response: Response) -> Response {
-    if response.status() == StatusCode::REQUEST_TIMEOUT {
+    if response.status() == TIMED_OUT {
         WireCode::Timeout.response()
     } else {
         response
@@ -188,11 +288,7 @@ enum BodyError {
 /// Reads at most `limit` bytes: a declared length past it is refused before
 /// a byte is read, and the stream is abandoned as soon as it passes it.
 async fn read_limited(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, BodyError> {
-    let declared = headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
+    if declared_length(headers).is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge);
     }
     let mut body = body;
@@ -279,12 +375,18 @@ async fn propose<P: PaymentProvider + 'static>(
         Err(r) => return r,
     };
     match s.gate.propose(&c.tenant, &c.actor, &raw, key).await {
-        Ok(o) => propose_answer(&o),
+        Ok(o) => propose_answer(&o, s.gate.now()),
         Err(e) => engine_error("proposing", &e),
     }
 }
 
-fn propose_answer(o: &ProposeOutcome) -> Response {
+/// Whole seconds from `now` until `at`, at least one.
+fn seconds_until(at: DateTime<Utc>, now: DateTime<Utc>) -> i64 {
+    let millis = (at - now).num_milliseconds();
+    (millis.saturating_add(999) / 1000).max(1)
+}
+
+fn propose_answer(o: &ProposeOutcome, now: DateTime<Utc>) -> Response {
     let mut body = json!({
         "request_id": o.request_id,
         "decision": o.view.decision,
@@ -300,6 +402,12 @@ fn propose_answer(o: &ProposeOutcome) -> Response {
         response
             .headers_mut()
             .insert(REPLAYED, HeaderValue::from_static("true"));
+    }
+    // A rate refusal says when the window lets the next proposal through.
+    if let Some(at) = o.retry_at {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(seconds_until(at, now)));
     }
     response
 }
@@ -326,23 +434,93 @@ async fn status<P: PaymentProvider + 'static>(
     }
 }
 
-// ---- human routes ------------------------------------------------------------
+/// An agent's note that its request waits for a human: decides nothing.
+async fn approval_note<P: PaymentProvider + 'static>(
+    State(s): Shared<P>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    let c = try_or_answer!(caller(&s, &headers, Some(Role::Agent)).await);
+    let Ok(Path(id)) = path else {
+        return WireCode::NotFound.response();
+    };
+    let noted = read::note_approval(s.gate.pool(), &c.tenant, &c.actor, &id, s.gate.now()).await;
+    let (status, message) = match noted {
+        Ok(Noted::Noted) => (
+            StatusCode::CREATED,
+            "Noted: the humans who may approve will see the request.",
+        ),
+        Ok(Noted::AlreadyNoted) => (StatusCode::OK, "Already noted: the humans have been told."),
+        Ok(Noted::NotPending) => return refusal(Reason::ApprovalNotPending),
+        Ok(Noted::NotFound) => return WireCode::NotFound.response(),
+        Err(e) => return engine_error("leaving an approval note", &e),
+    };
+    (
+        status,
+        Json(json!({"request_id": id, "noted": status == StatusCode::CREATED, "message": message})),
+    )
+        .into_response()
+}
 
-/// Answers a gate call's result.
-fn answered(action: &'static str, result: Result<Outcome, ServiceError>) -> Response {
-    match result {
-        Ok(o) => outcome(&o),
-        Err(e) => engine_error(action, &e),
+/// The tenant's catalog as an agent sees it: no price, no merchant.
+async fn catalog<P: PaymentProvider + 'static>(
+    State(s): Shared<P>,
+    headers: HeaderMap,
+) -> Response {
+    let c = try_or_answer!(caller(&s, &headers, None).await);
+    match read::catalog(s.gate.pool(), &c.tenant).await {
+        Ok(items) => (StatusCode::OK, Json(json!({ "items": items }))).into_response(),
+        Err(e) => engine_error("reading the catalog", &e),
     }
 }
 
-macro_rules! try_or_answer {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(response) => return response,
-        }
+/// Who the key is: its id, tenant, actor and role.
+async fn whoami<P: PaymentProvider + 'static>(State(s): Shared<P>, headers: HeaderMap) -> Response {
+    let c = try_or_answer!(caller(&s, &headers, None).await);
+    (
+        StatusCode::OK,
+        Json(json!({
+            "key_id": c.key_id,
+            "tenant": c.tenant,
+            "actor": c.actor,
+            "role": c.role.as_str(),
+        })),
+    )
+        .into_response()
+}
+
+/// A provider order's amount and currency: an agent sees its own requests'
+/// orders, a human its tenant's.
+async fn order<P: PaymentProvider + 'static>(
+    State(s): Shared<P>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Response {
+    let c = try_or_answer!(caller(&s, &headers, None).await);
+    let Ok(Path(id)) = path else {
+        return WireCode::NotFound.response();
     };
+    match read::order_view(s.gate.pool(), &c.tenant, &id).await {
+        Ok(Some(view)) if c.role == Role::Human || view.agent_id == c.actor => {
+            (StatusCode::OK, Json(view)).into_response()
+        }
+        Ok(_) => WireCode::NotFound.response(),
+        Err(e) => engine_error("reading a provider order", &e),
+    }
+}
+
+// ---- human routes ------------------------------------------------------------
+
+/// Answers a gate call's result; `done` says what the call did when it did it.
+fn answered(
+    action: &'static str,
+    done: &'static str,
+    result: Result<Outcome, ServiceError>,
+) -> Response {
+    match result {
+        Ok(o) => outcome(&o, done),
+        Err(e) => engine_error(action, &e),
+    }
 }
 
 async fn approve<P: PaymentProvider + 'static>(
@@ -352,7 +530,11 @@ async fn approve<P: PaymentProvider + 'static>(
 ) -> Response {
     let c = try_or_answer!(caller(&s, &headers, Some(Role::Human)).await);
     let id = try_or_answer!(scoped(&s, &c, Object::Request, path).await);
-    answered("approving", s.gate.approve(&c.tenant, &id, &c.actor).await)
+    answered(
+        "approving",
+        "Approved: the request is authorized; issue its checkout next.",
+        s.gate.approve(&c.tenant, &id, &c.actor).await,
+    )
 }
 
 async fn checkout<P: PaymentProvider + 'static>(
@@ -364,6 +546,7 @@ async fn checkout<P: PaymentProvider + 'static>(
     let id = try_or_answer!(scoped(&s, &c, Object::Request, path).await);
     answered(
         "issuing a checkout authority",
+        "A checkout authority is issued (its id is `id`): pay it before it expires.",
         s.gate.checkout(&c.tenant, &id, &c.actor).await,
     )
 }
@@ -375,7 +558,11 @@ async fn cancel<P: PaymentProvider + 'static>(
 ) -> Response {
     let c = try_or_answer!(caller(&s, &headers, Some(Role::Human)).await);
     let id = try_or_answer!(scoped(&s, &c, Object::Request, path).await);
-    answered("cancelling", s.gate.cancel(&c.tenant, &id, &c.actor).await)
+    answered(
+        "cancelling",
+        "The request is cancelled; its reservation is released.",
+        s.gate.cancel(&c.tenant, &id, &c.actor).await,
+    )
 }
 
 async fn pay<P: PaymentProvider + 'static>(
@@ -385,7 +572,11 @@ async fn pay<P: PaymentProvider + 'static>(
 ) -> Response {
     let c = try_or_answer!(caller(&s, &headers, Some(Role::Human)).await);
     let id = try_or_answer!(scoped(&s, &c, Object::Authority, path).await);
-    answered("paying", s.gate.pay(&c.tenant, &id, &c.actor).await)
+    answered(
+        "paying",
+        "A provider order is created (its id is `id`); the purchase is captured when the provider's signed event arrives.",
+        s.gate.pay(&c.tenant, &id, &c.actor).await,
+    )
 }
 
 /// A grant as a human sends it: the grantor of a root hop is the caller;
@@ -443,6 +634,7 @@ async fn grant<P: PaymentProvider + 'static>(
     };
     answered(
         "granting",
+        "The delegation is granted.",
         s.gate
             .grant(&c.tenant, &c.actor, parent.as_deref(), &terms)
             .await,
@@ -456,7 +648,11 @@ async fn revoke<P: PaymentProvider + 'static>(
 ) -> Response {
     let c = try_or_answer!(caller(&s, &headers, Some(Role::Human)).await);
     let id = try_or_answer!(scoped(&s, &c, Object::Delegation, path).await);
-    answered("revoking", s.gate.revoke(&c.tenant, &id, &c.actor).await)
+    answered(
+        "revoking",
+        "The delegation is revoked, with every hop below it; what the branch did not spend is given back.",
+        s.gate.revoke(&c.tenant, &id, &c.actor).await,
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -481,6 +677,7 @@ async fn set_price<P: PaymentProvider + 'static>(
     let price: PriceBody = try_or_answer!(parsed(&headers, body).await);
     answered(
         "changing a price",
+        "The price is changed; proposals from now on are priced at it.",
         s.gate.set_price(&c.tenant, &sku, price.price_paise).await,
     )
 }
@@ -494,6 +691,7 @@ async fn set_policy<P: PaymentProvider + 'static>(
     let patch: PolicyPatch = try_or_answer!(parsed(&headers, body).await);
     answered(
         "publishing a policy",
+        "A new policy version is published (its number is `id`); decisions from now on follow it.",
         s.gate.set_policy(&c.tenant, &patch).await,
     )
 }
@@ -519,6 +717,7 @@ async fn webhook<P: PaymentProvider + 'static>(
     );
     answered(
         "receiving a provider event",
+        "The provider event is applied.",
         deliver_webhook(&s.gate, &raw, signature, event_id).await,
     )
 }

@@ -14,8 +14,8 @@ use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wire::WireConfig;
 
-/// The routes an agent calls, with a method and a body that would be accepted
-/// from the right key. With [`HUMAN_ROUTES`], every route of the service.
+/// The routes an agent calls (a human may call some of them too), with a
+/// method and a body that would be accepted from the right key. With [`HUMAN_ROUTES`], every route of the service.
 const AGENT_ROUTES: &[(&str, &str, &str)] = &[
     (
         "POST",
@@ -23,13 +23,20 @@ const AGENT_ROUTES: &[(&str, &str, &str)] = &[
         r#"{"sku":"CLOUD-STARTER","quantity":1,"purpose":"x"}"#,
     ),
     ("GET", "/v1/requests/REQ", ""),
+    ("POST", "/v1/requests/REQ/approval-note", ""),
+    ("GET", "/v1/orders/ORDER", ""),
+    ("GET", "/v1/catalog", ""),
+    ("GET", "/v1/whoami", ""),
 ];
 
 /// Every route, with placeholder ids (`REQ`, `AUTH`) standing for ids that
 /// need not exist: a call without a valid key is refused before any lookup.
 fn every_route() -> impl Iterator<Item = (&'static str, String, &'static str)> {
     AGENT_ROUTES.iter().chain(HUMAN_ROUTES).map(|(m, p, b)| {
-        let path = p.replace("REQ", "req_000001").replace("AUTH", "auth_x");
+        let path = p
+            .replace("REQ", "req_000001")
+            .replace("AUTH", "auth_x")
+            .replace("ORDER", "order_x");
         (*m, path, *b)
     })
 }
@@ -1189,6 +1196,317 @@ async fn a_policy_patch_with_nul_is_refused_as_invalid() -> TestResult {
     let body = r#"{"allowed_merchants":["cloudco\u0000"]}"#;
     let (status, b) = answer(s.put("/v1/policy", Some(&lead), body).await?).await?;
     assert_eq!(status, 422, "{b}");
+    s.drop().await
+}
+
+/// One slow client's webhook: headers declaring `declared` bytes, then a
+/// byte every `every` until an answer comes or `give_up` passes. Returns the
+/// answer and when it came (from `started`).
+async fn slow_webhook(
+    addr: String,
+    declared: usize,
+    every: Duration,
+    started: tokio::time::Instant,
+    give_up: Duration,
+) -> Res<(String, Duration)> {
+    let stream = tokio::net::TcpStream::connect(&addr).await?;
+    let (mut read, mut write) = stream.into_split();
+    let head = format!(
+        "POST /webhooks/razorpay HTTP/1.1\r\nhost: {addr}\r\n\
+         content-type: application/json\r\ncontent-length: {declared}\r\n\r\n{{"
+    );
+    write.write_all(head.as_bytes()).await?;
+    let mut buf = vec![0u8; 4096];
+    let mut drip = tokio::time::interval(every);
+    drip.tick().await;
+    loop {
+        tokio::select! {
+            n = read.read(&mut buf) => {
+                let n = n?;
+                return Ok((String::from_utf8_lossy(&buf[..n]).into_owned(), started.elapsed()));
+            }
+            _ = drip.tick() => {
+                if started.elapsed() > give_up {
+                    return Err("no answer to a slow body".into());
+                }
+                // The server may close first: its answer is then read above.
+                let _ = write.write_all(b" ").await;
+            }
+        }
+    }
+}
+
+/// Three times as many slow webhook bodies as there are permits hold none:
+/// `/healthz` and a tenant's proposal are answered while they drip, and each
+/// slow body is answered 408 `BODY_TIMEOUT` once its deadline passes.
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_webhook_bodies_starve_neither_healthz_nor_a_tenants_proposal() -> TestResult {
+    const PERMITS: usize = 4;
+    const SLOW: usize = 3 * PERMITS;
+    let deadline = Duration::from_secs(4);
+    let config = WireConfig {
+        concurrency_limit: PERMITS,
+        webhook_concurrency_limit: 2,
+        body_deadline: deadline,
+        ..WireConfig::default()
+    };
+    let Some(s) = served_with(gate::provider::InProcessProvider::new(), config).await? else {
+        return Ok(());
+    };
+    let key = s.key("acme", "buyer-agent").await?;
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let started = tokio::time::Instant::now();
+    let slow: Vec<_> = (0..SLOW)
+        .map(|_| {
+            tokio::spawn(slow_webhook(
+                addr.clone(),
+                60_000,
+                Duration::from_millis(500),
+                started,
+                deadline * 3,
+            ))
+        })
+        .collect();
+    // Let every slow client connect and start dripping.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before_deadline = started + deadline - Duration::from_millis(200);
+    let health = tokio::time::timeout_at(before_deadline, s.get("/healthz", None))
+        .await
+        .map_err(|_| "/healthz waited behind the slow bodies")??;
+    assert_eq!(health.status().as_u16(), 200);
+    let proposed = tokio::time::timeout_at(
+        before_deadline,
+        s.post("/v1/requests", Some(&key), &proposal("CLOUD-STARTER", 1)),
+    )
+    .await
+    .map_err(|_| "a tenant's proposal waited behind the slow bodies")??;
+    let (status, body) = answer(proposed).await?;
+    assert_eq!(status, 201, "{body}");
+    // A quick webhook is still answered (refused: it is not signed).
+    let quick = tokio::time::timeout_at(
+        before_deadline,
+        s.post(
+            "/webhooks/razorpay",
+            None,
+            r#"{"event":"payment.captured"}"#,
+        ),
+    )
+    .await
+    .map_err(|_| "a quick webhook waited behind the slow bodies")??;
+    assert_eq!(quick.status().as_u16(), 400);
+    for task in slow {
+        let (reply, at) = task.await??;
+        assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+        assert!(reply.contains("\"BODY_TIMEOUT\""), "{reply}");
+        assert!(
+            reply.to_ascii_lowercase().contains("connection: close"),
+            "{reply}"
+        );
+        assert!(at >= deadline, "answered before its deadline: {at:?}");
+    }
+    let events: i64 = sqlx::query_scalar("SELECT count(*) FROM provider_events")
+        .fetch_one(s.pool())
+        .await?;
+    assert_eq!(events, 0, "a slow body reached the gate");
+    s.drop().await
+}
+
+/// A rate refusal carries Retry-After: the seconds until the refusing
+/// window's oldest counted proposal (the refused one included) leaves it;
+/// a proposal at that instant goes through.
+#[tokio::test]
+async fn a_rate_refusal_says_when_to_retry() -> TestResult {
+    let Some(s) = served().await? else {
+        return Ok(());
+    };
+    let key = s.key("acme", "buyer-agent").await?;
+    // The standard world: at most 5 denials in 60 minutes.
+    for _ in 0..5 {
+        let r = s
+            .post("/v1/requests", Some(&key), &proposal("NO-SUCH-SKU", 1))
+            .await?;
+        assert_eq!(r.status().as_u16(), 422);
+        assert!(r.headers().get("retry-after").is_none());
+        s.clock.advance_minutes(1);
+    }
+    let r = s
+        .post("/v1/requests", Some(&key), &proposal("CLOUD-STARTER", 1))
+        .await?;
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().map(str::to_owned))
+        .transpose()?;
+    let (status, b) = answer(r).await?;
+    assert_eq!(
+        (status, b["reason"].as_str()),
+        (429, Some("DENIAL_RATE_LIMIT"))
+    );
+    // Denials at 0..=4 minutes and this one at 5: the one at minute 1 leaving
+    // (at 61) leaves four.
+    assert_eq!(retry.as_deref(), Some("3360"), "{b}");
+    s.clock.advance_minutes(56);
+    let (status, b) = answer(
+        s.post("/v1/requests", Some(&key), &proposal("CLOUD-STARTER", 1))
+            .await?,
+    )
+    .await?;
+    assert_eq!(status, 201, "{b}");
+
+    // Velocity: at most 2 proposals in 10 minutes.
+    let lead = s.key("acme", "finance-lead").await?;
+    let (status, b) = answer(
+        s.put(
+            "/v1/policy",
+            Some(&lead),
+            r#"{"velocity":{"max_proposals":2,"window_minutes":10}}"#,
+        )
+        .await?,
+    )
+    .await?;
+    assert_eq!(status, 200, "{b}");
+    s.clock.advance_minutes(2);
+    let (status, b) = answer(
+        s.post("/v1/requests", Some(&key), &proposal("SNACK-BOX", 1))
+            .await?,
+    )
+    .await?;
+    assert_eq!(status, 201, "{b}");
+    s.clock.advance_minutes(1);
+    let r = s
+        .post("/v1/requests", Some(&key), &proposal("SNACK-BOX", 1))
+        .await?;
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().map(str::to_owned))
+        .transpose()?;
+    let (status, b) = answer(r).await?;
+    assert_eq!(
+        (status, b["reason"].as_str()),
+        (429, Some("VELOCITY_LIMIT"))
+    );
+    // Proposals 3 and 1 minutes ago, and this one: once the one a minute
+    // ago leaves (in 9 minutes; the older one is gone by then), one remains.
+    assert_eq!(retry.as_deref(), Some("540"), "{b}");
+    s.drop().await
+}
+
+/// Each call that did what it asked says what it did; the order route gives
+/// the amount and currency a client checks the provider's event against, to
+/// the request's agent and the tenant's humans only; whoami names the key.
+#[tokio::test]
+async fn successes_say_what_they_did_and_an_order_shows_its_amount() -> TestResult {
+    let Some(s) = served().await? else {
+        return Ok(());
+    };
+    let agent = s.key("acme", "buyer-agent").await?;
+    let lead = s.key("acme", "finance-lead").await?;
+    let (status, who) = answer(s.get("/v1/whoami", Some(&agent)).await?).await?;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (&who["tenant"], &who["actor"], &who["role"]),
+        (&json!("acme"), &json!("buyer-agent"), &json!("agent"))
+    );
+    let (status, who) = answer(s.get("/v1/whoami", Some(&lead)).await?).await?;
+    assert_eq!((status, &who["role"]), (200, &json!("human")));
+    let (status, catalog) = answer(s.get("/v1/catalog", Some(&agent)).await?).await?;
+    assert_eq!(status, 200);
+    let text = catalog.to_string();
+    assert!(
+        text.contains("CLOUD-STARTER") && !text.contains("price"),
+        "{text}"
+    );
+
+    let (request, authority) = authorized_and_authority(&s, &agent, &lead).await?;
+    let (status, paid) = answer(
+        s.post(&format!("/v1/authorities/{authority}/pay"), Some(&lead), "")
+            .await?,
+    )
+    .await?;
+    assert_eq!(status, 200, "{paid}");
+    let order = paid["id"].as_str().ok_or("no order id")?.to_owned();
+    let (amount, currency): (i64, String) = sqlx::query_as(
+        "SELECT amount_paise, currency FROM payment_requests WHERE tenant_id = 'acme' AND id = $1",
+    )
+    .bind(&request)
+    .fetch_one(s.pool())
+    .await?;
+    for key in [&agent, &lead] {
+        let (status, o) = answer(s.get(&format!("/v1/orders/{order}"), Some(key)).await?).await?;
+        assert_eq!(status, 200, "{o}");
+        assert_eq!(o["order_id"], json!(order));
+        assert_eq!(o["request_id"], json!(request));
+        assert_eq!(o["amount_paise"], json!(amount));
+        assert_eq!(o["currency"], json!(currency));
+        assert_eq!(o["status"], json!("CREATED"));
+    }
+    let other_agent = s.key("acme", "procurement-agent").await?;
+    let globex = s.key("globex", "globex-finance").await?;
+    for key in [&other_agent, &globex] {
+        let (status, o) = answer(s.get(&format!("/v1/orders/{order}"), Some(key)).await?).await?;
+        assert_eq!(
+            (status, o["reason"].as_str()),
+            (404, Some("NOT_FOUND")),
+            "{o}"
+        );
+    }
+
+    let (body, signature) = s.event("evt_msg_1", EVENT_CAPTURED, &order, amount);
+    let r = s
+        .client
+        .post(s.url("/webhooks/razorpay"))
+        .header("content-type", "application/json")
+        .header("x-razorpay-signature", signature)
+        .header("x-razorpay-event-id", "evt_msg_1")
+        .body(body)
+        .send()
+        .await?;
+    let (status, captured) = answer(r).await?;
+    assert_eq!(status, 200, "{captured}");
+    let (_, o) = answer(s.get(&format!("/v1/orders/{order}"), Some(&agent)).await?).await?;
+    assert_eq!(o["status"], json!("CAPTURED"));
+
+    let messages = [
+        ("pay", paid["message"].clone()),
+        ("webhook", captured["message"].clone()),
+    ];
+    for (what, message) in &messages {
+        let m = message.as_str().ok_or("no message")?;
+        assert!(!m.contains("a human issues the checkout"), "{what}: {m}");
+    }
+    assert!(
+        paid["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("provider order is created")),
+        "{paid}"
+    );
+    assert!(
+        captured["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("provider event is applied")),
+        "{captured}"
+    );
+    // Cancelling another request says so.
+    let (status, p) = answer(
+        s.post("/v1/requests", Some(&agent), &proposal("SNACK-BOX", 1))
+            .await?,
+    )
+    .await?;
+    assert_eq!(status, 201, "{p}");
+    let second = p["request_id"].as_str().ok_or("no id")?.to_owned();
+    let (status, c) = answer(
+        s.post(&format!("/v1/requests/{second}/cancel"), Some(&lead), "")
+            .await?,
+    )
+    .await?;
+    assert_eq!(status, 200, "{c}");
+    assert!(
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cancelled")),
+        "{c}"
+    );
     s.drop().await
 }
 

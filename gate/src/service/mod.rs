@@ -146,6 +146,7 @@ impl<P: PaymentProvider> Gate<P> {
             provider_timeout: DEFAULT_PROVIDER_TIMEOUT,
             worlds: WorldCache::default(),
             turns: Turns::default(),
+            untenanted: refusal::Untenanted::default(),
         })
     }
 
@@ -162,19 +163,8 @@ impl<P: PaymentProvider> Gate<P> {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, WebhookSecretError> {
         let secret = webhook_secret.into();
-        webhook::check_secret("current", &secret)?;
-        Ok(Gate {
-            pool,
-            provider,
-            ledger_key: LedgerKey::derived_from_secret(&secret),
-            secret,
-            previous_secret: None,
-            clock,
-            provider_timeout: DEFAULT_PROVIDER_TIMEOUT,
-            worlds: WorldCache::default(),
-            turns: Turns::default(),
-            untenanted: refusal::Untenanted::default(),
-        })
+        let key = LedgerKey::derived_from_secret(&secret);
+        Self::open(pool, provider, secret, key, clock)
     }
 
     /// Also accepts events signed with the previous webhook secret (rotation:
@@ -352,6 +342,10 @@ pub struct ProposeOutcome {
     pub view: AgentView,
     /// True when an idempotent replay returned the first decision.
     pub replayed: bool,
+    /// For a `VELOCITY_LIMIT` or `DENIAL_RATE_LIMIT` refusal: when the
+    /// policy's window next lets a proposal through (the oldest counted
+    /// proposal, or denial, leaves it).
+    pub retry_at: Option<DateTime<Utc>>,
 }
 
 impl ProposeOutcome {
@@ -361,6 +355,7 @@ impl ProposeOutcome {
             decision,
             view: AgentView::of(decision),
             replayed,
+            retry_at: None,
         }
     }
 }

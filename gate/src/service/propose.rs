@@ -34,6 +34,7 @@ use super::ledger::{self, Entry};
 use super::lock::lock_idempotency_key;
 use super::request_state::RequestState;
 use super::requests::{self, Birth, NewRequest};
+use super::world::CurrentPolicy;
 use super::world_cache::World;
 use super::{Gate, ProposeOutcome};
 use crate::catalog::Catalog;
@@ -41,6 +42,7 @@ use crate::ident::Ident;
 use crate::proposal::parse_proposal;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
+use crate::spend::{SpendState, reopens_at};
 
 impl<P: PaymentProvider> Gate<P> {
     /// The agent-facing call: `raw_body` exactly as the agent sent it.
@@ -124,6 +126,7 @@ impl<P: PaymentProvider> Gate<P> {
         let today = state.today;
 
         let proposal = parsed.ok();
+        let spend = state.recent.spend_state(today.reserved_paise);
         let decided = match (forced, &proposal) {
             (None, Some(p)) => decide::decide_with_catalog(
                 actor,
@@ -136,7 +139,7 @@ impl<P: PaymentProvider> Gate<P> {
                     .and_then(|w| w.catalog.as_ref())
                     .unwrap_or(&Catalog::default()),
                 state.chains,
-                &state.recent.spend_state(today.reserved_paise),
+                &spend,
                 now,
             ),
             (reason, _) => decide::Decided {
@@ -226,7 +229,11 @@ impl<P: PaymentProvider> Gate<P> {
             ledger::append(&mut tx, self.ledger_key(), now, entries).await?;
         }
         tx.commit().await.ctx("committing a proposal")?;
-        Ok(ProposeOutcome::new(Some(row.id), decision, false))
+        let mut outcome = ProposeOutcome::new(Some(row.id), decision, false);
+        outcome.retry_at = decision
+            .reason()
+            .and_then(|reason| retry_at(reason, policy, &spend, now));
+        Ok(outcome)
     }
 }
 
@@ -281,6 +288,39 @@ impl<P: PaymentProvider> Gate<P> {
                 }
             }
         }
+    }
+}
+
+/// When a rate refusal's window next lets a proposal through; `None` for
+/// any other reason. The refused proposal is recorded, and counts (towards
+/// velocity, and as a denial towards the denial rate), so it is in the
+/// window too.
+fn retry_at(
+    reason: Reason,
+    policy: Option<&CurrentPolicy>,
+    spend: &SpendState,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let policy = policy?.policy.as_ref().ok()?;
+    let with_this = |events: &[DateTime<Utc>]| {
+        let mut all = events.to_vec();
+        all.push(now);
+        all
+    };
+    match reason {
+        Reason::VelocityLimit => reopens_at(
+            &with_this(&spend.proposals),
+            now,
+            policy.velocity.window_minutes,
+            policy.velocity.max_proposals,
+        ),
+        Reason::DenialRateLimit => reopens_at(
+            &with_this(&spend.denials),
+            now,
+            policy.denial_rate.window_minutes,
+            policy.denial_rate.max_denials,
+        ),
+        _ => None,
     }
 }
 

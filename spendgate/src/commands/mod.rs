@@ -3,11 +3,13 @@
 //! Guarantees: every command that writes or verifies the ledger builds its
 //! gate through [`open_gate`], which requires `ledger_key` and
 //! `webhook_secret` from the configuration and never derives one from the
-//! other.
+//! other; `mcp` alone reads no configuration file (an agent's host holds
+//! only the agent's key and the service's URL).
 
 mod config_check;
 mod keys;
 mod ledger;
+mod mcp;
 mod migrate;
 mod reconcile;
 mod serve;
@@ -26,6 +28,9 @@ use crate::provider::Provider;
 
 /// Runs `cli`'s command to its exit code.
 pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    if let Command::Mcp = cli.command {
+        return mcp::run();
+    }
     let config = Config::load(cli.config.as_deref(), &|name| std::env::var(name).ok())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -40,6 +45,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Command::Ledger(command) => ledger::run(&config, command).await,
             Command::Reconcile(args) => reconcile::run(&config, &args).await,
             Command::Config(command) => config_check::run(&config, command),
+            Command::Mcp => mcp::run(),
         }
     })
 }

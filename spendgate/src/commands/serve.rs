@@ -36,6 +36,7 @@ pub async fn run(config: &Config, args: &ServeArgs) -> Result<ExitCode, Failure>
         provider_mode: mode,
         request_timeout: Duration::from_secs(args.timeout_secs),
         concurrency_limit: usize::try_from(args.concurrency).unwrap_or(usize::MAX),
+        ..wire::WireConfig::default()
     };
     eprintln!(
         "spendgate listening on http://{local} (provider: {mode}; SIGTERM or Ctrl-C stops it)"

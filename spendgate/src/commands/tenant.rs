@@ -365,8 +365,9 @@ async fn apply(
                 .ok_or_else(|| refused(format!("the policy of {tenant}"), &outcome))
         }
         Change::Grant { tenant, grant } => {
+            let (caller, parent) = grantor(loaded, tenant, grant);
             let outcome = gate
-                .grant(tenant, grant)
+                .grant(tenant, &caller, parent.as_deref(), &grant.terms())
                 .await
                 .map_err(|e| Failure::gate(format!("granting {}", grant.id), e))?;
             outcome
@@ -375,4 +376,27 @@ async fn apply(
                 .ok_or_else(|| refused(format!("delegation {}", grant.id), &outcome))
         }
     }
+}
+
+/// Who makes `grant`, and below which delegation: a hop whose `from` is a
+/// person is a root hop that person grants; one whose `from` is a delegation
+/// hangs below it, granted by the human at the root of that chain in the file.
+fn grantor(loaded: &Loaded, tenant: &str, grant: &Grant) -> (String, Option<String>) {
+    let Some(t) = loaded.file.tenants.iter().find(|t| t.id == tenant) else {
+        return (grant.from.clone(), None);
+    };
+    if t.people.iter().any(|p| p.id == grant.from) {
+        return (grant.from.clone(), None);
+    }
+    let mut from = grant.from.as_str();
+    for _ in 0..t.delegations.len() {
+        match t.delegations.iter().find(|d| d.id == from) {
+            Some(d) if t.people.iter().any(|p| p.id == d.from) => {
+                return (d.from.clone(), Some(grant.from.clone()));
+            }
+            Some(d) => from = &d.from,
+            None => break,
+        }
+    }
+    (grant.from.clone(), Some(grant.from.clone()))
 }
