@@ -87,7 +87,7 @@ pub fn render(taxonomy: &Taxonomy) -> String {
     keys_table(&mut out, tables::EXPECT);
     let _ = writeln!(
         out,
-        "\nDecisions: {}. A `concurrent` step expects counts instead, each key optional: {}.",
+        "\nDecisions: {}. A `concurrent` step expects exact counts instead, an omitted key meaning 0: {}.",
         spelled(&DecisionKind::ALL, DecisionKind::as_str),
         spelled(&DecisionKind::ALL, DecisionKind::as_str),
     );
