@@ -6,8 +6,10 @@
 //! not name an earlier step of the right kind (see [`crate::references`]),
 //! and a `request_states` invariant naming a step that creates no request;
 //! every refusal names the key or value. (The clock bound needs the world's
-//! `now`, so the loader checks it: [`crate::clock::check`].) Serialization writes the keys in a
-//! fixed order, so the same scenario always serializes to the same YAML.
+//! `now`, so the loader checks it: [`crate::clock::check`]; the loader also
+//! refuses an attack that carries no check its success would break:
+//! [`Scenario::missing_check`].) Serialization writes the keys in a fixed
+//! order, so the same scenario always serializes to the same YAML.
 
 use std::collections::BTreeMap;
 
@@ -56,10 +58,44 @@ pub struct Invariants {
     pub request_states: Option<BTreeMap<String, RequestState>>,
 }
 
+/// The invariants an attack's success would break: money or a request's
+/// state. `ledger_intact` is not one of them (an attack that moves money
+/// leaves the ledger intact).
+pub const MONEY_INVARIANTS: [&str; 7] = [
+    "provider_orders",
+    "captured_paise",
+    "provider_captured_paise",
+    "spent_today_paise",
+    "delegation_spent_paise",
+    "books_balanced",
+    "request_states",
+];
+
 impl Invariants {
     /// Whether no invariant is given.
     pub fn is_empty(&self) -> bool {
         *self == Invariants::default()
+    }
+
+    /// The money invariants given (of [`MONEY_INVARIANTS`]); an empty map
+    /// checks nothing and is not counted.
+    pub fn money_checks(&self) -> Vec<&'static str> {
+        let given = [
+            self.provider_orders.is_some(),
+            self.captured_paise.is_some(),
+            self.provider_captured_paise.is_some(),
+            self.spent_today_paise.is_some(),
+            self.delegation_spent_paise
+                .as_ref()
+                .is_some_and(|m| !m.is_empty()),
+            self.books_balanced.is_some(),
+            self.request_states.as_ref().is_some_and(|m| !m.is_empty()),
+        ];
+        MONEY_INVARIANTS
+            .into_iter()
+            .zip(given)
+            .filter_map(|(name, given)| given.then_some(name))
+            .collect()
     }
 }
 
@@ -137,6 +173,30 @@ impl Scenario {
             steps,
             invariants,
         })
+    }
+
+    /// For an attack with no check its success would break, what is
+    /// missing; `None` for a legitimate scenario or an attack with a check.
+    /// A check is a step expected to come out `deny` or `step_up` (for a
+    /// `concurrent` step, counts with some `deny` or `step_up`), or a money
+    /// invariant ([`MONEY_INVARIANTS`]). `ledger_intact` alone is not one.
+    pub fn missing_check(&self) -> Option<String> {
+        if self.label != Label::Attack
+            || self.steps.iter().any(Step::expects_refusal)
+            || !self.invariants.money_checks().is_empty()
+        {
+            return None;
+        }
+        let ledger_only = if self.invariants.ledger_intact.is_some() {
+            " (`ledger_intact` alone is not one: an attack that moves money leaves the ledger intact)"
+        } else {
+            ""
+        };
+        Some(format!(
+            "no step is expected to come out `deny` or `step_up`, and no money invariant is given \
+             (one of {}){ledger_only}",
+            MONEY_INVARIANTS.join(", ")
+        ))
     }
 
     /// The step with this name.

@@ -26,7 +26,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{LoadErrorKind, ParseError};
-use crate::expect::{Counts, Expect, StepExpect};
+use crate::expect::{Counts, DecisionKind, Expect, StepExpect};
 use crate::tables::{self, check_table};
 use crate::verbs::{
     AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
@@ -186,6 +186,22 @@ impl Step {
         match &self.expect {
             Some(StepExpect::Counts(c)) => Some(c),
             _ => None,
+        }
+    }
+
+    /// Whether this step carries a check an attack's success would break:
+    /// it is expected to come out `deny` or `step_up`, or (a `concurrent`
+    /// step) some of its copies are. Exact counts make any more permissive
+    /// outcome a breach.
+    pub fn expects_refusal(&self) -> bool {
+        match &self.expect {
+            Some(StepExpect::Decision(e)) => {
+                matches!(e.decision, DecisionKind::Deny | DecisionKind::StepUp)
+            }
+            Some(StepExpect::Counts(c)) => {
+                c.exact(DecisionKind::Deny) > 0 || c.exact(DecisionKind::StepUp) > 0
+            }
+            None => false,
         }
     }
 

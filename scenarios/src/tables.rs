@@ -83,7 +83,10 @@ pub struct VerbSpec {
 /// The keys of one scenario.
 pub const SCENARIO: &[Key] = &[
     req("id", "kebab-case, unique across the corpus"),
-    req("label", "`attack` or `legit`"),
+    req(
+        "label",
+        "`attack` or `legit`; an attack must carry a check its success would break: a step expected `deny` or `step_up` (a `concurrent` step: some `deny` or `step_up` copies), or a money invariant (`provider_orders`, `captured_paise`, `provider_captured_paise`, `spent_today_paise`, `delegation_spent_paise`, `books_balanced`, `request_states`); `ledger_intact` alone is not one, and the loader refuses an attack without one",
+    ),
     opt(
         "class",
         "a class id from taxonomy.yaml (attacks of the project's corpus always have one)",
