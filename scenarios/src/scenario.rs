@@ -18,6 +18,7 @@ use gate::service::RequestState;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{LoadErrorKind, ParseError};
+use crate::expect::{DecisionKind, StepExpect};
 use crate::ids::is_kebab;
 use crate::step::Step;
 use crate::tables::{self, check_table};
@@ -197,6 +198,48 @@ impl Scenario {
              (one of {}){ledger_only}",
             MONEY_INVARIANTS.join(", ")
         ))
+    }
+
+    /// The indices of the steps that carry the attack, for any label:
+    /// - the wire-only steps, when there are any (the service refuses them
+    ///   before the gate; the other steps set them up);
+    /// - else the steps expected to come out `deny` (a `concurrent` step:
+    ///   with refused copies), the refusals the attack meets;
+    /// - else those expected `step_up` (the attack is evading a human);
+    /// - else every step (the invariants alone carry the check).
+    pub fn attack_steps(&self) -> Vec<usize> {
+        let which = |keep: &dyn Fn(&Step) -> bool| -> Vec<usize> {
+            (0..self.steps.len())
+                .filter(|&i| keep(&self.steps[i]))
+                .collect()
+        };
+        let wire_only = which(&Step::wire_only);
+        if !wire_only.is_empty() {
+            return wire_only;
+        }
+        let expected = |kind: DecisionKind| {
+            move |s: &Step| match &s.expect {
+                Some(StepExpect::Decision(e)) => e.decision == kind,
+                Some(StepExpect::Counts(c)) => c.exact(kind) > 0,
+                None => false,
+            }
+        };
+        let denied = which(&expected(DecisionKind::Deny));
+        if !denied.is_empty() {
+            return denied;
+        }
+        let stepped_up = which(&expected(DecisionKind::StepUp));
+        if !stepped_up.is_empty() {
+            return stepped_up;
+        }
+        (0..self.steps.len()).collect()
+    }
+
+    /// Whether this is an attack that only an engine sending wire-only
+    /// steps sends: its attack steps are wire-only. On any other engine it
+    /// is "not run": no evidence, never blocked.
+    pub fn attack_needs_wire(&self) -> bool {
+        self.label == Label::Attack && self.steps.iter().any(Step::wire_only)
     }
 
     /// The step with this name.

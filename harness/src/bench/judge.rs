@@ -132,6 +132,8 @@ pub fn judge(scenario: &Scenario, run: &Run, engine: &str, heldout: bool) -> Sce
         .map(|r| r.code().to_string())
         .collect();
     ScenarioResult {
+        attack_reasons: attack_reasons(scenario, run).into_iter().collect(),
+        not_run: false,
         reasons_seen: reasons_seen.into_iter().collect(),
         guards_seen: run.guards.iter().cloned().collect(),
         id: scenario.id.clone(),
@@ -149,6 +151,30 @@ pub fn judge(scenario: &Scenario, run: &Run, engine: &str, heldout: bool) -> Sce
         engine: engine.to_string(),
         heldout,
     }
+}
+
+/// The codes the steps carrying the attack came out with: a refused step's
+/// gate reason, or for a wire-only step the service's own code its `wire`
+/// block names (the HTTP engine fails the scenario when the service
+/// answered another).
+fn attack_reasons(scenario: &Scenario, run: &Run) -> std::collections::BTreeSet<String> {
+    scenario
+        .attack_steps()
+        .into_iter()
+        .filter_map(|i| {
+            let step = &scenario.steps[i];
+            match run.outcomes.get(i)? {
+                StepOutcome::Decided {
+                    reason: Some(r), ..
+                } => Some(r.code().to_string()),
+                StepOutcome::Decided {
+                    kind: DecisionKind::Deny,
+                    reason: None,
+                } if step.wire_only() => step.wire.as_ref()?.reason.clone(),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 fn check_invariants(
