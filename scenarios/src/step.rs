@@ -30,7 +30,7 @@ use crate::expect::{Counts, DecisionKind, Expect, StepExpect};
 use crate::tables::{self, check_table};
 use crate::verbs::{
     AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
-    Replay, Revoke, SetClock, SetPrice, Webhook, decode_b64,
+    ProviderMode, Replay, Revoke, SetClock, SetPrice, Webhook, decode_b64,
 };
 use crate::wire::WireStep;
 use crate::yaml::{as_mapping, decode, join, key_text, required};
@@ -438,6 +438,25 @@ fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
             };
             if p.times == Some(0) {
                 return Err(invalid(&join(path, "times"), "times must be at least 1"));
+            }
+            match (p.mode(), p.field) {
+                (ProviderMode::Mismatch, None) => {
+                    return Err(LoadErrorKind::MissingKey {
+                        path: path.to_string(),
+                        key: "field".into(),
+                    }
+                    .into());
+                }
+                (ProviderMode::Mismatch, Some(_)) | (_, None) => {}
+                (other, Some(_)) => {
+                    return Err(invalid(
+                        &join(path, "field"),
+                        format!(
+                            "`field` goes with `mode: mismatch` only, not `{}`",
+                            other.as_str()
+                        ),
+                    ));
+                }
             }
             Verb::Provider(p)
         }

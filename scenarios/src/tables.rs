@@ -333,11 +333,18 @@ pub const VERB_SPECS: [VerbSpec; 18] = [
         keys: &[
             opt(
                 "mode",
-                "`ok` (default), `timeout`, `late`, `reject` or `unavailable`",
+                "`ok` (default), `timeout`, `late`, `reject`, `unavailable` or `mismatch`",
+            ),
+            opt(
+                "field",
+                "with `mode: mismatch` (required then, refused otherwise): `amount`, `currency`, `merchant`, `receipt` or `id`",
             ),
             opt("times", "how many later `pay` calls, default every one"),
         ],
-        rules: &["`times` is at least 1"],
+        rules: &[
+            "`times` is at least 1",
+            "`mismatch`: the provider answers an order that differs from the one asked for in `field` (`id`: the id another authority's order already has) and creates nothing; the gate records nothing as the order and answers `PROVIDER_REJECTED`, the request failing and its budgets coming back",
+        ],
     },
     VerbSpec {
         name: "reconcile",

@@ -511,3 +511,44 @@ fn an_attack_with_no_check_is_refused_naming_what_is_missing() {
     let corpus = Corpus::load(dir.write("legit.yaml", &legit));
     assert!(corpus.errors.is_empty(), "{:#?}", corpus.errors);
 }
+
+#[test]
+fn a_provider_mismatch_names_its_field_and_only_a_mismatch_has_one() {
+    let steps = |provider: &str| {
+        format!(
+            "    - {{provider: {provider}, expect: {{decision: ok}}}}\n    - propose: {{actor: buyer-agent, body: {{sku: SNACK-BOX, quantity: 1, purpose: p}}}}\n      expect: {{decision: deny}}\n"
+        )
+    };
+    let (err, file) = only_error(&scenario(
+        "mismatch-no-field",
+        "",
+        &steps("{mode: mismatch}"),
+    ));
+    assert_names(&err, &file, "mismatch-no-field", "field");
+    assert!(
+        matches!(err.kind, LoadErrorKind::MissingKey { .. }),
+        "{err}"
+    );
+    let (err, _) = only_error(&scenario(
+        "field-without-mismatch",
+        "",
+        &steps("{mode: reject, field: amount}"),
+    ));
+    assert!(err.to_string().contains("steps[0].provider.field"), "{err}");
+    let (err, _) = only_error(&scenario(
+        "mismatch-unknown-field",
+        "",
+        &steps("{mode: mismatch, field: colour}"),
+    ));
+    assert!(err.to_string().contains("colour"), "{err}");
+    for field in ["amount", "currency", "merchant", "receipt", "id"] {
+        let dir = TempDir::new();
+        let text = scenario(
+            "mismatch-ok",
+            "",
+            &steps(&format!("{{mode: mismatch, field: {field}, times: 1}}")),
+        );
+        let corpus = Corpus::load(dir.write("ok.yaml", &text));
+        assert!(corpus.errors.is_empty(), "{field}: {:#?}", corpus.errors);
+    }
+}
