@@ -78,3 +78,72 @@ fn a_race_reports_its_counts_and_not_the_guards_its_copies_met() {
     );
     assert_eq!(race["guards_seen"], serde_json::json!([]), "{race:#}");
 }
+
+/// Two races whose copies come out more permissive than their exact counts:
+/// three proposals each allowed against `{deny: 3}`, and the velocity burst
+/// with the limit raised out of reach (25 step-ups against `{step_up: 20,
+/// deny: 5}`). Their invariants hold (nothing is paid), so only the counts
+/// can tell.
+const PERMISSIVE: &str = r#"
+- id: three-allowed-against-deny-three
+  label: attack
+  class: database-constraint.concurrent-overspend
+  refs: ["PA-15"]
+  description: Three copies expected refused; each is allowed.
+  world: standard
+  steps:
+    - concurrent:
+        times: 3
+        step: {propose: {actor: buyer-agent, body: {sku: SNACK-BOX, quantity: 1, purpose: "snacks"}}}
+      expect: {deny: 3}
+  invariants: {provider_orders: 0}
+
+- id: velocity-burst-limit-out-of-reach
+  label: attack
+  class: policy.velocity-flood
+  refs: ["PA-13"]
+  description: The committed burst, with the velocity limit raised to 1000 an hour first.
+  world: standard
+  steps:
+    - {set_policy: {velocity: {max_proposals: 1000, window_minutes: 60}}, expect: {decision: ok}}
+    - concurrent:
+        times: 25
+        step: {propose: {actor: buyer-agent, body: {sku: CLOUD-TEAM, quantity: 1, purpose: "team credits"}}}
+      expect: {step_up: 20, deny: 5}
+  invariants: {provider_orders: 0, spent_today_paise: 0}
+"#;
+
+#[test]
+fn a_race_more_permissive_than_its_exact_counts_is_not_blocked() {
+    if skip() {
+        return;
+    }
+    let dir = workdir();
+    let corpus = dir.path().join("corpus");
+    fs::create_dir_all(corpus.join("worlds")).unwrap();
+    fs::write(corpus.join("races.yaml"), PERMISSIVE).unwrap();
+    for (from, to) in [
+        ("scenarios/worlds/standard.yaml", "worlds/standard.yaml"),
+        ("scenarios/taxonomy.yaml", "taxonomy.yaml"),
+    ] {
+        fs::copy(workspace_root().join(from), corpus.join(to)).unwrap();
+    }
+    let results = bench_database(&corpus, &dir.path().join("out"), &[]);
+    assert_eq!(results.len(), 2, "{results:#?}");
+    for r in &results {
+        assert_eq!(r["blocked"], false, "{r:#}");
+        assert_eq!(r["passed"], false, "{r:#}");
+    }
+    let burst = results
+        .iter()
+        .find(|r| r["id"] == "velocity-burst-limit-out-of-reach")
+        .unwrap();
+    assert_eq!(
+        burst["failures"],
+        serde_json::json!([
+            "step #2 (concurrent): expected 20 step_up, got 25",
+            "step #2 (concurrent): expected 5 deny, got 0"
+        ]),
+        "{burst:#}"
+    );
+}

@@ -92,6 +92,13 @@ pub enum LoadErrorKind {
     },
     #[error("world `{world}` did not load (see its own error)")]
     BrokenWorld { world: String },
+    #[error(
+        "an attack must carry a check its success would break, and this one has none: {missing}"
+    )]
+    AttackWithoutCheck {
+        /// What is missing, in words.
+        missing: String,
+    },
     #[error("{message}")]
     Invalid { message: String },
 }

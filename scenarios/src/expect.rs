@@ -6,6 +6,7 @@
 //! set of counts. Unknown keys and unknown codes are refused with the key or
 //! code named.
 
+use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use crate::yaml::Value;
@@ -207,6 +208,38 @@ impl Counts {
             .flatten()
             .sum()
     }
+
+    /// The exact count expected for one kind: an omitted key means 0.
+    pub fn exact(&self, kind: DecisionKind) -> u32 {
+        self.get(kind).unwrap_or(0)
+    }
+
+    /// Every kind whose observed count differs from the exact count
+    /// expected, as `(kind, expected, observed)`, in [`DecisionKind::ALL`]
+    /// order.
+    pub fn mismatches(
+        &self,
+        observed: &BTreeMap<DecisionKind, u32>,
+    ) -> Vec<(DecisionKind, u32, u32)> {
+        DecisionKind::ALL
+            .into_iter()
+            .map(|kind| {
+                let got = observed.get(&kind).copied().unwrap_or(0);
+                (kind, self.exact(kind), got)
+            })
+            .filter(|(_, want, got)| want != got)
+            .collect()
+    }
+
+    /// Whether the observed counts are more permissive than expected: more
+    /// copies came out `allow`, `ok` or `step_up` than the exact count
+    /// expected of that kind. A concurrent attack with such an outcome is
+    /// not blocked.
+    pub fn more_permissive(&self, observed: &BTreeMap<DecisionKind, u32>) -> bool {
+        [DecisionKind::Allow, DecisionKind::Ok, DecisionKind::StepUp]
+            .into_iter()
+            .any(|kind| observed.get(&kind).copied().unwrap_or(0) > self.exact(kind))
+    }
 }
 
 /// A step's expectation: a decision, or counts for `concurrent`.
@@ -266,6 +299,28 @@ mod tests {
         );
         let err = crate::yaml::from_str::<Expect>("{decision: deny, reason: NOPE}").unwrap_err();
         assert!(err.to_string().contains("NOPE"), "{err}");
+    }
+
+    #[test]
+    fn counts_are_exact_and_an_omitted_key_is_zero() {
+        let c: Counts = crate::yaml::from_str("{deny: 3}").unwrap();
+        let seen =
+            |pairs: &[(DecisionKind, u32)]| pairs.iter().copied().collect::<BTreeMap<_, _>>();
+        assert!(c.mismatches(&seen(&[(DecisionKind::Deny, 3)])).is_empty());
+        assert!(!c.more_permissive(&seen(&[(DecisionKind::Deny, 3)])));
+        let three_allowed = seen(&[(DecisionKind::Allow, 3)]);
+        assert_eq!(
+            c.mismatches(&three_allowed),
+            vec![(DecisionKind::Allow, 0, 3), (DecisionKind::Deny, 3, 0)]
+        );
+        assert!(c.more_permissive(&three_allowed));
+        let burst: Counts = crate::yaml::from_str("{step_up: 20, deny: 5}").unwrap();
+        let raised = seen(&[(DecisionKind::StepUp, 25)]);
+        assert!(burst.more_permissive(&raised));
+        // Fewer successes than expected is a miss, never a breach.
+        let stricter = seen(&[(DecisionKind::StepUp, 19), (DecisionKind::Deny, 6)]);
+        assert!(!burst.more_permissive(&stricter));
+        assert_eq!(burst.mismatches(&stricter).len(), 2);
     }
 
     #[test]

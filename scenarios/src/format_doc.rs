@@ -18,7 +18,7 @@ use crate::clock::BOUND_YEARS;
 use crate::expect::DecisionKind;
 use crate::tables::{self, Key};
 use crate::taxonomy::{Taxonomy, ThreatLayer};
-use crate::verbs::{ProviderMode, Signature};
+use crate::verbs::{MISMATCH_FIELDS, ProviderMode, Signature};
 
 /// Where the reference lives, relative to the workspace root.
 pub const PATH: &str = "docs/scenario-format.md";
@@ -87,7 +87,7 @@ pub fn render(taxonomy: &Taxonomy) -> String {
     keys_table(&mut out, tables::EXPECT);
     let _ = writeln!(
         out,
-        "\nDecisions: {}. A `concurrent` step expects counts instead, each key optional: {}.",
+        "\nDecisions: {}. A `concurrent` step expects exact counts instead, an omitted key meaning 0: {}.",
         spelled(&DecisionKind::ALL, DecisionKind::as_str),
         spelled(&DecisionKind::ALL, DecisionKind::as_str),
     );
@@ -111,9 +111,10 @@ pub fn render(taxonomy: &Taxonomy) -> String {
     }
     let _ = writeln!(
         out,
-        "\nWebhook signatures: {}. Provider modes: {}.",
+        "\nWebhook signatures: {}. Provider modes: {}. Mismatch fields: {}.",
         spelled(&Signature::ALL, Signature::as_str),
-        spelled(&ProviderMode::ALL, ProviderMode::as_str)
+        spelled(&ProviderMode::ALL, ProviderMode::as_str),
+        spelled(&MISMATCH_FIELDS.map(|(_, name)| name), |n| n)
     );
     let _ = writeln!(
         out,
@@ -222,6 +223,10 @@ mod tests {
         for d in DecisionKind::ALL {
             let back: DecisionKind = crate::yaml::from_str(d.as_str()).unwrap();
             assert_eq!(back, d);
+        }
+        for (f, name) in MISMATCH_FIELDS {
+            let back: crate::verbs::MismatchField = crate::yaml::from_str(name).unwrap();
+            assert_eq!(back, f);
         }
         assert!(crate::yaml::from_str::<ProviderMode>("flaky").is_err());
     }

@@ -16,8 +16,11 @@
 //! - Refused: unknown keys, unknown verbs, steps with zero or two verbs,
 //!   dangling step references, unknown taxonomy classes, unknown reason
 //!   codes, duplicate scenario ids (the later one), unknown or broken worlds,
-//!   non-kebab-case ids, bad base64, and a clock moved or set beyond ±10
-//!   years of the world's `now` ([`crate::clock`]).
+//!   non-kebab-case ids, bad base64, a clock moved or set beyond ±10
+//!   years of the world's `now` ([`crate::clock`]), and an attack that
+//!   carries no check its success would break (no step expected `deny` or
+//!   `step_up` and no money invariant: [`Scenario::missing_check`]), named
+//!   with what is missing.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -376,6 +379,15 @@ impl Loader {
             if let Some(Err(e)) = now.map(|now| crate::clock::check(&scenario.steps, now)) {
                 let line = refine_line(&text, start, end, &e.0);
                 self.error(file, line, id, e.0);
+                continue;
+            }
+            if let Some(missing) = scenario.missing_check() {
+                self.error(
+                    file,
+                    start,
+                    id,
+                    LoadErrorKind::AttackWithoutCheck { missing },
+                );
                 continue;
             }
             self.corpus.origins.insert(

@@ -6,8 +6,10 @@
 //! not name an earlier step of the right kind (see [`crate::references`]),
 //! and a `request_states` invariant naming a step that creates no request;
 //! every refusal names the key or value. (The clock bound needs the world's
-//! `now`, so the loader checks it: [`crate::clock::check`].) Serialization writes the keys in a
-//! fixed order, so the same scenario always serializes to the same YAML.
+//! `now`, so the loader checks it: [`crate::clock::check`]; the loader also
+//! refuses an attack that carries no check its success would break:
+//! [`Scenario::missing_check`].) Serialization writes the keys in a fixed
+//! order, so the same scenario always serializes to the same YAML.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +18,7 @@ use gate::service::RequestState;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{LoadErrorKind, ParseError};
+use crate::expect::{DecisionKind, StepExpect};
 use crate::ids::is_kebab;
 use crate::step::Step;
 use crate::tables::{self, check_table};
@@ -56,10 +59,44 @@ pub struct Invariants {
     pub request_states: Option<BTreeMap<String, RequestState>>,
 }
 
+/// The invariants an attack's success would break: money or a request's
+/// state. `ledger_intact` is not one of them (an attack that moves money
+/// leaves the ledger intact).
+pub const MONEY_INVARIANTS: [&str; 7] = [
+    "provider_orders",
+    "captured_paise",
+    "provider_captured_paise",
+    "spent_today_paise",
+    "delegation_spent_paise",
+    "books_balanced",
+    "request_states",
+];
+
 impl Invariants {
     /// Whether no invariant is given.
     pub fn is_empty(&self) -> bool {
         *self == Invariants::default()
+    }
+
+    /// The money invariants given (of [`MONEY_INVARIANTS`]); an empty map
+    /// checks nothing and is not counted.
+    pub fn money_checks(&self) -> Vec<&'static str> {
+        let given = [
+            self.provider_orders.is_some(),
+            self.captured_paise.is_some(),
+            self.provider_captured_paise.is_some(),
+            self.spent_today_paise.is_some(),
+            self.delegation_spent_paise
+                .as_ref()
+                .is_some_and(|m| !m.is_empty()),
+            self.books_balanced.is_some(),
+            self.request_states.as_ref().is_some_and(|m| !m.is_empty()),
+        ];
+        MONEY_INVARIANTS
+            .into_iter()
+            .zip(given)
+            .filter_map(|(name, given)| given.then_some(name))
+            .collect()
     }
 }
 
@@ -137,6 +174,72 @@ impl Scenario {
             steps,
             invariants,
         })
+    }
+
+    /// For an attack with no check its success would break, what is
+    /// missing; `None` for a legitimate scenario or an attack with a check.
+    /// A check is a step expected to come out `deny` or `step_up` (for a
+    /// `concurrent` step, counts with some `deny` or `step_up`), or a money
+    /// invariant ([`MONEY_INVARIANTS`]). `ledger_intact` alone is not one.
+    pub fn missing_check(&self) -> Option<String> {
+        if self.label != Label::Attack
+            || self.steps.iter().any(Step::expects_refusal)
+            || !self.invariants.money_checks().is_empty()
+        {
+            return None;
+        }
+        let ledger_only = if self.invariants.ledger_intact.is_some() {
+            " (`ledger_intact` alone is not one: an attack that moves money leaves the ledger intact)"
+        } else {
+            ""
+        };
+        Some(format!(
+            "no step is expected to come out `deny` or `step_up`, and no money invariant is given \
+             (one of {}){ledger_only}",
+            MONEY_INVARIANTS.join(", ")
+        ))
+    }
+
+    /// The indices of the steps that carry the attack, for any label:
+    /// - the wire-only steps, when there are any (the service refuses them
+    ///   before the gate; the other steps set them up);
+    /// - else the steps expected to come out `deny` (a `concurrent` step:
+    ///   with refused copies), the refusals the attack meets;
+    /// - else those expected `step_up` (the attack is evading a human);
+    /// - else every step (the invariants alone carry the check).
+    pub fn attack_steps(&self) -> Vec<usize> {
+        let which = |keep: &dyn Fn(&Step) -> bool| -> Vec<usize> {
+            (0..self.steps.len())
+                .filter(|&i| keep(&self.steps[i]))
+                .collect()
+        };
+        let wire_only = which(&Step::wire_only);
+        if !wire_only.is_empty() {
+            return wire_only;
+        }
+        let expected = |kind: DecisionKind| {
+            move |s: &Step| match &s.expect {
+                Some(StepExpect::Decision(e)) => e.decision == kind,
+                Some(StepExpect::Counts(c)) => c.exact(kind) > 0,
+                None => false,
+            }
+        };
+        let denied = which(&expected(DecisionKind::Deny));
+        if !denied.is_empty() {
+            return denied;
+        }
+        let stepped_up = which(&expected(DecisionKind::StepUp));
+        if !stepped_up.is_empty() {
+            return stepped_up;
+        }
+        (0..self.steps.len()).collect()
+    }
+
+    /// Whether this is an attack that only an engine sending wire-only
+    /// steps sends: its attack steps are wire-only. On any other engine it
+    /// is "not run": no evidence, never blocked.
+    pub fn attack_needs_wire(&self) -> bool {
+        self.label == Label::Attack && self.steps.iter().any(Step::wire_only)
     }
 
     /// The step with this name.

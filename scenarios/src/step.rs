@@ -26,11 +26,11 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{LoadErrorKind, ParseError};
-use crate::expect::{Counts, Expect, StepExpect};
+use crate::expect::{Counts, DecisionKind, Expect, StepExpect};
 use crate::tables::{self, check_table};
 use crate::verbs::{
     AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
-    Replay, Revoke, SetClock, SetPrice, Webhook, decode_b64,
+    ProviderMode, Replay, Revoke, SetClock, SetPrice, Webhook, decode_b64,
 };
 use crate::wire::WireStep;
 use crate::yaml::{as_mapping, decode, join, key_text, required};
@@ -186,6 +186,22 @@ impl Step {
         match &self.expect {
             Some(StepExpect::Counts(c)) => Some(c),
             _ => None,
+        }
+    }
+
+    /// Whether this step carries a check an attack's success would break:
+    /// it is expected to come out `deny` or `step_up`, or (a `concurrent`
+    /// step) some of its copies are. Exact counts make any more permissive
+    /// outcome a breach.
+    pub fn expects_refusal(&self) -> bool {
+        match &self.expect {
+            Some(StepExpect::Decision(e)) => {
+                matches!(e.decision, DecisionKind::Deny | DecisionKind::StepUp)
+            }
+            Some(StepExpect::Counts(c)) => {
+                c.exact(DecisionKind::Deny) > 0 || c.exact(DecisionKind::StepUp) > 0
+            }
+            None => false,
         }
     }
 
@@ -422,6 +438,25 @@ fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
             };
             if p.times == Some(0) {
                 return Err(invalid(&join(path, "times"), "times must be at least 1"));
+            }
+            match (p.mode(), p.field) {
+                (ProviderMode::Mismatch, None) => {
+                    return Err(LoadErrorKind::MissingKey {
+                        path: path.to_string(),
+                        key: "field".into(),
+                    }
+                    .into());
+                }
+                (ProviderMode::Mismatch, Some(_)) | (_, None) => {}
+                (other, Some(_)) => {
+                    return Err(invalid(
+                        &join(path, "field"),
+                        format!(
+                            "`field` goes with `mode: mismatch` only, not `{}`",
+                            other.as_str()
+                        ),
+                    ));
+                }
             }
             Verb::Provider(p)
         }

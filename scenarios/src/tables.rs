@@ -83,7 +83,10 @@ pub struct VerbSpec {
 /// The keys of one scenario.
 pub const SCENARIO: &[Key] = &[
     req("id", "kebab-case, unique across the corpus"),
-    req("label", "`attack` or `legit`"),
+    req(
+        "label",
+        "`attack` or `legit`; an attack must carry a check its success would break: a step expected `deny` or `step_up` (a `concurrent` step: some `deny` or `step_up` copies), or a money invariant (`provider_orders`, `captured_paise`, `provider_captured_paise`, `spent_today_paise`, `delegation_spent_paise`, `books_balanced`, `request_states`); `ledger_intact` alone is not one, and the loader refuses an attack without one",
+    ),
     opt(
         "class",
         "a class id from taxonomy.yaml (attacks of the project's corpus always have one)",
@@ -330,11 +333,18 @@ pub const VERB_SPECS: [VerbSpec; 18] = [
         keys: &[
             opt(
                 "mode",
-                "`ok` (default), `timeout`, `late`, `reject` or `unavailable`",
+                "`ok` (default), `timeout`, `late`, `reject`, `unavailable` or `mismatch`",
+            ),
+            opt(
+                "field",
+                "with `mode: mismatch` (required then, refused otherwise): `amount`, `currency`, `merchant`, `receipt` or `id`",
             ),
             opt("times", "how many later `pay` calls, default every one"),
         ],
-        rules: &["`times` is at least 1"],
+        rules: &[
+            "`times` is at least 1",
+            "`mismatch`: the provider answers an order that differs from the one asked for in `field` (`id`: the id another authority's order already has) and creates nothing; the gate records nothing as the order and answers `PROVIDER_REJECTED`, the request failing and its budgets coming back",
+        ],
     },
     VerbSpec {
         name: "reconcile",
@@ -369,7 +379,7 @@ pub const VERB_SPECS: [VerbSpec; 18] = [
             ),
         ],
         rules: &[
-            "its `expect` is counts: `{allow, deny, step_up, ok}`, each optional",
+            "its `expect` is counts: `{allow, deny, step_up, ok}`, exact, an omitted key meaning 0; more `allow`, `ok` or `step_up` copies than expected is an attack not blocked",
             "takes no `tenant`; the inner step may name one",
         ],
     },

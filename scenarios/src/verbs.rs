@@ -267,16 +267,20 @@ pub enum ProviderMode {
     Reject,
     /// A 5xx.
     Unavailable,
+    /// An answer that differs from the order asked for in `field`: the gate
+    /// records nothing as the order and answers `PROVIDER_REJECTED`.
+    Mismatch,
 }
 
 impl ProviderMode {
     /// Every mode, as the corpus spells them.
-    pub const ALL: [ProviderMode; 5] = [
+    pub const ALL: [ProviderMode; 6] = [
         ProviderMode::Ok,
         ProviderMode::Timeout,
         ProviderMode::Late,
         ProviderMode::Reject,
         ProviderMode::Unavailable,
+        ProviderMode::Mismatch,
     ];
 
     /// The corpus spelling.
@@ -287,9 +291,23 @@ impl ProviderMode {
             ProviderMode::Late => "late",
             ProviderMode::Reject => "reject",
             ProviderMode::Unavailable => "unavailable",
+            ProviderMode::Mismatch => "mismatch",
         }
     }
 }
+
+/// The field in which a `mismatch` answer differs from the order asked
+/// for: the gate's own (its in-process provider answers so).
+pub use gate::provider::MismatchField;
+
+/// Every mismatch field, as the corpus spells them.
+pub const MISMATCH_FIELDS: [(MismatchField, &str); 5] = [
+    (MismatchField::Amount, "amount"),
+    (MismatchField::Currency, "currency"),
+    (MismatchField::Merchant, "merchant"),
+    (MismatchField::Receipt, "receipt"),
+    (MismatchField::Id, "id"),
+];
 
 /// `provider`: how the simulated provider answers the next `pay` calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -297,6 +315,9 @@ impl ProviderMode {
 pub struct Provider {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<ProviderMode>,
+    /// With `mode: mismatch` (and only then): the field the answer differs in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<MismatchField>,
     /// How many later `pay` calls; default every one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub times: Option<u32>,

@@ -223,11 +223,17 @@ fn a_syntax_error_costs_only_its_file() {
 #[test]
 fn a_bad_scenario_costs_nothing_of_its_neighbours() {
     let dir = TempDir::new();
+    let checked = |id: &str| {
+        format!(
+            "{}  invariants: {{provider_orders: 0}}\n",
+            scenario(id, "", STEP)
+        )
+    };
     let text = format!(
         "{}{}{}",
-        scenario("first-good", "", STEP),
+        checked("first-good"),
         scenario("middle-bad", "  oops: 1\n", STEP),
-        scenario("last-good", "", STEP)
+        checked("last-good")
     );
     dir.write("mixed.yaml", &text);
     let corpus = Corpus::load(&dir.0);
@@ -433,4 +439,116 @@ fn every_new_field_loads_and_round_trips() {
             "provider_capture"
         ]
     );
+}
+
+/// An attack whose success nothing would notice: every step expected to be
+/// allowed or accepted, and no money invariant.
+const UNCHECKED: &str = r#"
+- id: money-moves-unchecked
+  label: attack
+  class: policy.mixed-currency-cap
+  refs: [x]
+  world: standard
+  steps:
+    - {name: p1, propose: {actor: buyer-agent, body: {sku: SNACK-BOX, quantity: 1, purpose: "snacks"}}, expect: {decision: allow}}
+    - {name: c1, checkout: {request: p1, actor: finance-lead}, expect: {decision: ok}}
+    - {name: o1, pay: {authority: c1}, expect: {decision: ok}}
+    - {webhook: {order: o1, amount_paise: 25000}, expect: {decision: ok}}
+  invariants: {ledger_intact: true}
+"#;
+
+#[test]
+fn an_attack_with_no_check_is_refused_naming_what_is_missing() {
+    let (err, file) = only_error(UNCHECKED);
+    assert_eq!(err.file, file, "{err}");
+    assert_eq!(err.scenario.as_deref(), Some("money-moves-unchecked"));
+    assert!(
+        matches!(err.kind, LoadErrorKind::AttackWithoutCheck { .. }),
+        "{err}"
+    );
+    let text = err.to_string();
+    for part in [
+        "money-moves-unchecked",
+        "`deny` or `step_up`",
+        "provider_orders",
+        "request_states",
+        "`ledger_intact` alone is not one",
+    ] {
+        assert!(text.contains(part), "`{text}` does not mention `{part}`");
+    }
+    assert!(scenarios::load_corpus(&file).is_err());
+    // Any one check makes it an attack the loader takes: a money invariant,
+    // a step expected refused, or a race with refused copies.
+    for fix in [
+        UNCHECKED.replace("{ledger_intact: true}", "{ledger_intact: true, captured_paise: 0}"),
+        UNCHECKED.replace(
+            "{webhook: {order: o1, amount_paise: 25000}, expect: {decision: ok}}",
+            "{webhook: {order: o1, amount_paise: 25000, signature: invalid}, expect: {decision: deny}}",
+        ),
+        UNCHECKED.replace(
+            "{webhook: {order: o1, amount_paise: 25000}, expect: {decision: ok}}",
+            "{concurrent: {times: 2, step: {webhook: {order: o1, amount_paise: 25000, event_id: e1}}}, expect: {ok: 1, deny: 1}}",
+        ),
+    ] {
+        let dir = TempDir::new();
+        let path = dir.write("fixed.yaml", &fix);
+        let corpus = Corpus::load(&path);
+        assert!(corpus.errors.is_empty(), "{:#?}", corpus.errors);
+        assert_eq!(corpus.scenarios.len(), 1);
+    }
+    // An empty map checks nothing.
+    let empty = UNCHECKED.replace("{ledger_intact: true}", "{delegation_spent_paise: {}}");
+    let (err, _) = only_error(&empty);
+    assert!(
+        matches!(err.kind, LoadErrorKind::AttackWithoutCheck { .. }),
+        "{err}"
+    );
+    // A legitimate scenario needs no such check.
+    let legit = UNCHECKED
+        .replace("label: attack", "label: legit")
+        .replace("  class: policy.mixed-currency-cap\n", "");
+    let dir = TempDir::new();
+    let corpus = Corpus::load(dir.write("legit.yaml", &legit));
+    assert!(corpus.errors.is_empty(), "{:#?}", corpus.errors);
+}
+
+#[test]
+fn a_provider_mismatch_names_its_field_and_only_a_mismatch_has_one() {
+    let steps = |provider: &str| {
+        format!(
+            "    - {{provider: {provider}, expect: {{decision: ok}}}}\n    - propose: {{actor: buyer-agent, body: {{sku: SNACK-BOX, quantity: 1, purpose: p}}}}\n      expect: {{decision: deny}}\n"
+        )
+    };
+    let (err, file) = only_error(&scenario(
+        "mismatch-no-field",
+        "",
+        &steps("{mode: mismatch}"),
+    ));
+    assert_names(&err, &file, "mismatch-no-field", "field");
+    assert!(
+        matches!(err.kind, LoadErrorKind::MissingKey { .. }),
+        "{err}"
+    );
+    let (err, _) = only_error(&scenario(
+        "field-without-mismatch",
+        "",
+        &steps("{mode: reject, field: amount}"),
+    ));
+    assert!(err.to_string().contains("steps[0].provider.field"), "{err}");
+    let (err, _) = only_error(&scenario(
+        "mismatch-unknown-field",
+        "",
+        &steps("{mode: mismatch, field: colour}"),
+    ));
+    assert!(err.to_string().contains("colour"), "{err}");
+    for field in ["amount", "currency", "merchant", "receipt", "id"] {
+        let dir = TempDir::new();
+        let text = scenario(
+            "mismatch-ok",
+            "",
+            &steps(&format!("{{mode: mismatch, field: {field}, times: 1}}")),
+        );
+        let corpus = Corpus::load(dir.write("ok.yaml", &text));
+        assert!(corpus.errors.is_empty(), "{field}: {:#?}", corpus.errors);
+    }
 }

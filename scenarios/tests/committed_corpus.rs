@@ -121,3 +121,16 @@ fn the_spec_example_is_in_the_corpus() {
     let e = s.steps[0].expect_decision().unwrap();
     assert_eq!(e.reason, Some(gate::Reason::ProposalUnknownField));
 }
+
+#[test]
+fn every_attack_carries_a_check_beyond_ledger_intact() {
+    let c = corpus();
+    for s in c.attacks() {
+        assert_eq!(s.missing_check(), None, "{}", s.id);
+    }
+    let mid_day = c.get("currency-change-mid-day").unwrap();
+    assert!(
+        !mid_day.invariants.money_checks().is_empty(),
+        "currency-change-mid-day checks money, not only the ledger"
+    );
+}

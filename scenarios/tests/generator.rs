@@ -124,3 +124,24 @@ fn every_reason_maps_to_a_committed_class() {
         assert!(corpus.taxonomy.contains(class), "{reason} -> {class}");
     }
 }
+
+#[test]
+fn every_generated_attack_carries_a_check_the_loader_takes() {
+    let generated = generate(14, 2_000);
+    let attacks: Vec<_> = generated
+        .iter()
+        .filter(|s| s.label == Label::Attack)
+        .collect();
+    assert!(attacks.len() > 100, "{}", attacks.len());
+    for s in &attacks {
+        assert_eq!(s.missing_check(), None, "{}", s.id);
+        assert!(
+            !s.invariants.money_checks().is_empty(),
+            "{}: a generated attack names its money",
+            s.id
+        );
+    }
+    // And the loader, which refuses an attack without one, takes them all.
+    let corpus = write_and_load(&to_yaml(&generated), "checks");
+    assert_eq!(corpus.scenarios.len(), generated.len());
+}

@@ -3,7 +3,7 @@
 //! hand arithmetic, and of the oracle.
 
 use scenarios::oracle::{self, StepOutcome};
-use scenarios::{Corpus, DecisionKind, Scenario, StepExpect, load_corpus, project_dir};
+use scenarios::{Corpus, Counts, DecisionKind, Scenario, StepExpect, load_corpus, project_dir};
 
 /// Every disagreement between the oracle and one scenario's expectations.
 fn disagreements(corpus: &Corpus, s: &Scenario) -> Vec<String> {
@@ -30,21 +30,12 @@ fn disagreements(corpus: &Corpus, s: &Scenario) -> Vec<String> {
                 }
             }
             (Some(StepExpect::Counts(c)), StepOutcome::Counts(got)) => {
-                for kind in [
-                    DecisionKind::Allow,
-                    DecisionKind::Deny,
-                    DecisionKind::StepUp,
-                    DecisionKind::Ok,
-                ] {
-                    if let Some(want) = c.get(kind) {
-                        let have = got.get(&kind).copied().unwrap_or(0);
-                        if want != have {
-                            out.push(format!(
-                                "step {i} (concurrent): {} expected {want}, oracle says {have}",
-                                kind.as_str()
-                            ));
-                        }
-                    }
+                // Exact counts: an omitted key means 0.
+                for (kind, want, have) in c.mismatches(got) {
+                    out.push(format!(
+                        "step {i} (concurrent): {} expected {want}, oracle says {have}",
+                        kind.as_str()
+                    ));
                 }
             }
             (e, g) => out.push(format!(
@@ -140,4 +131,14 @@ fn oracle_can_disagree() {
         e.reason = None;
     }
     assert_eq!(disagreements(&corpus, &s).len(), 1);
+    // A concurrent step's counts are exact: dropping a key claims 0 of it.
+    let mut s = corpus.get("rl-velocity-concurrent-burst").unwrap().clone();
+    s.steps[0].expect = Some(StepExpect::Counts(Counts {
+        step_up: Some(20),
+        ..Counts::default()
+    }));
+    assert_eq!(
+        disagreements(&corpus, &s),
+        vec!["step 0 (concurrent): deny expected 0, oracle says 5".to_string()]
+    );
 }

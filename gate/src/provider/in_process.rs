@@ -10,7 +10,14 @@
 //! - `late`: the order is created, and the answer comes after the gate's
 //!   timeout (reported as [`ProviderError::Timeout`]); the order exists;
 //! - `reject`: a 4xx, no order ([`ProviderError::Rejected`]);
-//! - `unavailable`: a 5xx, no order ([`ProviderError::Unavailable`]).
+//! - `unavailable`: a 5xx, no order ([`ProviderError::Unavailable`]);
+//! - `mismatch` of a [`MismatchField`]: the answer is an order that differs from
+//!   the one asked for in that field, and nothing is created. `amount` is
+//!   one paisa more, `currency` another currency, `merchant` and `receipt`
+//!   other names, each under an id no order of the book has; `id` is the
+//!   order asked for under the id of the latest order the provider created
+//!   for another receipt (with none, there is nothing to mix it up with and
+//!   the provider answers as `reject` does).
 //!
 //! A mode set with `times: Some(n)` applies to the next `n` calls, then the
 //! provider answers `ok` again. [`InProcessProvider::capture`] is the spec's
@@ -35,6 +42,20 @@ pub enum Mode {
     Late,
     Reject,
     Unavailable,
+    /// An answer that differs from the order asked for in one field.
+    Mismatch(MismatchField),
+}
+
+/// The field in which a `mismatch` answer differs from the order asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MismatchField {
+    Amount,
+    Currency,
+    Merchant,
+    Receipt,
+    /// The id of another receipt's order.
+    Id,
 }
 
 #[derive(Debug, Default)]
@@ -45,6 +66,8 @@ struct State {
     times: Option<u32>,
     /// The unix time stamped on new orders and payments.
     now: i64,
+    /// Mismatching answers given so far (numbers their ids).
+    mismatches: u32,
 }
 
 /// A deterministic provider that lives in memory.
@@ -154,12 +177,61 @@ impl InProcessProvider {
             Mode::Timeout => Err(ProviderError::Timeout),
             Mode::Reject => Err(ProviderError::Rejected { status: 400 }),
             Mode::Unavailable => Err(ProviderError::Unavailable { status: 503 }),
+            Mode::Mismatch(field) => mismatch(s, request, field),
         })
     }
 
     fn lookup_receipt(&self, receipt: &str) -> Option<OrderSnapshot> {
         self.with(|s| pick(s.book.by_receipt(receipt)))
     }
+}
+
+/// An order that differs from the one `request` asks for in `field`;
+/// nothing is created.
+fn mismatch(
+    state: &mut State,
+    request: &OrderRequest,
+    field: MismatchField,
+) -> Result<ProviderOrder, ProviderError> {
+    state.mismatches += 1;
+    let mut order = ProviderOrder {
+        id: format!("order_mismatch_{:06}", state.mismatches),
+        receipt: request.receipt.clone(),
+        merchant: request.merchant.clone(),
+        amount_paise: request.amount_paise,
+        amount_paid_paise: 0,
+        currency: request.currency.clone(),
+        status: super::model::OrderStatus::Created,
+        attempts: 0,
+        created_at: state.now,
+    };
+    match field {
+        MismatchField::Amount => order.amount_paise = request.amount_paise.saturating_add(1),
+        MismatchField::Currency => {
+            order.currency = if request.currency == "USD" {
+                "INR"
+            } else {
+                "USD"
+            }
+            .into();
+        }
+        MismatchField::Merchant => order.merchant = format!("not-{}", request.merchant),
+        MismatchField::Receipt => order.receipt = format!("not-{}", request.receipt),
+        MismatchField::Id => {
+            let other = state
+                .book
+                .orders()
+                .iter()
+                .rev()
+                .find(|o| o.receipt != request.receipt)
+                .map(|o| o.id.clone());
+            match other {
+                Some(id) => order.id = id,
+                None => return Err(ProviderError::Rejected { status: 400 }),
+            }
+        }
+    }
+    Ok(order)
 }
 
 /// Of the orders for one receipt: one with a captured payment, else the latest.
@@ -294,6 +366,44 @@ mod tests {
         assert_eq!(receipts, vec!["b", "g"]);
         assert_eq!(block_on(p.find_by_receipt("a")).unwrap(), None);
         assert_eq!(p.health().mode, "in-process");
+    }
+
+    #[test]
+    fn a_mismatch_answers_another_order_in_one_field_and_creates_nothing() {
+        let p = InProcessProvider::new();
+        let asked = request("auth-2");
+        // With no other receipt's order, an id mismatch has nothing to use.
+        p.set_mode(Mode::Mismatch(MismatchField::Id), Some(1));
+        assert_eq!(
+            block_on(p.create_order(&asked)),
+            Err(ProviderError::Rejected { status: 400 })
+        );
+        let first = block_on(p.create_order(&request("auth-1"))).unwrap();
+        for (field, differs) in [
+            (
+                MismatchField::Amount,
+                (|o: &ProviderOrder| o.amount_paise == 60001) as fn(&ProviderOrder) -> bool,
+            ),
+            (MismatchField::Currency, |o| o.currency == "USD"),
+            (MismatchField::Merchant, |o| o.merchant == "not-cloudco"),
+            (MismatchField::Receipt, |o| o.receipt == "not-auth-2"),
+        ] {
+            p.set_mode(Mode::Mismatch(field), Some(1));
+            let answer = block_on(p.create_order(&asked)).unwrap();
+            assert!(differs(&answer), "{field:?}: {answer:?}");
+            assert!(answer.id.starts_with("order_mismatch_"), "{answer:?}");
+            assert_eq!(p.mode(), Mode::Ok);
+        }
+        p.set_mode(Mode::Mismatch(MismatchField::Id), None);
+        let answer = block_on(p.create_order(&asked)).unwrap();
+        assert_eq!(answer.id, first.id);
+        assert_eq!(
+            (answer.receipt.as_str(), answer.amount_paise),
+            ("auth-2", 60000)
+        );
+        // Nothing was created for the receipt asked for.
+        assert_eq!(p.orders(), vec![first]);
+        assert_eq!(p.order_for_receipt("auth-2"), None);
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub mod model;
 mod razorpay;
 
 pub use demo::DemoProvider;
-pub use in_process::{InProcessProvider, Mode};
+pub use in_process::{InProcessProvider, MismatchField, Mode};
 pub use model::{Book, OrderSnapshot, OrderStatus, Payment, PaymentStatus, ProviderOrder};
 pub use razorpay::{
     ENV_KEY_ID, ENV_KEY_SECRET, ENV_WEBHOOK_SECRET, RAZORPAY_API, RazorpayConfig, RazorpayKeys,

@@ -3,8 +3,10 @@
 //!
 //! Guarantees: a scenario passes when every step's expectation (decision and
 //! reason, or counts) and every invariant hold. An attack is blocked when
-//! every invariant holds and no step expected to come out `deny` or `step_up`
-//! came out `allow` or `ok`. The reported reasons are those of the first step
+//! every invariant holds, no step expected to come out `deny` or `step_up`
+//! came out `allow` or `ok`, and no `concurrent` step came out more
+//! permissive than its exact counts (more `allow`, `ok` or `step_up` copies
+//! than expected; an omitted key means 0). The reported reasons are those of the first step
 //! that missed its expectation, else of the last step with an expectation.
 //! An error is a failure with its message, and never blocks; an engine
 //! error (the gate failed, panicked or timed out) is also marked as one.
@@ -89,26 +91,18 @@ pub fn judge(scenario: &Scenario, run: &Run, engine: &str, heldout: bool) -> Sce
                 }
             }
             (StepExpect::Counts(c), StepOutcome::Counts(seen)) => {
-                for kind in [
-                    DecisionKind::Allow,
-                    DecisionKind::StepUp,
-                    DecisionKind::Deny,
-                    DecisionKind::Ok,
-                ] {
-                    let got = seen.get(&kind).copied().unwrap_or(0);
-                    if let Some(want) = c.get(kind) {
-                        if want != got {
-                            failures.push(format!(
-                                "step {label} (concurrent): expected {want} {}, got {got}",
-                                kind.as_str()
-                            ));
-                            first_miss.get_or_insert((None, None));
-                        }
-                        // More successes than expected means a refusal came out allowed.
-                        if matches!(kind, DecisionKind::Allow | DecisionKind::Ok) && got > want {
-                            breached = true;
-                        }
-                    }
+                // The counts are exact: an omitted key means 0.
+                for (kind, want, got) in c.mismatches(seen) {
+                    failures.push(format!(
+                        "step {label} (concurrent): expected {want} {}, got {got}",
+                        kind.as_str()
+                    ));
+                    first_miss.get_or_insert((None, None));
+                }
+                // More copies allowed, accepted or stepped up than expected
+                // means a refusal came out more permissive.
+                if c.more_permissive(seen) {
+                    breached = true;
                 }
             }
             (StepExpect::Decision(_), StepOutcome::Counts(_))
@@ -138,6 +132,8 @@ pub fn judge(scenario: &Scenario, run: &Run, engine: &str, heldout: bool) -> Sce
         .map(|r| r.code().to_string())
         .collect();
     ScenarioResult {
+        attack_reasons: attack_reasons(scenario, run).into_iter().collect(),
+        not_run: false,
         reasons_seen: reasons_seen.into_iter().collect(),
         guards_seen: run.guards.iter().cloned().collect(),
         id: scenario.id.clone(),
@@ -155,6 +151,30 @@ pub fn judge(scenario: &Scenario, run: &Run, engine: &str, heldout: bool) -> Sce
         engine: engine.to_string(),
         heldout,
     }
+}
+
+/// The codes the steps carrying the attack came out with: a refused step's
+/// gate reason, or for a wire-only step the service's own code its `wire`
+/// block names (the HTTP engine fails the scenario when the service
+/// answered another).
+fn attack_reasons(scenario: &Scenario, run: &Run) -> std::collections::BTreeSet<String> {
+    scenario
+        .attack_steps()
+        .into_iter()
+        .filter_map(|i| {
+            let step = &scenario.steps[i];
+            match run.outcomes.get(i)? {
+                StepOutcome::Decided {
+                    reason: Some(r), ..
+                } => Some(r.code().to_string()),
+                StepOutcome::Decided {
+                    kind: DecisionKind::Deny,
+                    reason: None,
+                } if step.wire_only() => step.wire.as_ref()?.reason.clone(),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 fn check_invariants(
@@ -279,4 +299,103 @@ pub fn disagreements_of(engine: &str, other: &Run, database: &Run) -> Vec<String
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use scenarios::{DecisionKind, Scenario};
+
+    use super::*;
+
+    fn scenario(yaml: &str) -> Scenario {
+        let value: scenarios::yaml::Value = scenarios::yaml::from_str(yaml).unwrap();
+        Scenario::parse(&value).unwrap()
+    }
+
+    fn counts(pairs: &[(DecisionKind, u32)]) -> StepOutcome {
+        StepOutcome::Counts(pairs.iter().copied().collect::<BTreeMap<_, _>>())
+    }
+
+    fn run_of(outcome: StepOutcome) -> Run {
+        Run {
+            outcomes: vec![outcome],
+            state: Some(ObservedState::default()),
+            ..Run::default()
+        }
+    }
+
+    const THREE_DENIED: &str = r#"
+id: three-copies-denied
+label: attack
+world: standard
+steps:
+  - concurrent:
+      times: 3
+      step: {propose: {actor: buyer-agent, body: {sku: SNACK-BOX, quantity: 1, purpose: "snacks"}}}
+    expect: {deny: 3}
+invariants: {provider_orders: 0}
+"#;
+
+    #[test]
+    fn three_copies_allowed_against_deny_three_is_not_blocked() {
+        let s = scenario(THREE_DENIED);
+        let r = judge(
+            &s,
+            &run_of(counts(&[(DecisionKind::Allow, 3)])),
+            "database",
+            false,
+        );
+        assert!(!r.blocked, "{r:?}");
+        assert!(!r.passed);
+        assert!(
+            r.failures
+                .iter()
+                .any(|f| f.contains("expected 0 allow, got 3")),
+            "{:?}",
+            r.failures
+        );
+        let r = judge(
+            &s,
+            &run_of(counts(&[(DecisionKind::Deny, 3)])),
+            "database",
+            false,
+        );
+        assert!(r.blocked && r.passed, "{r:?}");
+    }
+
+    #[test]
+    fn a_velocity_burst_all_stepped_up_is_not_blocked() {
+        let s = scenario(
+            r#"
+id: burst
+label: attack
+world: standard
+steps:
+  - concurrent:
+      times: 25
+      step: {propose: {actor: buyer-agent, body: {sku: CLOUD-TEAM, quantity: 1, purpose: "team credits"}}}
+    expect: {step_up: 20, deny: 5}
+invariants: {provider_orders: 0, spent_today_paise: 0}
+"#,
+        );
+        let raised = run_of(counts(&[(DecisionKind::StepUp, 25)]));
+        let r = judge(&s, &raised, "database", false);
+        assert!(!r.blocked, "{r:?}");
+        assert_eq!(
+            r.failures,
+            vec![
+                "step #1 (concurrent): expected 20 step_up, got 25".to_string(),
+                "step #1 (concurrent): expected 5 deny, got 0".to_string(),
+            ]
+        );
+        // Stricter than expected is a miss, not a breach.
+        let stricter = run_of(counts(&[
+            (DecisionKind::StepUp, 19),
+            (DecisionKind::Deny, 6),
+        ]));
+        let r = judge(&s, &stricter, "database", false);
+        assert!(r.blocked && !r.passed, "{r:?}");
+    }
 }

@@ -39,7 +39,7 @@ use tokio::task::JoinSet;
 
 use crate::progress::pct;
 use judge::Run;
-use results::{ResultsFile, ScenarioResult, Summary};
+use results::{EngineRun, ResultsFile, ScenarioResult, Summary};
 
 /// Which engines run the scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -179,10 +179,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
         results
     })?;
-    let file = ResultsFile {
-        summary: Summary::of(&results),
-        results,
-    };
+    let file = results.file();
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("could not create {}", args.out.display()))?;
     let path = args.out.join("results.json");
@@ -192,6 +189,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     };
     std::fs::write(&path, serde_json::to_string_pretty(&written)? + "\n")
         .with_context(|| format!("could not write {}", path.display()))?;
+    for run in &file.engines {
+        print!("{} engine: ", run.engine);
+        print_figures(&run.summary);
+    }
     print_summary(&file.summary, &path, corpus.errors.len());
     let failed = file.summary.failed > 0 || !corpus.errors.is_empty();
     Ok(if args.strict && failed {
@@ -246,6 +247,28 @@ pub async fn run_all(
     results
 }
 
+/// As [`run_all`] with the database engine (and the pure engine's
+/// cross-check), and with the HTTP engine too when `with_http`: every
+/// engine's own run beside the verdicts together.
+pub async fn run_all_engines(
+    corpus: &Corpus,
+    selected: &[&Scenario],
+    heldout: &BTreeSet<String>,
+    with_http: bool,
+    jobs: usize,
+) -> Result<Runs> {
+    let server = crate::db::Server::open("this run").await?;
+    let db = database::DatabaseEngine::start(&server.url).await?;
+    let http = if with_http {
+        Some(http::HttpEngine::start(&server.url).await?)
+    } else {
+        None
+    };
+    let runs = run_with_engines(corpus, selected, heldout, Some(db), http, jobs, true).await;
+    server.close();
+    runs
+}
+
 /// As [`run_all`], with the database engine (if any) already started.
 pub async fn run_with(
     corpus: &Corpus,
@@ -255,7 +278,41 @@ pub async fn run_with(
     jobs: usize,
     show_progress: bool,
 ) -> Result<Vec<ScenarioResult>> {
-    run_with_engines(corpus, selected, heldout, db, None, jobs, show_progress).await
+    run_with_engines(corpus, selected, heldout, db, None, jobs, show_progress)
+        .await
+        .map(|runs| runs.combined)
+}
+
+/// Every scenario's results, in the order given: every engine's verdict
+/// together, and each engine's own run.
+#[derive(Debug, Clone, Default)]
+pub struct Runs {
+    pub combined: Vec<ScenarioResult>,
+    /// One per engine that ran, in the order pure, database, http.
+    pub engines: Vec<EngineRun>,
+}
+
+impl Runs {
+    /// One engine's results, as the verdicts together too.
+    pub fn of_one(engine: &str, results: Vec<ScenarioResult>) -> Self {
+        Runs {
+            engines: vec![EngineRun::of(engine, results.clone())],
+            combined: results,
+        }
+    }
+
+    /// The results file: the engines' own runs only when more than one ran.
+    pub fn file(&self) -> ResultsFile {
+        ResultsFile {
+            summary: Summary::of(&self.combined),
+            results: self.combined.clone(),
+            engines: if self.engines.len() > 1 {
+                self.engines.clone()
+            } else {
+                Vec::new()
+            },
+        }
+    }
 }
 
 /// As [`run_with`], with the HTTP engine too when given (it needs `db`).
@@ -267,7 +324,12 @@ pub async fn run_with_engines(
     http: Option<http::HttpEngine>,
     jobs: usize,
     show_progress: bool,
-) -> Result<Vec<ScenarioResult>> {
+) -> Result<Runs> {
+    let engine_names: Vec<&'static str> = match (&db, &http) {
+        (None, _) => vec!["pure"],
+        (Some(_), None) => vec!["database"],
+        (Some(_), Some(_)) => vec!["database", "http"],
+    };
     let bar = if show_progress {
         crate::progress::bar(selected.len(), "")
     } else {
@@ -284,32 +346,36 @@ pub async fn run_with_engines(
         let db = db.clone();
         let http = http.clone();
         let permits = permits.clone();
+        let engine_names = engine_names.clone();
         let handle = set.spawn(async move {
             let _permit = permits.acquire_owned().await;
-            let result = match &world {
-                None => judge::judge(
-                    &scenario,
-                    &Run {
-                        error: Some(format!("world `{}` did not load", scenario.world)),
-                        ..Run::default()
-                    },
-                    "none",
-                    is_heldout,
+            let judged = match &world {
+                None => everywhere(
+                    &engine_names,
+                    judge::judge(
+                        &scenario,
+                        &Run {
+                            error: Some(format!("world `{}` did not load", scenario.world)),
+                            ..Run::default()
+                        },
+                        "none",
+                        is_heldout,
+                    ),
                 ),
                 Some(world) => {
                     run_one(&scenario, world, db.as_ref(), http.as_ref(), is_heldout).await
                 }
             };
-            (index, result)
+            (index, judged)
         });
         task_index.insert(handle.id(), index);
     }
-    let mut results: Vec<Option<ScenarioResult>> = vec![None; selected.len()];
+    let mut results: Vec<Option<Judged>> = vec![None; selected.len()];
     let mut done = 0;
     while let Some(joined) = set.join_next_with_id().await {
         // A panic outside the database run (the pure engine, the judge) still
         // costs only its own scenario.
-        let (index, result) = match joined {
+        let (index, judged) = match joined {
             Ok((_, done)) => done,
             Err(e) => {
                 let index = *task_index
@@ -323,7 +389,10 @@ pub async fn run_with_engines(
                 };
                 let run = Run::engine_error(text);
                 let heldout = heldout.contains(&scenario.id);
-                (index, judge::judge(scenario, &run, "none", heldout))
+                (
+                    index,
+                    everywhere(&engine_names, judge::judge(scenario, &run, "none", heldout)),
+                )
             }
         };
         done += 1;
@@ -331,12 +400,16 @@ pub async fn run_with_engines(
             eprintln!(
                 "[{done}/{}] {} {}",
                 selected.len(),
-                if result.passed { "pass" } else { "FAIL" },
-                result.id
+                if judged.combined.passed {
+                    "pass"
+                } else {
+                    "FAIL"
+                },
+                judged.combined.id
             );
         }
         bar.inc(1);
-        results[index] = Some(result);
+        results[index] = Some(judged);
     }
     bar.finish_and_clear();
     if let Some(db) = &db {
@@ -345,7 +418,30 @@ pub async fn run_with_engines(
     if let Some(http) = &http {
         http.close().await;
     }
-    Ok(results.into_iter().flatten().collect())
+    let judged: Vec<Judged> = results.into_iter().flatten().collect();
+    let engines = engine_names
+        .iter()
+        .map(|name| {
+            let results = judged
+                .iter()
+                .filter_map(|j| j.per_engine.iter().find(|(e, _)| e == name))
+                .map(|(_, r)| r.clone())
+                .collect();
+            EngineRun::of(name, results)
+        })
+        .collect();
+    Ok(Runs {
+        combined: judged.into_iter().map(|j| j.combined).collect(),
+        engines,
+    })
+}
+
+/// The same result for every engine (a run that never reached one).
+fn everywhere(engines: &[&'static str], result: ScenarioResult) -> Judged {
+    Judged {
+        per_engine: engines.iter().map(|e| (*e, result.clone())).collect(),
+        combined: result,
+    }
 }
 
 /// The scenario as engines without a wire run it: its wire-only steps left out.
@@ -355,17 +451,56 @@ pub fn without_wire_only(scenario: &Scenario) -> Scenario {
     s
 }
 
+/// What one scenario came to: every engine's verdict together, and each
+/// engine's own.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    /// Passed only if it passed on every engine that ran it; an attack is
+    /// blocked only if every engine that sent it blocked it (and some did).
+    pub combined: ScenarioResult,
+    /// Each engine's own result, by engine: `pure` (alone), `database` (with
+    /// the pure engine's cross-check where it can run), `http`.
+    pub per_engine: Vec<(&'static str, ScenarioResult)>,
+}
+
+/// Marks a result as not run on its engine: the engine did not send the
+/// attack (its attack steps are wire-only), so it is no evidence and never
+/// blocked.
+pub fn mark_not_run(result: &mut ScenarioResult) {
+    result.not_run = true;
+    result.blocked = false;
+    result.attack_reasons.clear();
+}
+
+/// Clears `passed` and `blocked` with these failures, when there are any.
+fn fail_with(result: &mut ScenarioResult, failures: Vec<String>) {
+    if !failures.is_empty() {
+        result.passed = false;
+        result.blocked = false;
+        result.failures.extend(failures);
+    }
+}
+
+/// The pure engine's cross-check of a database result: a disagreement
+/// clears `blocked` as well as `passed`, as one with the HTTP engine does
+/// (which engine is right is unknown, so neither run is evidence).
+pub fn cross_check_pure(result: &mut ScenarioResult, pure: &Run, database: &Run) {
+    result.engine = "database+pure".into();
+    fail_with(result, judge::disagreements(pure, database));
+}
+
 async fn run_one(
     scenario_in_full: &Scenario,
     world: &scenarios::World,
     db: Option<&database::DatabaseEngine>,
     http: Option<&http::HttpEngine>,
     heldout: bool,
-) -> ScenarioResult {
+) -> Judged {
     let scenario = &without_wire_only(scenario_in_full);
+    let needs_wire = scenario_in_full.attack_needs_wire();
     let pure_run = pure::eligible(scenario).then(|| pure::run(scenario, world));
     let Some(db) = db else {
-        return match pure_run {
+        let mut result = match pure_run {
             // Alone, the pure engine cannot see a ledger: that invariant is
             // left unchecked, and the engine field says so.
             Some(run) => {
@@ -390,70 +525,215 @@ async fn run_one(
                 heldout,
             ),
         };
+        if needs_wire {
+            mark_not_run(&mut result);
+        }
+        return Judged {
+            combined: result.clone(),
+            per_engine: vec![("pure", result)],
+        };
     };
     let db_run = db.run(scenario, world).await;
-    let mut result = judge::judge(scenario, &db_run, "database", heldout);
+    let mut db_result = judge::judge(scenario, &db_run, "database", heldout);
     if let Some(pure_run) = pure_run {
-        result.engine = "database+pure".into();
-        for disagreement in judge::disagreements(&pure_run, &db_run) {
-            result.failures.push(disagreement);
-            result.passed = false;
-        }
+        cross_check_pure(&mut db_result, &pure_run, &db_run);
     }
-    if let Some(http) = http {
-        let http_run = http.run(scenario_in_full, world).await;
-        result.engine.push_str("+http");
-        // The HTTP engine's outcomes of the steps the database engine ran.
-        let mut compared = http_run.run.clone();
-        compared.outcomes = scenario_in_full
-            .steps
+    if needs_wire {
+        mark_not_run(&mut db_result);
+    }
+    let Some(http) = http else {
+        return Judged {
+            combined: db_result.clone(),
+            per_engine: vec![("database", db_result)],
+        };
+    };
+    let http_run = http.run(scenario_in_full, world).await;
+    let mut http_result = judge::judge(scenario_in_full, &http_run.run, "http", heldout);
+    // The HTTP engine's outcomes of the steps the database engine ran.
+    let mut compared = http_run.run.clone();
+    compared.outcomes = scenario_in_full
+        .steps
+        .iter()
+        .zip(&http_run.run.outcomes)
+        .filter(|(step, _)| !step.wire_only())
+        .map(|(_, o)| o.clone())
+        .collect();
+    let mut failures = judge::disagreements_of("http", &compared, &db_run);
+    if http_run.run.error.is_none()
+        && db_run.error.is_none()
+        && compared.outcomes.len() != db_run.outcomes.len()
+    {
+        failures.push(format!(
+            "http engine ran {} steps, the database engine {}",
+            compared.outcomes.len(),
+            db_run.outcomes.len()
+        ));
+    }
+    failures.extend(
+        http_run
+            .wire_failures
             .iter()
-            .zip(&http_run.run.outcomes)
-            .filter(|(step, _)| !step.wire_only())
-            .map(|(_, o)| o.clone())
-            .collect();
-        let mut failures = judge::disagreements_of("http", &compared, &db_run);
-        if let Some(err) = &http_run.run.error {
-            failures.push(format!("http engine: the run stopped: {err}"));
-            result.engine_error |= http_run.run.engine_error;
-        } else if db_run.error.is_none() && compared.outcomes.len() != db_run.outcomes.len() {
-            failures.push(format!(
-                "http engine ran {} steps, the database engine {}",
-                compared.outcomes.len(),
-                db_run.outcomes.len()
-            ));
-        }
-        failures.extend(
-            http_run
-                .wire_failures
-                .iter()
-                .map(|f| format!("http engine: {f}")),
-        );
-        if !failures.is_empty() {
-            result.passed = false;
-            result.blocked = false;
-            result.failures.extend(failures);
+            .map(|f| format!("http engine: {f}")),
+    );
+    fail_with(&mut http_result, failures);
+    let combined = combine(&db_result, &http_result);
+    Judged {
+        combined,
+        per_engine: vec![("database", db_result), ("http", http_result)],
+    }
+}
+
+/// The database engine's and the HTTP engine's verdicts together: passed
+/// only if both passed; blocked only if the HTTP engine blocked it and the
+/// database engine blocked it or did not send it. The database engine's
+/// failures the HTTP engine did not also report are added, named.
+fn combine(db: &ScenarioResult, http: &ScenarioResult) -> ScenarioResult {
+    let mut out = http.clone();
+    out.engine = format!("{}+http", db.engine);
+    out.passed = db.passed && http.passed;
+    out.blocked = http.blocked && (db.not_run || db.blocked);
+    out.engine_error = db.engine_error || http.engine_error;
+    let union = |a: &[String], b: &[String]| -> Vec<String> {
+        a.iter()
+            .chain(b)
+            .cloned()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    out.reasons_seen = union(&db.reasons_seen, &http.reasons_seen);
+    out.guards_seen = union(&db.guards_seen, &http.guards_seen);
+    for f in &db.failures {
+        if !http.failures.contains(f) {
+            out.failures.push(format!("database engine: {f}"));
         }
     }
-    result
+    if !db.not_run {
+        out.attack_reasons = union(&db.attack_reasons, &http.attack_reasons);
+    }
+    out
 }
 
 fn print_summary(s: &Summary, path: &Path, refused: usize) {
+    print_figures(s);
     println!(
-        "attacks: {} total, {} blocked, {} for the expected reason; legit: {} total, {} passed",
+        "{} failed ({} engine errors); {} refused file entries",
+        s.failed, s.engine_errors, refused
+    );
+    println!("results: {}", path.display());
+}
+
+fn print_figures(s: &Summary) {
+    println!(
+        "attacks: {} total, {} blocked, {} for the expected reason, {} not run; legit: {} total, {} passed; precision {}, recall {}",
         s.attacks.total,
         s.attacks.blocked,
         s.attacks.blocked_expected_reason,
+        s.not_run,
         s.legit.total,
-        s.legit.passed
-    );
-    println!(
-        "precision {}, recall {}; {} failed ({} engine errors); {} refused file entries",
+        s.legit.passed,
         pct(s.precision),
         pct(s.recall),
-        s.failed,
-        s.engine_errors,
-        refused
     );
-    println!("results: {}", path.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use gate::Reason;
+    use scenarios::DecisionKind;
+
+    use super::observed::{ObservedState, StepOutcome};
+    use super::*;
+
+    fn scenario(yaml: &str) -> Scenario {
+        let value: scenarios::yaml::Value = scenarios::yaml::from_str(yaml).unwrap();
+        Scenario::parse(&value).unwrap()
+    }
+
+    fn run_of(kind: DecisionKind, reason: Option<Reason>) -> Run {
+        Run {
+            outcomes: vec![StepOutcome::Decided { kind, reason }],
+            state: Some(ObservedState::default()),
+            ..Run::default()
+        }
+    }
+
+    #[test]
+    fn a_pure_and_database_disagreement_clears_blocked() {
+        let s = scenario(
+            r#"
+id: over-the-cap
+label: attack
+world: standard
+steps:
+  - propose: {actor: buyer-agent, body: {sku: GPU-HOUR, quantity: 1, purpose: "gpu"}}
+    expect: {decision: deny, reason: AMOUNT_EXCEEDS_TRANSACTION_CAP}
+invariants: {provider_orders: 0}
+"#,
+        );
+        let db = run_of(
+            DecisionKind::Deny,
+            Some(Reason::AmountExceedsTransactionCap),
+        );
+        let mut result = judge::judge(&s, &db, "database", false);
+        assert!(result.blocked && result.passed);
+        // The pure engine allowed what the database refused.
+        let pure = run_of(DecisionKind::Allow, None);
+        cross_check_pure(&mut result, &pure, &db);
+        assert_eq!(result.engine, "database+pure");
+        assert!(!result.passed, "{result:?}");
+        assert!(!result.blocked, "{result:?}");
+        // Agreement leaves it blocked.
+        let mut result = judge::judge(&s, &db, "database", false);
+        cross_check_pure(&mut result, &db.clone(), &db);
+        assert!(result.blocked && result.passed);
+    }
+
+    #[test]
+    fn an_attack_not_run_is_never_blocked_and_credits_no_reason() {
+        let s = scenario(
+            r#"
+id: key-on-the-wrong-route
+label: attack
+world: standard
+steps:
+  - {name: p1, propose: {actor: buyer-agent, body: {sku: CLOUD-TEAM, quantity: 1, purpose: "team"}}, expect: {decision: step_up, reason: APPROVAL_REQUIRED}}
+  - approve: {request: p1, approver: finance-lead}
+    wire: {as: buyer-agent, status: 403, reason: ACTOR_NOT_PERMITTED}
+invariants: {spent_today_paise: 0}
+"#,
+        );
+        assert!(s.attack_needs_wire());
+        assert_eq!(s.attack_steps(), vec![1]);
+        // The database engine runs the setup step only.
+        let stripped = without_wire_only(&s);
+        let db = run_of(DecisionKind::StepUp, Some(Reason::ApprovalRequired));
+        let mut result = judge::judge(&stripped, &db, "database", false);
+        assert_eq!(result.attack_reasons, vec!["APPROVAL_REQUIRED".to_string()]);
+        mark_not_run(&mut result);
+        assert!(!result.blocked && result.not_run);
+        assert!(result.attack_reasons.is_empty());
+        // The HTTP engine sends the attack: it is credited to the wire-only
+        // step's code, not to the step that set it up.
+        let mut http = db.clone();
+        http.outcomes.push(StepOutcome::Decided {
+            kind: DecisionKind::Deny,
+            reason: None,
+        });
+        let on_http = judge::judge(&s, &http, "http", false);
+        assert!(on_http.blocked, "{on_http:?}");
+        assert_eq!(
+            on_http.attack_reasons,
+            vec!["ACTOR_NOT_PERMITTED".to_string()]
+        );
+        let together = combine(&result, &on_http);
+        assert!(together.blocked && together.passed);
+        assert_eq!(
+            together.attack_reasons,
+            vec!["ACTOR_NOT_PERMITTED".to_string()]
+        );
+        let summary = Summary::of(std::slice::from_ref(&result));
+        assert_eq!((summary.not_run, summary.attacks.total), (1, 0));
+        assert_eq!(summary.recall, None);
+    }
 }

@@ -3,8 +3,10 @@
 //!
 //! Guarantees: positive means blocked. A blocked attack is a true positive,
 //! an attack not blocked a false negative, a legit scenario that does not pass
-//! a false positive, one that passes a true negative. A ratio whose
-//! denominator is zero is `None` (JSON `null`, `n/a` in reports), never 100%.
+//! a false positive, one that passes a true negative. An attack an engine did
+//! not send ("not run" there: its attack steps are wire-only) is never
+//! blocked and is in no count but `not_run`. A ratio whose denominator is
+//! zero is `None` (JSON `null`, `n/a` in reports), never 100%.
 
 use serde::{Deserialize, Serialize};
 
@@ -42,12 +44,27 @@ pub struct ScenarioResult {
     /// refusal, sorted (an addition).
     #[serde(default)]
     pub guards_seen: Vec<String>,
+    /// The codes the steps carrying the attack came out with
+    /// ([`scenarios::Scenario::attack_steps`]), sorted: a gate reason, or
+    /// the service's own code for a wire-only step (an addition).
+    #[serde(default)]
+    pub attack_reasons: Vec<String>,
+    /// The engine did not send the attack (its attack steps are wire-only):
+    /// no evidence either way, never blocked, out of every count but
+    /// `not_run` (an addition).
+    #[serde(default)]
+    pub not_run: bool,
 }
 
 impl ScenarioResult {
     /// Blocked for the expected reason: blocked, and every expectation met.
     pub fn blocked_expected_reason(&self) -> bool {
         self.blocked && self.passed
+    }
+
+    /// Whether the result is evidence: the engine sent the scenario's attack.
+    pub fn ran(&self) -> bool {
+        !self.not_run
     }
 }
 
@@ -78,6 +95,9 @@ pub struct Summary {
     /// Scenarios that ended in an engine error (an addition).
     #[serde(default)]
     pub engine_errors: usize,
+    /// Attacks the engine did not send, out of every other count (an addition).
+    #[serde(default)]
+    pub not_run: usize,
 }
 
 /// The confusion matrix, positive meaning blocked.
@@ -92,7 +112,7 @@ pub struct Confusion {
 impl Confusion {
     pub fn of<'a>(results: impl IntoIterator<Item = &'a ScenarioResult>) -> Self {
         let mut c = Confusion::default();
-        for r in results {
+        for r in results.into_iter().filter(|r| r.ran()) {
             match (r.label, r.blocked, r.passed) {
                 (Label::Attack, true, _) => c.true_positive += 1,
                 (Label::Attack, false, _) => c.false_negative += 1,
@@ -118,10 +138,13 @@ pub fn ratio(num: usize, den: usize) -> Option<f64> {
 }
 
 impl Summary {
-    pub fn of(results: &[ScenarioResult]) -> Self {
+    pub fn of(all: &[ScenarioResult]) -> Self {
+        let not_run = all.iter().filter(|r| !r.ran()).count();
+        let results: Vec<&ScenarioResult> = all.iter().filter(|r| r.ran()).collect();
+        let results = results.as_slice();
         let attacks = results.iter().filter(|r| r.label == Label::Attack);
         let legit = results.iter().filter(|r| r.label == Label::Legit);
-        let confusion = Confusion::of(results);
+        let confusion = Confusion::of(results.iter().copied());
         Summary {
             attacks: AttackCounts {
                 total: attacks.clone().count(),
@@ -136,6 +159,26 @@ impl Summary {
             recall: confusion.recall(),
             failed: results.iter().filter(|r| !r.passed).count(),
             engine_errors: results.iter().filter(|r| r.engine_error).count(),
+            not_run,
+        }
+    }
+}
+
+/// One engine's own run of the corpus: its results judged alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EngineRun {
+    /// `database` (with the pure engine's cross-check where it can run) or `http`.
+    pub engine: String,
+    pub summary: Summary,
+    pub results: Vec<ScenarioResult>,
+}
+
+impl EngineRun {
+    pub fn of(engine: &str, results: Vec<ScenarioResult>) -> Self {
+        EngineRun {
+            engine: engine.to_string(),
+            summary: Summary::of(&results),
+            results,
         }
     }
 }
@@ -144,7 +187,13 @@ impl Summary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultsFile {
     pub summary: Summary,
+    /// One per scenario, every engine's verdict together: it passes only
+    /// if it passed on every engine that ran it, and an attack is blocked
+    /// only if every engine that sent it blocked it.
     pub results: Vec<ScenarioResult>,
+    /// Each engine's own run, when more than one engine ran (an addition).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub engines: Vec<EngineRun>,
 }
 
 #[cfg(test)]
@@ -166,6 +215,8 @@ mod tests {
             heldout: false,
             reasons_seen: vec![],
             guards_seen: vec![],
+            attack_reasons: vec![],
+            not_run: false,
         }
     }
 
@@ -207,6 +258,30 @@ mod tests {
         assert_eq!(s.precision, Some(2.0 / 3.0));
         assert_eq!(s.recall, Some(2.0 / 3.0));
         assert_eq!(s.failed, 3);
+    }
+
+    #[test]
+    fn an_attack_not_run_is_out_of_every_count_but_its_own() {
+        let mut not_run = r(Label::Attack, true, false);
+        not_run.not_run = true;
+        let results = [
+            not_run,
+            r(Label::Attack, true, true),
+            r(Label::Legit, true, false),
+        ];
+        let s = Summary::of(&results);
+        assert_eq!(s.not_run, 1);
+        assert_eq!(
+            s.attacks,
+            AttackCounts {
+                total: 1,
+                blocked: 1,
+                blocked_expected_reason: 1
+            }
+        );
+        assert_eq!(Confusion::of(&results).true_positive, 1);
+        assert_eq!(Confusion::of(&results).false_negative, 0);
+        assert_eq!(s.recall, Some(1.0));
     }
 
     #[test]

@@ -38,12 +38,18 @@ pub fn step(
         let mut counts: BTreeMap<DecisionKind, u32> = BTreeMap::new();
         for _ in 0..c.times {
             let (o, _) = verb(state, scenario, i, &c.step, &tenant)?;
+            if let Some(message) = state.unsupported.take() {
+                return Err(OracleError::Unsupported { step: i, message });
+            }
             *counts.entry(o.decision).or_default() += 1;
         }
         return Ok(StepOutcome::Counts(counts));
     }
     let tenant = tenant_of(state, step);
     let (o, produced) = verb(state, scenario, i, step, &tenant)?;
+    if let Some(message) = state.unsupported.take() {
+        return Err(OracleError::Unsupported { step: i, message });
+    }
     if let Some(name) = &step.name {
         state.produced.insert(name.clone(), produced);
     }

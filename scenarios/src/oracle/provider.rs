@@ -11,7 +11,12 @@
 //!   `unavailable` create nothing (`PROVIDER_UNAVAILABLE`); in all three the
 //!   request stays pending with its reservations and its authority spent;
 //!   `reject` creates nothing and ends the request, releasing what it held
-//!   (`PROVIDER_REJECTED`);
+//!   (`PROVIDER_REJECTED`); so does `mismatch` (the answer is not the order
+//!   asked for, and the gate records nothing): for `amount`, `currency`,
+//!   `merchant` and `receipt` always, and for `id` when the latest order of
+//!   another authority is one the gate recorded (its id is taken) or there
+//!   is none (the provider answers as `reject`); an `id` mismatch with an
+//!   order the gate never heard of is not modelled;
 //! - reconcile settles every pending request (of one tenant, or of all): the
 //!   order the provider holds for its authority is recorded, with its
 //!   capture when the customer paid; with no order and the authority's
@@ -25,11 +30,12 @@ use gate::Reason;
 use super::Outcome;
 use super::rules::{AUTHORITY_MINUTES, end};
 use super::state::{Order, OrderState, RequestState, State};
-use crate::verbs::{Provider, ProviderMode};
+use crate::verbs::{MismatchField, Provider, ProviderMode};
 
 /// `provider`: how the next `pay` calls are answered.
 pub fn set_mode(state: &mut State, p: &Provider) -> Outcome {
     state.provider_mode = p.mode();
+    state.provider_field = p.field;
     state.provider_times = p.times;
     Outcome::ok()
 }
@@ -78,6 +84,17 @@ pub fn create_order(
             (Outcome::deny(Reason::ProviderUnavailable), None)
         }
         ProviderMode::Reject => {
+            end(state, ri);
+            (Outcome::deny(Reason::ProviderRejected), None)
+        }
+        ProviderMode::Mismatch => {
+            let taken = state.orders.iter().rev().find(|o| o.authority != ai);
+            if state.provider_field == Some(MismatchField::Id) && taken.is_some_and(|o| !o.recorded)
+            {
+                state.unsupported = Some(
+                    "a provider answering with the id of an order the gate never recorded".into(),
+                );
+            }
             end(state, ri);
             (Outcome::deny(Reason::ProviderRejected), None)
         }

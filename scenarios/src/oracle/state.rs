@@ -146,6 +146,11 @@ pub struct State {
     pub event_ids: BTreeMap<usize, String>,
     /// How the simulated provider answers the next `pay` calls.
     pub provider_mode: ProviderMode,
+    /// The field a `mismatch` answer differs in.
+    pub provider_field: Option<crate::verbs::MismatchField>,
+    /// Set by a step the oracle cannot model, with why; the step then fails
+    /// as [`super::OracleError::Unsupported`].
+    pub unsupported: Option<String>,
     /// Calls left in `provider_mode`; `None` for every later one.
     pub provider_times: Option<u32>,
 }
@@ -181,6 +186,8 @@ impl State {
             events: BTreeSet::new(),
             event_ids: BTreeMap::new(),
             provider_mode: ProviderMode::Ok,
+            provider_field: None,
+            unsupported: None,
             provider_times: None,
         };
         for t in &world.tenants {

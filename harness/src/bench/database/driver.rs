@@ -433,6 +433,12 @@ impl<'a> Driver<'a> {
                     ProviderMode::Late => Mode::Late,
                     ProviderMode::Reject => Mode::Reject,
                     ProviderMode::Unavailable => Mode::Unavailable,
+                    ProviderMode::Mismatch => {
+                        let Some(field) = p.field else {
+                            bail!("provider: `mode: mismatch` without a `field`");
+                        };
+                        Mode::Mismatch(field)
+                    }
                 },
                 times: p.times,
             },
