@@ -166,7 +166,7 @@ impl Tree {
     /// recursion reaches (its left parts are complete, aligned subtrees).
     fn range_hash(&self, start: u64, end: u64) -> Hash {
         let n = end - start;
-        if n.is_power_of_two() && start % n == 0 {
+        if n.is_power_of_two() && start.is_multiple_of(n) {
             let level = n.trailing_zeros() as usize;
             return self.levels[level][(start >> level) as usize];
         }
