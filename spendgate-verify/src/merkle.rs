@@ -487,6 +487,33 @@ mod tests {
     }
 
     #[test]
+    fn proofs_verify_at_sizes_past_a_thousand() {
+        let all = leaves(1100);
+        let tree = Tree::from_leaf_hashes(all.clone());
+        for size in [1000u64, 1023, 1024, 1025, 1100] {
+            let root = tree.root_at(size).unwrap();
+            assert_eq!(root, mth(&all[..size as usize]), "{size}");
+            for index in [0, 1, size / 2, size - 2, size - 1] {
+                let proof = tree.inclusion_proof(index, size).unwrap();
+                assert_eq!(
+                    verify_inclusion(index, size, &all[index as usize], &proof, &root),
+                    Ok(()),
+                    "{index} in {size}"
+                );
+            }
+            for old in [1, 2, 3, 511, 512, 513, size - 1, size] {
+                let proof = tree.consistency_proof(old, size).unwrap();
+                let old_root = tree.root_at(old).unwrap();
+                assert_eq!(
+                    verify_consistency(old, size, &proof, &old_root, &root),
+                    Ok(()),
+                    "{old} -> {size}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn a_proof_for_one_leaf_does_not_prove_another() {
         let tree = Tree::from_leaf_hashes(leaves(11));
         let root = tree.root();
