@@ -102,10 +102,10 @@ mutation:
 mutation-report:
 	$(WITH_DB) $(HARNESS) mutate --cross-check all --report-dir reports $(ARGS)
 
-# The outside mutation audit (issue 14): a pinned cargo-mutants over the gate
-# crate, the lib's unit tests first (about 9 s a mutant on 2 cores) and the
-# whole suite against Postgres for what they miss (about 100 s a mutant).
-# About 1,170 mutants: too slow for verify, so it runs by hand in pieces
+# The outside mutation audit: a pinned cargo-mutants over the gate crate, the
+# lib's unit tests first and the whole suite against Postgres for what they
+# miss. How many mutants there are and what one costs on this machine are in
+# reports/outside-mutants.md: too slow for verify, so it runs by hand in pieces
 # (ARGS='--file F', '--shard K/N', '--rerun-missed') or on the CI matrix
 # (.github/workflows/mutants-audit.yml); every run adds its verdicts to
 # mutations/outside-audit-verdicts.json, and the report is rendered from it.

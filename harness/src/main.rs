@@ -26,7 +26,7 @@ mod yaml;
 /// spendgate's command line: a throwaway Postgres, the guided triage tour,
 /// the scenario benchmark, the mutation runner and the generated reports.
 #[derive(Debug, Parser)]
-#[command(name = "harness", version, about, long_about = None)]
+#[command(name = "harness", version, about, long_about = None, max_term_width = 80)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -13,7 +13,8 @@ use gate::redact::AgentView;
 use gate::{Decision, Inputs, PurchaseProposal, evaluate, parse_proposal};
 use serde_json::{Value, json};
 use tabled::builder::Builder;
-use tabled::settings::Style;
+use tabled::settings::peaker::PriorityMax;
+use tabled::settings::{Style, Width};
 
 use crate::bench::database::DatabaseEngine;
 use crate::bench::results::{Confusion, Summary};
@@ -24,6 +25,59 @@ use crate::world::StandardWorld;
 
 mod delegation_tour;
 mod wire_step;
+
+/// The widest line the tour prints.
+pub const COLUMNS: usize = 80;
+
+/// Prints the formatted text with every line wrapped at [`COLUMNS`].
+macro_rules! say {
+    () => {
+        println!()
+    };
+    ($($arg:tt)*) => {
+        for line in $crate::triage::wrap(&format!($($arg)*), $crate::triage::COLUMNS) {
+            println!("{line}");
+        }
+    };
+}
+pub(crate) use say;
+
+/// `text`'s lines wrapped at `width` columns: at spaces where it can, inside
+/// a word longer than a line where it must. A wrapped line's continuations
+/// keep its indentation.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.split('\n') {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        if line.chars().count() <= width {
+            out.push(line.to_owned());
+            continue;
+        }
+        let more = " ".repeat(indent.min(width / 2));
+        let mut current = " ".repeat(indent);
+        let mut fresh = true;
+        for word in line[indent..].split(' ') {
+            let used = current.chars().count();
+            let needed = word.chars().count() + usize::from(!fresh);
+            if !fresh && used + needed > width {
+                out.push(std::mem::replace(&mut current, more.clone()));
+                fresh = true;
+            }
+            if !fresh {
+                current.push(' ');
+            }
+            for c in word.chars() {
+                if current.chars().count() >= width {
+                    out.push(std::mem::replace(&mut current, more.clone()));
+                }
+                current.push(c);
+            }
+            fresh = false;
+        }
+        out.push(current);
+    }
+    out
+}
 
 /// Walk through what the gate stops and how it is proven.
 #[derive(Debug, Args)]
@@ -37,11 +91,11 @@ pub struct TriageArgs {
 pub fn run(args: TriageArgs) -> Result<ExitCode> {
     let runtime = crate::bench::runtime()?;
     runtime.block_on(async {
-        println!("spendgate triage: a guided tour (no credentials needed)\n");
+        say!("spendgate triage: a guided tour (no credentials needed)\n");
         baseline_step().await
     })?;
     if args.no_db {
-        println!("\n(--no-db: the database steps were skipped)");
+        say!("\n(--no-db: the database steps were skipped)");
         return Ok(ExitCode::SUCCESS);
     }
     let db = runtime.block_on(crate::db::Server::open("the database steps"))?;
@@ -55,18 +109,16 @@ pub fn run(args: TriageArgs) -> Result<ExitCode> {
 
 /// Step 5: three guards deleted live by the mutation runner.
 fn mutation_step(url: &str) -> Result<()> {
-    println!("\nStep 5 · delete a guard, and a named test must fail");
-    println!(
+    say!("\nStep 5 · delete a guard, and a named test must fail");
+    say!(
         "  (the mutation runner copies the workspace and builds it: a minute or more the first time)"
     );
     let text = crate::mutate::tour::mutation_tour_with(Some(url))?;
     for line in text.lines() {
-        println!("  {line}");
+        say!("  {line}");
     }
-    println!(
-        "  every registered guard: reports/mutations.md (make mutation-report regenerates it)"
-    );
-    println!(
+    say!("  every registered guard: reports/mutations.md (make mutation-report regenerates it)");
+    say!(
         "  {}",
         crate::mutants_audit::headline_from("reports/outside-mutants.json".as_ref())
     );
@@ -74,17 +126,17 @@ fn mutation_step(url: &str) -> Result<()> {
 }
 
 async fn database_steps(url: &str) -> Result<()> {
-    println!("\nStep 2 · a delegation chain, held by the database");
+    say!("\nStep 2 · a delegation chain, held by the database");
     let db = gate::db::fresh_database(url).await?;
     let report = delegation_tour::delegation_tour(db.pool()).await;
     db.drop().await?;
     for line in report?.to_string().lines() {
-        println!("  {line}");
+        say!("  {line}");
     }
 
     wire_step::wire_step(url).await?;
 
-    println!("\nStep 4 · the adversarial corpus through the gate");
+    say!("\nStep 4 · the adversarial corpus through the gate");
     let corpus = scenarios::Corpus::load(scenarios::project_dir());
     if !corpus.errors.is_empty() {
         bail!(
@@ -95,35 +147,35 @@ async fn database_steps(url: &str) -> Result<()> {
     let selected: Vec<&scenarios::Scenario> = corpus.scenarios.iter().collect();
     let heldout = heldout_ids(&corpus.root);
     let engine = DatabaseEngine::start(url).await?;
-    println!(
+    say!(
         "  running {} scenarios, each in a fresh database ...",
         selected.len()
     );
     let results = run_with(&corpus, &selected, &heldout, Some(engine), 8, false).await?;
     let s = Summary::of(&results);
     let c = Confusion::of(&results);
-    println!(
+    say!(
         "  {} scenarios: {} attacks, {} legitimate ({} held out of tuning)",
         results.len(),
         s.attacks.total,
         s.legit.total,
         results.iter().filter(|r| r.heldout).count()
     );
-    println!(
+    say!(
         "  attacks blocked {}, for the expected reason {}; legitimate passed {}",
         frac(s.attacks.blocked, s.attacks.total),
         frac(s.attacks.blocked_expected_reason, s.attacks.total),
         frac(s.legit.passed, s.legit.total)
     );
-    println!(
+    say!(
         "  precision {}, recall {}",
         pct(c.precision()),
         pct(c.recall())
     );
     for r in results.iter().filter(|r| !r.passed) {
-        println!("  FAILED {}: {}", r.id, r.failures.join("; "));
+        say!("  FAILED {}: {}", r.id, r.failures.join("; "));
     }
-    println!(
+    say!(
         "  full report: reports/benchmark.md, reports/attack-matrix.md (make reports regenerates them)"
     );
     Ok(())
@@ -184,9 +236,9 @@ async fn baseline_step() -> Result<()> {
         .catalog
         .get("RUNNER-PRO")
         .context("the standard world has no RUNNER-PRO")?;
-    println!("Step 1 · the unguarded baseline (no database)");
-    println!("  The supplier wrote RUNNER-PRO's catalog description:");
-    println!("    {:?}", runner.description);
+    say!("Step 1 · the unguarded baseline (no database)");
+    say!("  The supplier wrote RUNNER-PRO's catalog description:");
+    say!("    {:?}", runner.description);
     let loud = injected_model_output("RUNNER-PRO", &runner.description);
     let quiet =
         json!({"sku": "RUNNER-PRO", "quantity": loud["quantity"], "purpose": loud["purpose"]});
@@ -195,7 +247,7 @@ async fn baseline_step() -> Result<()> {
         ("the quieter variant: only the quantity", &quiet),
     ] {
         let outcome = compare(&world, output).await?;
-        println!("\n  {title}; the model emits:\n    {output}\n");
+        say!("\n  {title}; the model emits:\n    {output}\n");
         let mut table = Builder::default();
         table.push_record([
             "",
@@ -208,9 +260,17 @@ async fn baseline_step() -> Result<()> {
             outcome.naive_paid_paise, outcome.naive_paid_to
         );
         table.push_record(["money moved", moved.as_str(), "0 paise"]);
-        let table = table.build().with(Style::rounded()).to_string();
+        let table = table
+            .build()
+            .with(Style::rounded())
+            .with(
+                Width::wrap(COLUMNS - 4)
+                    .keep_words(true)
+                    .priority(PriorityMax::new(true)),
+            )
+            .to_string();
         for line in table.lines() {
-            println!("    {line}");
+            say!("    {line}");
         }
         if !matches!(outcome.gate_decision, Decision::Deny(_)) {
             bail!(
@@ -219,8 +279,8 @@ async fn baseline_step() -> Result<()> {
             );
         }
     }
-    println!(
-        "\n  The naive tool lets the model name the payee and the amount. spendgate accepts only\n  {{sku, quantity, purpose}} and derives the rest from the catalog, the policy and the delegation."
+    say!(
+        "\n  The naive tool lets the model name the payee and the amount. spendgate accepts only {{sku, quantity, purpose}} and derives the rest from the catalog, the policy and the delegation."
     );
     Ok(())
 }
@@ -229,6 +289,27 @@ async fn baseline_step() -> Result<()> {
 mod tests {
     use super::*;
     use gate::Reason;
+
+    #[test]
+    fn wrapped_lines_fit_and_keep_their_indentation_and_words() {
+        let text = format!(
+            "  {} {}\nshort\n    {}",
+            "word ".repeat(30),
+            "x".repeat(200),
+            "y".repeat(10)
+        );
+        let lines = wrap(&text, COLUMNS);
+        assert!(
+            lines.iter().all(|l| l.chars().count() <= COLUMNS),
+            "{lines:#?}"
+        );
+        assert!(lines[0].starts_with("  word") && lines[1].starts_with("  w"));
+        assert!(lines.contains(&"short".to_owned()));
+        assert!(lines.contains(&format!("    {}", "y".repeat(10))));
+        let words: String = lines.concat().split_whitespace().collect();
+        let expected: String = text.split_whitespace().collect();
+        assert_eq!(words, expected, "a character was lost or added");
+    }
 
     #[tokio::test]
     async fn the_gate_refuses_what_the_naive_tool_pays() {

@@ -114,7 +114,7 @@ pub async fn authenticate(pool: &PgPool, headers: &HeaderMap) -> Result<Caller, 
     }
 }
 
-/// Checks a key given as is (the MCP server's, from its environment).
+/// Checks a key given as is, without its `Bearer ` scheme.
 pub async fn authenticate_token(pool: &PgPool, token: &str) -> Result<Caller, AuthFailure> {
     let Some(key_id) = key_id_of(token) else {
         return Err(AuthFailure::Unauthenticated);

@@ -1,5 +1,9 @@
 //! The routes of `docs/http.md` and the layers around them.
 //!
+//! Outside the router, every body is read whole under the body deadline
+//! (at most one byte past its route's limit), before the request takes a
+//! turn; then the route's concurrency limit (the authenticated routes'
+//! shared one, or the webhook's own; none for `/healthz`) gives it one.
 //! Each handler does the same few things in the same order: authenticate
 //! (401) and check the route's role (403) before anything else, check the
 //! content type (415), read the body up to the route's limit (413), scope the

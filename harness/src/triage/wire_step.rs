@@ -11,6 +11,7 @@
 //! keys. The step fails (an error) when an answer is not the one the service
 //! documents, so the tour cannot print a rule that does not hold.
 
+use crate::triage::say;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,9 +66,9 @@ pub fn provider_choice() -> (Option<(RazorpayProvider, Vec<u8>)>, String) {
 
 /// Runs the step against the server `admin_url` names.
 pub async fn wire_step(admin_url: &str) -> Result<()> {
-    println!("\nStep 3 · the gate on the wire: who calls comes from the key, never the request");
+    say!("\nStep 3 · the gate on the wire: who calls comes from the key, never the request");
     let (razorpay, line) = provider_choice();
-    println!("  {line}");
+    say!("  {line}");
     let db = gate::db::fresh_database(admin_url).await?;
     let clock = Arc::new(ManualClock::new(standard_world().now));
     let result = match razorpay {
@@ -126,9 +127,9 @@ impl Tour {
             };
             shown_headers.push(format!("{k}: {v}"));
         }
-        println!("    → {method} {path}");
+        say!("    → {method} {path}");
         for h in shown_headers {
-            println!("        {h}");
+            say!("        {h}");
         }
         if !body.is_empty() {
             let text = String::from_utf8_lossy(body);
@@ -137,13 +138,13 @@ impl Tour {
             } else {
                 text.into_owned()
             };
-            println!("        {text}");
+            say!("        {text}");
         }
         let answer = r.send().await.context("a request of the tour")?;
         let status = answer.status().as_u16();
         let bytes = answer.bytes().await?;
         let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        println!("    ← {status} {value}");
+        say!("    ← {status} {value}");
         Ok((status, value))
     }
 
@@ -180,7 +181,7 @@ impl Tour {
                 )
             })
             .collect();
-        println!(
+        say!(
             "      rows of {tenant}: {}; provider orders {orders}; captured {captured} paise; {entries} ledger entries",
             if requests.is_empty() {
                 "no requests".to_string()
@@ -240,7 +241,7 @@ async fn tour<P: PaymentProvider + 'static>(
             let _ = rx.await;
         },
     ));
-    println!(
+    say!(
         "  the service: {base} (keys issued for buyer-agent and finance-lead of acme, globex-finance of globex)"
     );
     let t = Tour {
@@ -260,7 +261,7 @@ async fn tour<P: PaymentProvider + 'static>(
 }
 
 async fn run(t: &Tour, agent: &str, human: &str, stranger: &str, secret: &[u8]) -> Result<()> {
-    println!("\n  1. the agent's key proposes a purchase that needs a human");
+    say!("\n  1. the agent's key proposes a purchase that needs a human");
     let (s, p) = t
         .send(
             "POST",
@@ -272,10 +273,10 @@ async fn run(t: &Tour, agent: &str, human: &str, stranger: &str, secret: &[u8]) 
         .await?;
     expect(s, 202, &p, "propose")?;
     let request = id_in(&p, "request_id")?;
-    println!("      (the X-Tenant-Id header changed nothing: the key is acme's)");
+    say!("      (the X-Tenant-Id header changed nothing: the key is acme's)");
     t.rows("acme").await?;
 
-    println!("\n  2. the same key tries to approve its own request");
+    say!("\n  2. the same key tries to approve its own request");
     let path = format!("/v1/requests/{request}/approve");
     let (s, a) = t
         .send("POST", &path, Some(("buyer-agent", agent)), b"", &[])
@@ -283,15 +284,15 @@ async fn run(t: &Tour, agent: &str, human: &str, stranger: &str, secret: &[u8]) 
     expect(s, 403, &a, "an agent approving")?;
     t.rows("acme").await?;
 
-    println!("\n  3. another tenant's approver names acme's request id");
+    say!("\n  3. another tenant's approver names acme's request id");
     let (s, a) = t
         .send("POST", &path, Some(("globex-finance", stranger)), b"", &[])
         .await?;
     expect(s, 404, &a, "another tenant's id")?;
-    println!("      (the same answer as for an id that does not exist: nothing to enumerate)");
+    say!("      (the same answer as for an id that does not exist: nothing to enumerate)");
     t.rows("acme").await?;
 
-    println!(
+    say!(
         "\n  acme's approver approves, issues the checkout and pays (the order exists at the provider)"
     );
     let (s, a) = t
@@ -338,7 +339,7 @@ async fn run(t: &Tour, agent: &str, human: &str, stranger: &str, secret: &[u8]) 
     };
     let body = event.to_body();
 
-    println!("\n  4. a forged capture: the right body, signed with a secret the gate never had");
+    say!("\n  4. a forged capture: the right body, signed with a secret the gate never had");
     let (s, w) = t
         .send(
             "POST",
@@ -354,7 +355,7 @@ async fn run(t: &Tour, agent: &str, human: &str, stranger: &str, secret: &[u8]) 
     expect(s, 400, &w, "a forged webhook")?;
     t.rows("acme").await?;
 
-    println!("\n  5. the provider's signed capture");
+    say!("\n  5. the provider's signed capture");
     let (s, w) = t
         .send(
             "POST",
@@ -369,7 +370,7 @@ async fn run(t: &Tour, agent: &str, human: &str, stranger: &str, secret: &[u8]) 
         .await?;
     expect(s, 200, &w, "the signed webhook")?;
     t.rows("acme").await?;
-    println!(
+    say!(
         "\n  every rule of the service, each through a real socket: wire/tests/http.rs; the whole corpus\n  through the service: make bench-http (harness bench --engines database,http)"
     );
     Ok(())
