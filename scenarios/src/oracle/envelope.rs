@@ -25,6 +25,10 @@ pub struct Envelope {
     /// Unix seconds.
     pub created_at: i64,
     pub order_id: String,
+    /// The payment entity's id, amount and currency.
+    pub payment_id: String,
+    pub amount: i64,
+    pub currency: String,
 }
 
 /// Reads `raw` as the provider's event envelope.
@@ -127,6 +131,9 @@ pub fn read(raw: &[u8]) -> Result<Envelope, Reason> {
         event,
         created_at,
         order_id,
+        payment_id: pay_id,
+        amount,
+        currency,
     })
 }
 
