@@ -383,6 +383,31 @@ pub(crate) mod tests {
         crate::service::standard::policy()
     }
 
+    #[test]
+    fn operators_instants_run_from_1970_to_the_end_of_9999() {
+        let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        for inside in [
+            "1970-01-01T00:00:00Z",
+            "2026-09-03T10:00:00Z",
+            "9999-12-31T23:59:59.999999Z",
+        ] {
+            assert!(is_operator_instant(at(inside)), "{inside}");
+        }
+        let outside = [
+            at("1969-12-31T23:59:59.999999Z"),
+            DateTime::<Utc>::from_timestamp(253_402_300_800, 0).unwrap(),
+            DateTime::<Utc>::MIN_UTC,
+            DateTime::<Utc>::MAX_UTC,
+        ];
+        for t in outside {
+            assert!(!is_operator_instant(t), "{t}");
+            let mut p = standard_policy();
+            p.valid_from = t.min(p.valid_from);
+            p.valid_until = t.max(p.valid_until);
+            assert_eq!(p.validated(), Err(Reason::PolicyInvalid), "{t}");
+        }
+    }
+
     pub(crate) fn d_buyer() -> DelegationChain {
         DelegationChain::new(vec![hop("d-buyer", None, "buyer-agent", 200000)])
     }

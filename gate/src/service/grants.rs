@@ -44,8 +44,9 @@ use crate::reason::{Decision, Reason};
 /// `grant` step write it: `from` is a human who may approve (a root hop made
 /// by that human) or the id of a live delegation of the same tenant (a hop
 /// below it, made by the tenant's operator). The gate's own call takes the
-/// caller and the parent apart ([`Gate::grant`]); only a test driver reads
-/// `from`. None other key accepted; absent options are not serialized.
+/// caller and the parent apart ([`Gate::grant`]); only the seed and a test
+/// driver read `from`. No other key is accepted; absent options are not
+/// serialized.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Grant {

@@ -334,7 +334,7 @@ async fn operators_timestamps_outside_1970_to_9999_are_refused_as_invalid() -> T
 }
 
 /// How many keys are raced, and how many copies of each are sent at once.
-const RACED_KEYS: usize = 240;
+const RACED_KEYS: usize = 640;
 const COPIES: usize = 4;
 
 /// Sends `COPIES` copies of each of `RACED_KEYS` keyed proposals, eight

@@ -138,11 +138,17 @@ pub fn authority(
 /// ever used (revoked ids included), is `DELEGATION_INVALID`; a hop that
 /// would make a chain longer than [`MAX_DEPTH`] is
 /// `DELEGATION_DEPTH_EXCEEDED`, checked once the parent is known.
+/// The spec's range for operators' timestamps: 1970-01-01 to 9999-12-31.
+pub fn operator_instant(at: chrono::DateTime<chrono::Utc>) -> bool {
+    (1970..=9999).contains(&chrono::Datelike::year(&at))
+}
+
 pub fn grant(state: &mut State, caller: &str, g: &Grant) -> Result<(), Reason> {
     if state.tenant(caller).is_none() {
         return Err(Reason::TenantUnknown);
     }
     if !super::proposal::is_identifier(&g.id, super::proposal::IDENTIFIER_MAX)
+        || g.expires_at.is_some_and(|at| !operator_instant(at))
         || state.delegations.contains_key(&g.id)
     {
         return Err(Reason::DelegationInvalid);

@@ -26,6 +26,10 @@ pub struct Envelope {
     /// Unix seconds.
     pub created_at: i64,
     pub order_id: String,
+    /// The payment entity's id, amount and currency.
+    pub payment_id: String,
+    pub amount: i64,
+    pub currency: String,
 }
 
 /// Reads `raw` as the provider's event envelope.
@@ -131,6 +135,9 @@ pub fn read(raw: &[u8]) -> Result<Envelope, Reason> {
         event,
         created_at,
         order_id,
+        payment_id: pay_id,
+        amount,
+        currency,
     })
 }
 

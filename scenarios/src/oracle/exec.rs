@@ -217,7 +217,9 @@ fn policy_valid(p: &gate::Policy, merchants: &[String]) -> bool {
         && p.daily_cap_paise >= 0
         && p.approval_threshold_paise >= 0;
     let merchants_ok = p.allowed_merchants.iter().all(|m| merchants.contains(m));
-    let window_ok = p.valid_from < p.valid_until;
+    let window_ok = p.valid_from < p.valid_until
+        && chain::operator_instant(p.valid_from)
+        && chain::operator_instant(p.valid_until);
     let rate_ok = |w: u32| (1..=MAX_RATE_WINDOW_MINUTES).contains(&w);
     currency_ok
         && money_ok

@@ -33,6 +33,7 @@ use super::OracleError;
 use super::Outcome;
 use super::chain;
 use super::envelope;
+use super::payments;
 use super::proposal;
 use super::rules::{
     AUTHORITY_MINUTES, POST_DATED_MINUTES, REQUEST_LIFETIME_HOURS, STALE_MINUTES, end,
@@ -353,6 +354,9 @@ pub fn webhook(
         return Ok(Outcome::deny(Reason::WebhookSignatureInvalid));
     }
     if let Some(raw) = w.raw_bytes() {
+        if let Some(booked) = payments::further_payment(state, &raw, event_id) {
+            return Ok(booked);
+        }
         return Ok(raw_event(state, &raw, event_id));
     }
     let _ = step;

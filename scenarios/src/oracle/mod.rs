@@ -20,6 +20,7 @@ mod chain;
 mod envelope;
 mod exec;
 mod flow;
+mod payments;
 mod proposal;
 mod provider;
 mod rules;

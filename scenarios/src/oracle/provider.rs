@@ -74,6 +74,7 @@ pub fn create_order(
             authority: ai,
             recorded,
             provider_paid: false,
+            further_payments: Vec::new(),
         });
         Some(state.orders.len() - 1)
     };

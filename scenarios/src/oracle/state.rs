@@ -109,6 +109,9 @@ pub struct Order {
     pub recorded: bool,
     /// Whether the customer paid it at the provider.
     pub provider_paid: bool,
+    /// Captured payments on the books beyond the order's first (each id
+    /// once, each for the order's amount): money booked NEEDS_REVIEW.
+    pub further_payments: Vec<String>,
 }
 
 /// What a step produced that later steps may name.
@@ -290,11 +293,15 @@ impl State {
         let default = self.default_tenant().to_string();
         Observed {
             provider_orders: self.orders.iter().filter(|o| o.recorded).count() as u64,
+            // The sum of the captured payments on the books, each once:
+            // an order's first capture (a `webhook` step's payment id
+            // derives from its order alone) and every further payment of it
+            // a signed body reported under another id.
             captured_paise: self
                 .orders
                 .iter()
                 .filter(|o| o.recorded && o.state == OrderState::Captured)
-                .map(|o| o.amount)
+                .map(|o| o.amount * (1 + o.further_payments.len() as i64))
                 .sum(),
             provider_captured_paise: self
                 .orders
