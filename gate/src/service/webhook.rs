@@ -226,12 +226,16 @@ impl ProviderEvent {
     /// it, so `payment.captured`, `order.paid` and reconcile of one order's
     /// capture name one payment.
     pub fn payment_id(&self) -> String {
-        let status = if self.event == EVENT_FAILED {
-            PaymentStatus::Failed
-        } else {
-            PaymentStatus::Captured
-        };
-        crate::provider::model::payment_id(&self.order_id, status, 1)
+        crate::provider::model::payment_id(&self.order_id, self.status(), 1)
+    }
+
+    /// The status of the payment this event reports.
+    fn status(&self) -> PaymentStatus {
+        match self.event.as_str() {
+            EVENT_FAILED => PaymentStatus::Failed,
+            EVENT_AUTHORIZED => PaymentStatus::Authorized,
+            _ => PaymentStatus::Captured,
+        }
     }
 
     /// The payment entity of this event.
@@ -241,11 +245,7 @@ impl ProviderEvent {
             order_id: self.order_id.clone(),
             amount_paise: self.amount_paise,
             currency: self.currency.clone(),
-            status: if self.event == EVENT_FAILED {
-                PaymentStatus::Failed
-            } else {
-                PaymentStatus::Captured
-            },
+            status: self.status(),
             created_at: self.created_at.timestamp(),
         }
     }
