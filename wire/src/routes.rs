@@ -757,7 +757,8 @@ async fn healthz<P: PaymentProvider + 'static>(State(s): Shared<P>) -> Response 
     (
         status,
         Json(json!({
-            "status": if reachable { "ok" } else { "degraded" },
+            // Refused provider keys: a configuration error an operator must mend.
+            "status": if reachable && !s.gate.provider_health().keys_refused { "ok" } else { "degraded" },
             "database": if reachable { "reachable" } else { "unreachable" },
             "provider": s.config.provider_mode,
             "untenanted_refusals": s.gate.untenanted_refusals(),

@@ -139,6 +139,17 @@ impl InProcessProvider {
         self.with(|s| s.book.capture(order_id, s.now))
     }
 
+    /// The customer's bank authorises a payment of `order_id`; no money
+    /// moves until it is captured (manual capture).
+    pub fn authorize_payment(&self, order_id: &str) -> Result<Payment, ProviderError> {
+        self.with(|s| s.book.authorize(order_id, s.now))
+    }
+
+    /// The merchant refunds a captured payment in full.
+    pub fn refund_payment(&self, payment_id: &str) -> Result<Payment, ProviderError> {
+        self.with(|s| s.book.refund(payment_id))
+    }
+
     /// A failed payment attempt on `order_id` (the order stays payable).
     pub fn fail_attempt(&self, order_id: &str) -> Result<Payment, ProviderError> {
         self.with(|s| s.book.fail_attempt(order_id, s.now))
@@ -262,6 +273,18 @@ impl PaymentProvider for InProcessProvider {
         std::future::ready(Ok(self.with(|s| s.book.snapshot(order_id))))
     }
 
+    fn capture_authorized(
+        &self,
+        payment_id: &str,
+        amount_paise: i64,
+        currency: &str,
+    ) -> impl Future<Output = Result<Payment, ProviderError>> + Send {
+        std::future::ready(self.with(|s| {
+            s.book
+                .capture_authorized(payment_id, amount_paise, currency)
+        }))
+    }
+
     fn find_by_receipt(
         &self,
         receipt: &str,
@@ -273,6 +296,7 @@ impl PaymentProvider for InProcessProvider {
         ProviderHealth {
             mode: "in-process",
             has_keys: false,
+            keys_refused: false,
         }
     }
 }

@@ -1,9 +1,10 @@
 //! The payment provider, behind a trait.
 //!
 //! Guarantees: the gate talks to a provider only through [`PaymentProvider`]:
-//! create one order, fetch an order by id, and find the order created for a
+//! create one order, fetch an order by id, find the order created for a
 //! receipt (with its payments) so that after a timeout the order can be found
-//! again. Every failure is a typed [`ProviderError`]; nothing the provider
+//! again, and capture an authorized payment for the order's own amount and
+//! currency (manual capture). Every failure is a typed [`ProviderError`]; nothing the provider
 //! says in an error body travels further than the log. Orders and payments
 //! follow ONE model ([`model`]): Razorpay's order lifecycle (created →
 //! attempted → paid) and payments that are captured or failed. The
@@ -55,6 +56,9 @@ pub struct ProviderHealth {
     pub mode: &'static str,
     /// Whether API keys are configured.
     pub has_keys: bool,
+    /// True while the provider's last answer refused the keys (a 401): a
+    /// configuration error no retry mends, which health reports as degraded.
+    pub keys_refused: bool,
 }
 
 /// Why a provider call failed.
@@ -66,9 +70,16 @@ pub enum ProviderError {
     /// A 4xx: the provider refused the request. Its error body goes to the log only.
     #[error("the provider refused the request (HTTP {status})")]
     Rejected { status: u16 },
-    /// A 5xx: the provider failed. The order may or may not exist.
+    /// A 5xx, or a 429 (too many requests): the provider failed or asked
+    /// the caller to slow down. The order may or may not exist.
     #[error("the provider is unavailable (HTTP {status})")]
     Unavailable { status: u16 },
+    /// A 401: the provider refused the API keys. A configuration error (no
+    /// retry mends it): the request waits, an operator must act.
+    #[error(
+        "the provider refused the API keys (HTTP 401): check RAZORPAY_KEY_ID and RAZORPAY_KEY_SECRET"
+    )]
+    KeysRefused,
     /// The connection failed before an answer.
     #[error("the provider could not be reached: {0}")]
     Transport(String),
@@ -129,6 +140,23 @@ pub trait PaymentProvider: Send + Sync {
         &self,
         receipt: &str,
     ) -> impl Future<Output = Result<Option<OrderSnapshot>, ProviderError>> + Send;
+
+    /// Captures the authorized payment `payment_id` for exactly
+    /// `amount_paise` in `currency` (the order's own), returning the payment
+    /// as the provider now holds it.
+    /// A provider that cannot capture refuses, and the payment stays
+    /// authorized (the provider refunds it in time).
+    fn capture_authorized(
+        &self,
+        payment_id: &str,
+        amount_paise: i64,
+        currency: &str,
+    ) -> impl Future<Output = Result<Payment, ProviderError>> + Send {
+        let _ = (payment_id, amount_paise, currency);
+        std::future::ready(Err(ProviderError::NotConfigured(
+            "this provider does not capture authorized payments".into(),
+        )))
+    }
 
     /// Which provider this is and whether it holds keys (never the keys).
     fn health(&self) -> ProviderHealth;

@@ -61,12 +61,17 @@ impl ProviderOrder {
     }
 }
 
-/// A payment's status (the two the gate acts on).
+/// A payment's status, as Razorpay reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PaymentStatus {
     Captured,
     Failed,
+    /// The customer's bank authorised it; no money moves until the
+    /// merchant captures it (Razorpay refunds it after 5 days otherwise).
+    Authorized,
+    /// Captured, then refunded (in whole or in part): the capture happened.
+    Refunded,
 }
 
 impl PaymentStatus {
@@ -75,7 +80,14 @@ impl PaymentStatus {
         match self {
             PaymentStatus::Captured => "captured",
             PaymentStatus::Failed => "failed",
+            PaymentStatus::Authorized => "authorized",
+            PaymentStatus::Refunded => "refunded",
         }
+    }
+
+    /// True for a payment whose money was captured, refunded since or not.
+    pub fn was_captured(self) -> bool {
+        matches!(self, PaymentStatus::Captured | PaymentStatus::Refunded)
     }
 }
 
@@ -99,11 +111,9 @@ pub struct OrderSnapshot {
 }
 
 impl OrderSnapshot {
-    /// The payments that were captured.
+    /// The payments that were captured (refunded since or not).
     pub fn captured(&self) -> impl Iterator<Item = &Payment> {
-        self.payments
-            .iter()
-            .filter(|p| p.status == PaymentStatus::Captured)
+        self.payments.iter().filter(|p| p.status.was_captured())
     }
 }
 
@@ -113,8 +123,11 @@ impl OrderSnapshot {
 /// shape: `pay_` and 14 characters.
 pub fn payment_id(order_id: &str, status: PaymentStatus, attempt: u32) -> String {
     use sha2::{Digest, Sha256};
+    // An authorized payment keeps its id when it is captured.
     let seed = match status {
-        PaymentStatus::Captured => format!("c:{order_id}"),
+        PaymentStatus::Captured | PaymentStatus::Authorized | PaymentStatus::Refunded => {
+            format!("c:{order_id}")
+        }
         PaymentStatus::Failed => format!("f:{order_id}:{attempt}"),
     };
     let digest = hex::encode(Sha256::digest(seed));
@@ -211,11 +224,13 @@ impl Book {
         order.attempts += 1;
         let id = payment_id(order_id, status, order.attempts);
         match status {
-            PaymentStatus::Captured => {
+            PaymentStatus::Captured | PaymentStatus::Refunded => {
                 order.status = OrderStatus::Paid;
                 order.amount_paid_paise = order.amount_paise;
             }
-            PaymentStatus::Failed => order.status = OrderStatus::Attempted,
+            PaymentStatus::Failed | PaymentStatus::Authorized => {
+                order.status = OrderStatus::Attempted
+            }
         }
         let payment = Payment {
             id,
@@ -239,11 +254,65 @@ impl Book {
         self.pay(order_id, PaymentStatus::Captured, at)
     }
 
-    /// Everything captured, in minor units (all currencies together).
+    /// The customer's bank authorises a payment of the order's amount; no
+    /// money moves until [`Book::capture_authorized`].
+    pub fn authorize(&mut self, order_id: &str, at: i64) -> Result<Payment, ProviderError> {
+        if self
+            .payments
+            .iter()
+            .any(|p| p.order_id == order_id && p.status == PaymentStatus::Authorized)
+        {
+            return Err(ProviderError::AlreadyPaid(order_id.to_owned()));
+        }
+        self.pay(order_id, PaymentStatus::Authorized, at)
+    }
+
+    /// The merchant captures an authorized payment, for exactly its amount
+    /// and currency (Razorpay's `POST /v1/payments/{id}/capture`); anything
+    /// else is refused as Razorpay refuses it (a 400).
+    pub fn capture_authorized(
+        &mut self,
+        payment_id: &str,
+        amount_paise: i64,
+        currency: &str,
+    ) -> Result<Payment, ProviderError> {
+        let Some(payment) = self
+            .payments
+            .iter_mut()
+            .find(|p| p.id == payment_id && p.status == PaymentStatus::Authorized)
+        else {
+            return Err(ProviderError::Rejected { status: 400 });
+        };
+        if payment.amount_paise != amount_paise || payment.currency != currency {
+            return Err(ProviderError::Rejected { status: 400 });
+        }
+        payment.status = PaymentStatus::Captured;
+        let captured = payment.clone();
+        if let Some(order) = self.orders.iter_mut().find(|o| o.id == captured.order_id) {
+            order.status = OrderStatus::Paid;
+            order.amount_paid_paise = order.amount_paise;
+        }
+        Ok(captured)
+    }
+
+    /// The merchant refunds a captured payment in full: Razorpay then
+    /// reports it `refunded`.
+    pub fn refund(&mut self, payment_id: &str) -> Result<Payment, ProviderError> {
+        let payment = self
+            .payments
+            .iter_mut()
+            .find(|p| p.id == payment_id && p.status == PaymentStatus::Captured)
+            .ok_or(ProviderError::Rejected { status: 400 })?;
+        payment.status = PaymentStatus::Refunded;
+        Ok(payment.clone())
+    }
+
+    /// Everything captured, in minor units (all currencies together),
+    /// refunded since or not.
     pub fn captured_paise(&self) -> i64 {
         self.payments
             .iter()
-            .filter(|p| p.status == PaymentStatus::Captured)
+            .filter(|p| p.status.was_captured())
             .map(|p| p.amount_paise)
             .sum()
     }
@@ -252,7 +321,7 @@ impl Book {
     pub fn captured_to(&self, merchant: &str) -> i64 {
         self.payments
             .iter()
-            .filter(|p| p.status == PaymentStatus::Captured)
+            .filter(|p| p.status.was_captured())
             .filter(|p| {
                 self.orders
                     .iter()

@@ -7,19 +7,32 @@
 //! - Keys never leave this module except in the `Authorization` header:
 //!   [`RazorpayKeys`] and [`RazorpayProvider`] have hand-written `Debug`
 //!   impls that redact them, and no log line carries them.
-//! - Every call has a bounded total timeout and connect timeout. A 4xx is
-//!   [`ProviderError::Rejected`], a 5xx [`ProviderError::Unavailable`], a
-//!   timeout [`ProviderError::Timeout`], any other failure
-//!   [`ProviderError::Transport`]; Razorpay's error body (`error.code`,
-//!   `error.description`) goes to the tracing log and nowhere else.
+//! - Every call has a bounded total timeout and connect timeout. A 5xx or a
+//!   429 (too many requests) is [`ProviderError::Unavailable`]: the order may
+//!   exist, so `pay` leaves the request PROVIDER_PENDING for reconcile and
+//!   never sends a second create (Razorpay does not deduplicate receipts). A
+//!   401 is [`ProviderError::KeysRefused`]: logged at `error`, and
+//!   [`ProviderHealth::keys_refused`] stays true until a call is answered
+//!   again. Any other 4xx is [`ProviderError::Rejected`], a timeout
+//!   [`ProviderError::Timeout`], any other failure [`ProviderError::Transport`];
+//!   Razorpay's error body (`error.code`, `error.description`) goes to the
+//!   tracing log and nowhere else.
+//! - Only reads are retried: a GET answered 429 or 503 with a `Retry-After`
+//!   of at most [`MAX_RETRY_AFTER`] is sent again after that many seconds,
+//!   at most [`READ_RETRIES`] times; a longer or missing `Retry-After` is
+//!   not waited for. Writes (an order, a capture) are sent once.
 //! - Requests go only to `https://`, or to plain `http://` on a loopback
 //!   host (the contract tests' local fake server).
 //! - The calls: `POST /v1/orders` (`amount`, `currency`, `receipt` of at most
 //!   40 characters, `notes` with the merchant), `GET /v1/orders/{id}`,
-//!   `GET /v1/orders?receipt=...` and `GET /v1/orders/{id}/payments`.
+//!   `GET /v1/orders?receipt=...`, `GET /v1/orders/{id}/payments` and
+//!   `POST /v1/payments/{id}/capture` (exactly `amount` and `currency`, the
+//!   order's own). A payment is read as captured, failed, authorized or
+//!   refunded; a captured payment with any amount refunded is refunded.
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -37,6 +50,11 @@ pub const ENV_KEY_ID: &str = "RAZORPAY_KEY_ID";
 pub const ENV_KEY_SECRET: &str = "RAZORPAY_KEY_SECRET";
 /// The environment variable holding the webhook secret.
 pub const ENV_WEBHOOK_SECRET: &str = "RAZORPAY_WEBHOOK_SECRET";
+
+/// The longest `Retry-After` a read waits for before asking again.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(5);
+/// How many times a read is asked again after a `Retry-After`.
+pub const READ_RETRIES: u32 = 2;
 
 const TEST_PREFIX: &str = "rzp_test_";
 const LIVE_PREFIX: &str = "rzp_live_";
@@ -128,6 +146,8 @@ pub struct RazorpayProvider {
     client: reqwest::Client,
     base: String,
     keys: RazorpayKeys,
+    /// Set by a 401, cleared by any answer that is not one.
+    keys_refused: AtomicBool,
 }
 
 impl fmt::Debug for RazorpayProvider {
@@ -186,7 +206,12 @@ impl RazorpayProvider {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ProviderError::Transport(e.without_url().to_string()))?;
-        Ok(RazorpayProvider { client, base, keys })
+        Ok(RazorpayProvider {
+            client,
+            base,
+            keys,
+            keys_refused: AtomicBool::new(false),
+        })
     }
 
     fn url(&self, path: &str) -> String {
@@ -194,50 +219,117 @@ impl RazorpayProvider {
     }
 
     /// Sends one request and returns the 2xx body as JSON, or `None` for a
-    /// "no such order" answer when `absent_is_none`.
+    /// "no such order" answer when `absent_is_none`. A GET is asked again
+    /// after a short `Retry-After` ([`READ_RETRIES`], [`MAX_RETRY_AFTER`]).
     async fn call(
         &self,
         request: reqwest::RequestBuilder,
         what: &'static str,
         absent_is_none: bool,
     ) -> Result<Option<Value>, ProviderError> {
-        let response = request
+        let request = request
             .basic_auth(&self.keys.key_id, Some(&self.keys.key_secret))
-            .header("Accept", "application/json")
-            .send()
-            .await
-            .map_err(|e| transport(what, e))?;
-        let status = response.status();
-        let bytes = response.bytes().await.map_err(|e| transport(what, e))?;
-        if status.is_success() {
-            return serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| ProviderError::Malformed(format!("{what}: {e}")));
+            .header("Accept", "application/json");
+        let is_read = request
+            .try_clone()
+            .and_then(|r| r.build().ok())
+            .is_some_and(|r| r.method() == reqwest::Method::GET);
+        let mut retries = 0;
+        let mut next = Some(request);
+        loop {
+            let Some(request) = next.take() else {
+                return Err(ProviderError::Transport(format!("{what}: no request")));
+            };
+            let again = if is_read && retries < READ_RETRIES {
+                request.try_clone()
+            } else {
+                None
+            };
+            let response = request.send().await.map_err(|e| transport(what, e))?;
+            let status = response.status();
+            let wait = retry_after(response.headers());
+            let bytes = response.bytes().await.map_err(|e| transport(what, e))?;
+            if status == reqwest::StatusCode::UNAUTHORIZED {
+                self.keys_refused.store(true, Ordering::Relaxed);
+                tracing::error!(
+                    status = status.as_u16(),
+                    "Razorpay refused the API keys while {what}: a configuration error; \
+                     set RAZORPAY_KEY_ID and RAZORPAY_KEY_SECRET to a valid test key pair. \
+                     Requests wait PROVIDER_PENDING until then"
+                );
+                return Err(ProviderError::KeysRefused);
+            }
+            self.keys_refused.store(false, Ordering::Relaxed);
+            if status.is_success() {
+                return serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| ProviderError::Malformed(format!("{what}: {e}")));
+            }
+            let busy = status == reqwest::StatusCode::TOO_MANY_REQUESTS
+                || status == reqwest::StatusCode::SERVICE_UNAVAILABLE;
+            if let (true, Some(wait), Some(again)) = (busy, wait, again) {
+                tracing::info!(
+                    status = status.as_u16(),
+                    wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    "Razorpay asked to retry {what} later"
+                );
+                tokio::time::sleep(wait).await;
+                retries += 1;
+                next = Some(again);
+                continue;
+            }
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let code = body["error"]["code"].as_str().unwrap_or("");
+            let description = body["error"]["description"].as_str().unwrap_or("");
+            tracing::warn!(
+                status = status.as_u16(),
+                code,
+                description,
+                "Razorpay refused {what}"
+            );
+            let absent = status == reqwest::StatusCode::NOT_FOUND
+                || (status == reqwest::StatusCode::BAD_REQUEST
+                    && description.to_ascii_lowercase().contains("does not exist"));
+            if absent_is_none && absent {
+                return Ok(None);
+            }
+            return if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                Err(ProviderError::Unavailable {
+                    status: status.as_u16(),
+                })
+            } else {
+                Err(ProviderError::Rejected {
+                    status: status.as_u16(),
+                })
+            };
         }
-        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        let code = body["error"]["code"].as_str().unwrap_or("");
-        let description = body["error"]["description"].as_str().unwrap_or("");
-        tracing::warn!(
-            status = status.as_u16(),
-            code,
-            description,
-            "Razorpay refused {what}"
-        );
-        let absent = status == reqwest::StatusCode::NOT_FOUND
-            || (status == reqwest::StatusCode::BAD_REQUEST
-                && description.to_ascii_lowercase().contains("does not exist"));
-        if absent_is_none && absent {
-            return Ok(None);
+    }
+
+    async fn capture(
+        &self,
+        payment_id: &str,
+        amount_paise: i64,
+        currency: &str,
+    ) -> Result<Payment, ProviderError> {
+        if !is_plain_id(payment_id) {
+            return Err(ProviderError::Rejected { status: 400 });
         }
-        if status.is_server_error() {
-            Err(ProviderError::Unavailable {
-                status: status.as_u16(),
-            })
-        } else {
-            Err(ProviderError::Rejected {
-                status: status.as_u16(),
-            })
-        }
+        let body = json!({"amount": amount_paise, "currency": currency});
+        let answer = self
+            .call(
+                self.client
+                    .post(self.url(&format!("/v1/payments/{payment_id}/capture")))
+                    .json(&body),
+                "capturing a payment",
+                false,
+            )
+            .await?
+            .ok_or_else(|| ProviderError::Malformed("capturing a payment: no body".into()))?;
+        let payment: RzpPayment = serde_json::from_value(answer)
+            .map_err(|e| ProviderError::Malformed(format!("a captured payment: {e}")))?;
+        payment
+            .into_model()
+            .ok_or_else(|| ProviderError::Malformed("a captured payment's status".into()))
     }
 
     async fn create(&self, request: &OrderRequest) -> Result<ProviderOrder, ProviderError> {
@@ -337,6 +429,19 @@ impl RazorpayProvider {
     }
 }
 
+/// A `Retry-After` in whole seconds of at most [`MAX_RETRY_AFTER`]; `None`
+/// for none, an HTTP date, or a longer wait (not waited for).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let seconds: u64 = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(seconds)).filter(|d| *d <= MAX_RETRY_AFTER)
+}
+
 fn transport(what: &'static str, e: reqwest::Error) -> ProviderError {
     if e.is_timeout() {
         ProviderError::Timeout
@@ -415,14 +520,22 @@ struct RzpPayment {
     status: String,
     order_id: Option<String>,
     created_at: i64,
+    #[serde(default)]
+    amount_refunded: Option<i64>,
 }
 
 impl RzpPayment {
-    /// Captured and failed payments; an authorized or created one has moved no money yet.
+    /// Captured, failed, authorized and refunded payments (a captured one
+    /// with any amount refunded is refunded: Razorpay keeps a partly refunded
+    /// payment `captured`); a created one has done nothing yet.
     fn into_model(self) -> Option<Payment> {
+        let refunded = self.amount_refunded.is_some_and(|r| r > 0);
         let status = match self.status.as_str() {
+            "captured" if refunded => PaymentStatus::Refunded,
             "captured" => PaymentStatus::Captured,
             "failed" => PaymentStatus::Failed,
+            "authorized" => PaymentStatus::Authorized,
+            "refunded" => PaymentStatus::Refunded,
             _ => return None,
         };
         Some(Payment {
@@ -458,10 +571,20 @@ impl PaymentProvider for RazorpayProvider {
         self.by_receipt(receipt)
     }
 
+    fn capture_authorized(
+        &self,
+        payment_id: &str,
+        amount_paise: i64,
+        currency: &str,
+    ) -> impl Future<Output = Result<Payment, ProviderError>> + Send {
+        self.capture(payment_id, amount_paise, currency)
+    }
+
     fn health(&self) -> ProviderHealth {
         ProviderHealth {
             mode: "test",
             has_keys: true,
+            keys_refused: self.keys_refused.load(Ordering::Relaxed),
         }
     }
 }
@@ -489,6 +612,45 @@ mod tests {
             Err(ProviderError::NotConfigured(_))
         ));
         assert!(RazorpayKeys::new("rzp_test_ABC", "s3cret").is_ok());
+    }
+
+    #[test]
+    fn only_a_short_retry_after_in_seconds_is_waited_for() {
+        let with = |v: &str| {
+            let mut h = reqwest::header::HeaderMap::new();
+            h.insert(
+                reqwest::header::RETRY_AFTER,
+                reqwest::header::HeaderValue::from_str(v).unwrap(),
+            );
+            retry_after(&h)
+        };
+        assert_eq!(with("1"), Some(Duration::from_secs(1)));
+        assert_eq!(with(" 5 "), Some(MAX_RETRY_AFTER));
+        assert_eq!(with("6"), None);
+        assert_eq!(with("3600"), None);
+        assert_eq!(with("Wed, 21 Oct 2026 07:28:00 GMT"), None);
+        assert_eq!(with("-1"), None);
+        assert_eq!(retry_after(&reqwest::header::HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn refunded_and_authorized_payments_are_read_and_a_partial_refund_is_a_refund() {
+        let payment = |status: &str, refunded: i64| {
+            serde_json::from_value::<RzpPayment>(json!({
+                "id": "pay_29QQoUBi66xm2f", "entity": "payment", "amount": 1000,
+                "currency": "INR", "status": status, "order_id": "order_X",
+                "amount_refunded": refunded, "created_at": 1
+            }))
+            .unwrap()
+            .into_model()
+            .map(|p| p.status)
+        };
+        assert_eq!(payment("captured", 0), Some(PaymentStatus::Captured));
+        assert_eq!(payment("captured", 100), Some(PaymentStatus::Refunded));
+        assert_eq!(payment("refunded", 1000), Some(PaymentStatus::Refunded));
+        assert_eq!(payment("authorized", 0), Some(PaymentStatus::Authorized));
+        assert_eq!(payment("failed", 0), Some(PaymentStatus::Failed));
+        assert_eq!(payment("created", 0), None);
     }
 
     #[test]

@@ -9,6 +9,15 @@
 //!   through the same `apply_payment` the webhook uses: a captured payment
 //!   moves the request to CAPTURED (or NEEDS_REVIEW when it had ended), a
 //!   failed one is an attempt and changes nothing else.
+//! - Manual capture: an authorised payment of the order, while the request
+//!   still waits and the order has no captured payment, is captured through
+//!   the provider for the authority's own amount and currency first.
+//! - A refunded payment is money that moved: its capture is booked like any
+//!   other and stays on the books, the refund is recorded beside it (the
+//!   reconcile entry's `refunded`), and the request moves to NEEDS_REVIEW.
+//! - Every capture kept for the authority that is still off the books is
+//!   booked on its request (NEEDS_REVIEW when the request had moved on),
+//!   before a missing order could fail the request.
 //! - When the provider has no such order and the authority has expired, the
 //!   request FAILS and its reservations are released. Before the authority
 //!   expires, a missing order leaves the request PROVIDER_PENDING.
@@ -57,6 +66,8 @@ pub struct Reconciled {
     pub still_pending: usize,
     /// Kept captures now on the books.
     pub kept_settled: usize,
+    /// Refunded payments recorded (their requests are NEEDS_REVIEW).
+    pub refunds: usize,
     /// Provider calls that failed (those requests are left as they were).
     pub provider_errors: usize,
 }
@@ -100,6 +111,7 @@ struct Settled {
     failed: bool,
     pending: bool,
     kept_settled: u64,
+    refunded: Vec<String>,
 }
 
 fn order_request(a: &AuthorityRow) -> OrderRequest {
@@ -153,6 +165,8 @@ impl<P: PaymentProvider> Gate<P> {
                     continue;
                 }
             };
+            let (snapshot, capture_errors) = self.capture_authorized(&authority, snapshot).await?;
+            out.provider_errors += capture_errors;
             let settled = self.settle(&authority, snapshot).await?;
             out.orders_recorded += usize::from(settled.order_recorded);
             for a in &settled.applied {
@@ -166,8 +180,81 @@ impl<P: PaymentProvider> Gate<P> {
             out.failed += usize::from(settled.failed);
             out.still_pending += usize::from(settled.pending);
             out.kept_settled += usize::try_from(settled.kept_settled).unwrap_or(usize::MAX);
+            out.refunds += settled.refunded.len();
         }
         Ok(out)
+    }
+
+    /// Manual capture: captures, through the provider, an authorised
+    /// payment of the order found for `authority` (for the authority's own
+    /// amount and currency) while its request still waits on the provider
+    /// and the order has no captured payment; the snapshot then shows it
+    /// captured. Returns the snapshot and how many captures failed.
+    async fn capture_authorized(
+        &self,
+        authority: &AuthorityRow,
+        snapshot: Option<OrderSnapshot>,
+    ) -> Result<(Option<OrderSnapshot>, usize), ServiceError> {
+        let Some(mut snap) = snapshot else {
+            return Ok((None, 0));
+        };
+        let wanted = snap.payments.iter().any(|p| {
+            p.status == PaymentStatus::Authorized
+                && p.amount_paise == authority.amount_paise
+                && p.currency == authority.currency
+        });
+        if !wanted
+            || snap.captured().next().is_some()
+            || matches_request(&snap.order, &order_request(authority)).is_err()
+            || self
+                .request_state(&authority.tenant_id, &authority.request_id)
+                .await?
+                .as_deref()
+                != Some(RequestState::ProviderPending.as_str())
+        {
+            return Ok((Some(snap), 0));
+        }
+        let mut errors = 0;
+        for payment in &mut snap.payments {
+            if payment.status != PaymentStatus::Authorized
+                || payment.amount_paise != authority.amount_paise
+                || payment.currency != authority.currency
+            {
+                continue;
+            }
+            let answered = tokio::time::timeout(
+                self.provider_timeout(),
+                self.provider().capture_authorized(
+                    &payment.id,
+                    authority.amount_paise,
+                    &authority.currency,
+                ),
+            )
+            .await
+            .unwrap_or(Err(ProviderError::Timeout));
+            match answered {
+                Ok(captured)
+                    if captured.id == payment.id
+                        && captured.status == PaymentStatus::Captured
+                        && captured.amount_paise == authority.amount_paise
+                        && captured.currency == authority.currency =>
+                {
+                    *payment = captured;
+                    // An order is paid once.
+                    break;
+                }
+                Ok(other) => {
+                    tracing::warn!(authority = %authority.id, payment = %other.id,
+                        "the provider's capture answered another payment or amount");
+                    errors += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(authority = %authority.id, "reconcile could not capture an authorised payment: {e}");
+                    errors += 1;
+                }
+            }
+        }
+        Ok((Some(snap), errors))
     }
 
     /// Settles one authority against what the provider said, in one
@@ -212,7 +299,10 @@ impl<P: PaymentProvider> Gate<P> {
                 match order {
                     Some(order) if order.request_id == authority.request_id => {
                         for payment in &snap.payments {
-                            if payment.amount_paise != order.amount_paise
+                            // An authorisation is not money until captured
+                            // (`capture_authorized`, before this transaction).
+                            if payment.status == PaymentStatus::Authorized
+                                || payment.amount_paise != order.amount_paise
                                 || payment.currency != order.currency
                                 || !is_ident(&payment.id)
                             {
@@ -223,11 +313,14 @@ impl<P: PaymentProvider> Gate<P> {
                                 &request,
                                 &order,
                                 &payment.id,
-                                payment.status == PaymentStatus::Captured,
+                                payment.status.was_captured(),
                                 Source::Reconcile,
                                 now,
                             )
                             .await?;
+                            if payment.status == PaymentStatus::Refunded {
+                                settled.refunded.push(payment.id.clone());
+                            }
                             if !matches!(applied, Applied::AlreadyRecorded | Applied::OtherOrder) {
                                 settled.applied.push(applied);
                                 request = lock(
@@ -259,6 +352,14 @@ impl<P: PaymentProvider> Gate<P> {
         }
         // Captures kept for this authority are money: booked before a
         // missing order could fail the request.
+        // A refund is recorded beside the capture it returns: the capture
+        // stays on the books and the request waits for a human.
+        if !settled.refunded.is_empty() && request.state == RequestState::Captured {
+            Transition::needs_review(&request, 0)
+                .apply(&mut tx, now)
+                .await?;
+            request.state = RequestState::NeedsReview;
+        }
         let booked = book_kept(&mut tx, authority, &mut request, now).await?;
         settled.order_recorded |= booked.order_recorded;
         settled.applied.extend(booked.applied.iter().copied());
@@ -292,6 +393,7 @@ impl<P: PaymentProvider> Gate<P> {
         .ctx("reading the reconciled state")?;
         settled.pending = to == Some(RequestState::ProviderPending);
         let changed = settled.order_recorded
+            || !settled.refunded.is_empty()
             || !settled.applied.is_empty()
             || settled.failed
             || settled.kept_settled > 0;
@@ -310,6 +412,7 @@ impl<P: PaymentProvider> Gate<P> {
                     "released_paise": if settled.failed { request.reserved_paise } else { 0 },
                     "kept_settled": settled.kept_settled,
                     "kept_booked": booked.orders,
+                    "refunded": settled.refunded,
                 }),
             );
             ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;

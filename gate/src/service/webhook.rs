@@ -72,6 +72,9 @@ pub const EVENT_CAPTURED: &str = "payment.captured";
 pub const EVENT_FAILED: &str = "payment.failed";
 /// The event that reports an order paid in full (with its payment).
 pub const EVENT_ORDER_PAID: &str = "order.paid";
+/// The event that reports a payment the customer's bank authorised and the
+/// merchant must capture (manual capture).
+pub const EVENT_AUTHORIZED: &str = "payment.authorized";
 /// How old an event may be.
 pub const MAX_EVENT_AGE_HOURS: i64 = 24;
 /// How far ahead of the gate's clock an event may be stamped.
@@ -223,12 +226,16 @@ impl ProviderEvent {
     /// it, so `payment.captured`, `order.paid` and reconcile of one order's
     /// capture name one payment.
     pub fn payment_id(&self) -> String {
-        let status = if self.event == EVENT_FAILED {
-            PaymentStatus::Failed
-        } else {
-            PaymentStatus::Captured
-        };
-        crate::provider::model::payment_id(&self.order_id, status, 1)
+        crate::provider::model::payment_id(&self.order_id, self.status(), 1)
+    }
+
+    /// The status of the payment this event reports.
+    fn status(&self) -> PaymentStatus {
+        match self.event.as_str() {
+            EVENT_FAILED => PaymentStatus::Failed,
+            EVENT_AUTHORIZED => PaymentStatus::Authorized,
+            _ => PaymentStatus::Captured,
+        }
     }
 
     /// The payment entity of this event.
@@ -238,11 +245,7 @@ impl ProviderEvent {
             order_id: self.order_id.clone(),
             amount_paise: self.amount_paise,
             currency: self.currency.clone(),
-            status: if self.event == EVENT_FAILED {
-                PaymentStatus::Failed
-            } else {
-                PaymentStatus::Captured
-            },
+            status: self.status(),
             created_at: self.created_at.timestamp(),
         }
     }
@@ -279,6 +282,8 @@ pub(crate) struct Parsed {
     pub amount_paise: i64,
     pub currency: String,
     pub captured: bool,
+    /// A payment authorised and not yet captured (`payment.authorized`).
+    pub authorized: bool,
     /// The order entity's receipt, when the body carries one.
     pub receipt: Option<String>,
 }
@@ -332,7 +337,12 @@ pub(crate) fn parse_event(body: &[u8]) -> Result<Parsed, Reason> {
     }
     let created_at =
         DateTime::from_timestamp(head.created_at, 0).ok_or(Reason::WebhookMalformed)?;
-    let wanted = [EVENT_CAPTURED, EVENT_FAILED, EVENT_ORDER_PAID];
+    let wanted = [
+        EVENT_CAPTURED,
+        EVENT_FAILED,
+        EVENT_ORDER_PAID,
+        EVENT_AUTHORIZED,
+    ];
     if !wanted.contains(&head.event.as_str()) {
         return Err(Reason::WebhookEventIgnored);
     }
@@ -366,15 +376,16 @@ pub(crate) fn parse_event(body: &[u8]) -> Result<Parsed, Reason> {
     {
         return Err(Reason::WebhookMalformed);
     }
-    let expected_status = if head.event == EVENT_FAILED {
-        "failed"
-    } else {
-        "captured"
+    let expected_status = match head.event.as_str() {
+        EVENT_FAILED => "failed",
+        EVENT_AUTHORIZED => "authorized",
+        _ => "captured",
     };
     if payment.status != expected_status {
         return Err(Reason::WebhookMalformed);
     }
     let captured = expected_status == "captured";
+    let authorized = expected_status == "authorized";
     let order_id = match (&payment.order_id, &order) {
         (Some(id), Some(o)) if *id != o.id => return Err(Reason::WebhookMalformed),
         (Some(id), _) => id.clone(),
@@ -401,6 +412,7 @@ pub(crate) fn parse_event(body: &[u8]) -> Result<Parsed, Reason> {
         amount_paise: payment.amount,
         currency: payment.currency,
         captured,
+        authorized,
         receipt: order.and_then(|o| o.receipt).filter(|r| is_ident(r)),
     })
 }
@@ -774,6 +786,26 @@ impl<P: PaymentProvider> Gate<P> {
                 .await?;
             return Ok(Outcome::refused(reason).with_id(event_id.to_owned()));
         }
+        // Manual capture: an authorised payment is captured through the
+        // provider first (no transaction is held across the call), then
+        // booked as the capture it now is.
+        let event = if event.authorized {
+            tx.rollback()
+                .await
+                .ctx("ending the look-ups of an authorisation")?;
+            let captured = self.capture_authorization(&event).await?;
+            tx = self.begin("receiving a captured authorisation").await?;
+            match captured {
+                Ok(event) => event,
+                Err((tenant, reason)) => {
+                    self.close_refused(tx, now, refuse(tenant.as_deref(), reason, Some(&event)))
+                        .await?;
+                    return Ok(Outcome::refused(reason).with_id(event_id.to_owned()));
+                }
+            }
+        } else {
+            event
+        };
         let Some(order) = find_order(&mut tx, &event.order_id).await? else {
             let kept = if event.captured {
                 self.keep_capture(&mut tx, &event, event_id, now).await?
@@ -900,6 +932,79 @@ impl<P: PaymentProvider> Gate<P> {
         }
         tx.commit().await.ctx("committing a provider event")?;
         Ok(Outcome::ok(event_id.to_owned()))
+    }
+
+    /// Captures the payment a `payment.authorized` event reports, through
+    /// the provider's Payments API, for the order's own amount and currency:
+    /// only for an order the gate recorded whose request still waits on the
+    /// provider (PROVIDER_PENDING). Returns the event as the capture it now
+    /// is, or the tenant (when known) and why nothing was captured.
+    async fn capture_authorization(
+        &self,
+        event: &Parsed,
+    ) -> Result<Result<Parsed, (Option<String>, Reason)>, ServiceError> {
+        let mut tx = self.begin("looking up an authorisation's order").await?;
+        let Some(order) = find_order(&mut tx, &event.order_id).await? else {
+            let tenant = event_tenant(&mut tx, event).await?;
+            return Ok(Err((tenant, Reason::WebhookUnknownOrder)));
+        };
+        let tenant = Some(order.tenant_id.clone());
+        let problem = match verdict(event, order.amount_paise, &order.currency) {
+            Some(reason) => Some(reason),
+            None => payment_of_another_order(&mut tx, &event.payment_id, &order).await?,
+        };
+        if let Some(reason) = problem {
+            return Ok(Err((tenant, reason)));
+        }
+        let state: Option<RequestState> = sqlx::query_scalar(
+            "SELECT state FROM payment_requests WHERE tenant_id = $1 AND id = $2",
+        )
+        .bind(&order.tenant_id)
+        .bind(&order.request_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .ctx("reading the authorisation's request")?;
+        tx.rollback()
+            .await
+            .ctx("ending an authorisation's look-ups")?;
+        // A request no longer waiting for money is not paid again: the
+        // provider refunds an authorisation nobody captures.
+        if state != Some(RequestState::ProviderPending) {
+            return Ok(Err((tenant, Reason::WebhookEventIgnored)));
+        }
+        let answered = tokio::time::timeout(
+            self.provider_timeout(),
+            self.provider().capture_authorized(
+                &event.payment_id,
+                order.amount_paise,
+                &order.currency,
+            ),
+        )
+        .await
+        .unwrap_or(Err(crate::provider::ProviderError::Timeout));
+        match answered {
+            Ok(p)
+                if p.id == event.payment_id
+                    && p.status == PaymentStatus::Captured
+                    && p.amount_paise == order.amount_paise
+                    && p.currency == order.currency =>
+            {
+                Ok(Ok(Parsed {
+                    captured: true,
+                    authorized: false,
+                    ..event.clone()
+                }))
+            }
+            Ok(p) => {
+                tracing::warn!(payment = %event.payment_id, answered = %p.id,
+                    "the provider's capture answered another payment or amount");
+                Ok(Err((tenant, Reason::ProviderRejected)))
+            }
+            Err(e) => {
+                tracing::warn!(payment = %event.payment_id, "capturing an authorised payment failed: {e}");
+                Ok(Err((tenant, Reason::ProviderUnavailable)))
+            }
+        }
     }
 
     /// Keeps a signed capture for an order the gate has not recorded when its

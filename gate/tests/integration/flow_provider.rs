@@ -279,7 +279,8 @@ async fn health_names_the_provider_and_never_a_key() -> TestResult {
         health,
         ProviderHealth {
             mode: "in-process",
-            has_keys: false
+            has_keys: false,
+            keys_refused: false
         }
     );
     let shown = format!("{gate:?}");

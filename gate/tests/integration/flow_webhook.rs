@@ -416,9 +416,13 @@ async fn an_event_exactly_a_day_old_is_accepted() -> TestResult {
 async fn events_the_gate_does_not_act_on_are_ignored() -> TestResult {
     on_world(async |w| {
         let (request, _, order) = paid_order(w).await?;
-        for (i, name) in ["payment.authorized", "refund.processed", "order.notified"]
-            .into_iter()
-            .enumerate()
+        for (i, name) in [
+            "payment.dispute.created",
+            "refund.processed",
+            "order.notified",
+        ]
+        .into_iter()
+        .enumerate()
         {
             let mut e = capture(w, &format!("evt_{i}"), &order);
             e.event = name.into();

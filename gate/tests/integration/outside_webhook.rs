@@ -334,3 +334,37 @@ fn kept_captures_off_the_books_unbalance_the_books_after_a_reconcile() {
     };
     assert!(settled.balanced_after_reconcile(60000));
 }
+
+/// Manual capture only for a request that waits on the provider: an
+/// authorisation for a request already captured is not captured (the
+/// provider refunds it), answered `WEBHOOK_EVENT_IGNORED` and recorded, and
+/// the provider is never asked.
+#[tokio::test]
+async fn an_authorization_for_a_request_that_no_longer_waits_is_not_captured() -> TestResult {
+    on_world(async |w| {
+        let (request, _, pay) = paid(w).await?;
+        let order = id(&pay);
+        let own = capture_body(w, &order, "pay_CapturedFirst1", None);
+        assert!(send(w, &own, "evt_captured_first").await?.is_ok());
+        let authorised = razorpay_envelope(
+            gate::service::webhook::EVENT_AUTHORIZED,
+            w.gate.now(),
+            Some(&Payment {
+                id: "pay_AuthorisedLate".into(),
+                order_id: order.clone(),
+                amount_paise: 60000,
+                currency: "INR".into(),
+                status: PaymentStatus::Authorized,
+                created_at: w.gate.now().timestamp(),
+            }),
+            None,
+        );
+        let h = send(w, &authorised, "evt_authorised_late").await?;
+        assert_eq!(h.decision, Decision::Deny(Reason::WebhookEventIgnored));
+        assert_eq!(state(w, &request).await?.as_deref(), Some("CAPTURED"));
+        assert_eq!(refused_events(w).await?, vec!["WEBHOOK_EVENT_IGNORED"]);
+        assert_eq!(w.gate.books(Some("acme")).await?.captured_paise, 60000);
+        Ok(())
+    })
+    .await
+}

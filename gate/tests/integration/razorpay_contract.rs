@@ -174,15 +174,262 @@ async fn a_4xx_is_rejected_and_razorpays_description_stays_out_of_the_error() {
     no_violations(&fake);
 }
 
+/// A 401 is a configuration error, not a refusal of the order: the adapter
+/// says so, health shows it until an answer comes again, and the gate
+/// keeps the request PROVIDER_PENDING (its reservations held) instead of
+/// failing it.
 #[tokio::test]
-async fn wrong_credentials_are_a_rejection() {
+async fn a_401_is_a_configuration_error_the_request_waits_and_health_says_so() -> TestResult {
     let fake = crate::fake_razorpay::start().await;
-    let err = adapter_with(&fake, "rzp_test_SOMEONEELSE", "wrong")
+    let wrong = adapter_with(&fake, "rzp_test_SOMEONEELSE", "wrong");
+    assert!(!wrong.health().keys_refused);
+    let err = wrong
         .create_order(&request("auth_creds"))
         .await
         .unwrap_err();
-    assert_eq!(err, ProviderError::Rejected { status: 401 });
+    assert_eq!(err, ProviderError::KeysRefused);
+    assert!(!err.is_definite_refusal());
+    assert!(wrong.health().keys_refused, "health shows the refused keys");
     assert!(fake.orders().is_empty());
+    let Some(db) = fresh().await? else {
+        return Ok(());
+    };
+    let gate = Gate::new(
+        db.pool().clone(),
+        wrong,
+        SECRET,
+        Arc::new(ManualClock::new(gate::service::standard::now())),
+    )?
+    .with_provider_timeout(Duration::from_secs(5));
+    gate.seed(&gate::service::standard::seed()).await?;
+    let request = request_id(
+        &gate
+            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+            .await?,
+    );
+    let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
+    let paid = gate.pay("acme", &authority, "finance-lead").await?;
+    assert_eq!(paid.decision, Decision::Deny(Reason::ProviderUnavailable));
+    assert_eq!(
+        gate.request_state("acme", &request).await?.as_deref(),
+        Some("PROVIDER_PENDING")
+    );
+    assert!(gate.provider_health().keys_refused);
+    drop(gate);
+    db.drop().await?;
+    Ok(())
+}
+
+/// A 429 on order creation is not a rejection: the order may come later,
+/// so the request waits for reconcile, and the adapter never sends a
+/// second create.
+#[tokio::test]
+async fn a_429_on_create_is_unavailable_and_the_request_waits_for_reconcile() -> TestResult {
+    let fake = crate::fake_razorpay::start().await;
+    fake.set_mode(FakeMode::RateLimited);
+    let err = adapter(&fake)
+        .create_order(&request("auth_429"))
+        .await
+        .unwrap_err();
+    assert_eq!(err, ProviderError::Unavailable { status: 429 });
+    assert!(!err.is_definite_refusal());
+    let Some(db) = fresh().await? else {
+        return Ok(());
+    };
+    let gate = gate_over(&db, &fake).await?;
+    let request = request_id(
+        &gate
+            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+            .await?,
+    );
+    let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
+    let paid = gate.pay("acme", &authority, "finance-lead").await?;
+    assert_eq!(paid.decision, Decision::Deny(Reason::ProviderUnavailable));
+    assert_eq!(
+        gate.request_state("acme", &request).await?.as_deref(),
+        Some("PROVIDER_PENDING")
+    );
+    let creates = fake
+        .seen()
+        .iter()
+        .filter(|s| s.method == "POST" && s.path == "/v1/orders")
+        .count();
+    assert_eq!(creates, 2, "one create from the adapter test, one from pay");
+    no_violations(&fake);
+    drop(gate);
+    db.drop().await?;
+    Ok(())
+}
+
+/// A read answered 429 with a short `Retry-After` is asked again after it;
+/// one asking for an hour is not waited for (bounded).
+#[tokio::test]
+async fn a_read_honours_a_short_retry_after_and_not_a_long_one() {
+    let fake = crate::fake_razorpay::start().await;
+    let rzp = adapter(&fake);
+    let order = rzp.create_order(&request("auth_retry")).await.unwrap();
+    fake.set_mode(FakeMode::ReadsRetryAfterOnce);
+    let started = std::time::Instant::now();
+    let found = rzp.fetch_order(&order.id).await.unwrap();
+    assert_eq!(found.map(|s| s.order.id), Some(order.id.clone()));
+    assert!(started.elapsed() >= Duration::from_secs(1), "waited");
+    let path = format!("/v1/orders/{}", order.id);
+    let asked = |fake: &crate::fake_razorpay::Fake| {
+        fake.seen()
+            .iter()
+            .filter(|s| s.method == "GET" && s.path == path)
+            .count()
+    };
+    assert_eq!(asked(&fake), 2, "asked again once");
+    fake.set_mode(FakeMode::ReadsRetryAfterHour);
+    let started = std::time::Instant::now();
+    assert_eq!(
+        rzp.fetch_order(&order.id).await.unwrap_err(),
+        ProviderError::Unavailable { status: 429 }
+    );
+    assert!(started.elapsed() < Duration::from_secs(2), "not waited for");
+    assert_eq!(asked(&fake), 3);
+    no_violations(&fake);
+}
+
+/// Manual capture, both ways: a signed `payment.authorized` is captured
+/// through `POST /v1/payments/{id}/capture` with the order's own amount and
+/// currency, and reconcile captures an authorisation no event reported.
+#[tokio::test]
+async fn an_authorized_payment_is_captured_for_the_orders_own_amount() -> TestResult {
+    let Some(db) = fresh().await? else {
+        return Ok(());
+    };
+    let fake = crate::fake_razorpay::start().await;
+    let gate = gate_over(&db, &fake).await?;
+    let mut requests = Vec::new();
+    for _ in 0..2 {
+        let request = request_id(
+            &gate
+                .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+                .await?,
+        );
+        let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
+        let order = id(&gate.pay("acme", &authority, "finance-lead").await?);
+        requests.push((request, order));
+    }
+    // The webhook.
+    let (request, order) = &requests[0];
+    let authorised = fake.authorize(order);
+    assert_eq!(authorised.status, PaymentStatus::Authorized);
+    let body = gate::service::razorpay_envelope(
+        gate::service::webhook::EVENT_AUTHORIZED,
+        gate.now(),
+        Some(&authorised),
+        None,
+    );
+    let sig = gate::service::sign_webhook(SECRET, &body);
+    let h = gate
+        .webhook(&body, Some(&sig), Some("evt_authorised"))
+        .await?;
+    assert!(h.is_ok(), "{h:?}");
+    assert_eq!(
+        gate.request_state("acme", request).await?.as_deref(),
+        Some("CAPTURED")
+    );
+    // Reconcile.
+    let (request, order) = &requests[1];
+    let authorised_too = fake.authorize(order);
+    let r = gate.reconcile(None).await?;
+    assert_eq!((r.captured, r.provider_errors), (1, 0), "{r:?}");
+    assert_eq!(
+        gate.request_state("acme", request).await?.as_deref(),
+        Some("CAPTURED")
+    );
+    let captures: Vec<_> = fake
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "POST" && s.path.ends_with("/capture"))
+        .collect();
+    assert_eq!(
+        captures
+            .iter()
+            .map(|s| (s.path.clone(), s.body.clone().unwrap_or_default()))
+            .collect::<Vec<_>>(),
+        vec![
+            (
+                format!("/v1/payments/{}/capture", authorised.id),
+                serde_json::json!({"amount": 60000, "currency": "INR"})
+            ),
+            (
+                format!("/v1/payments/{}/capture", authorised_too.id),
+                serde_json::json!({"amount": 60000, "currency": "INR"})
+            ),
+        ]
+    );
+    let books = gate.books(None).await?;
+    assert!(
+        books.balanced_after_reconcile(fake.captured_paise()),
+        "{books:?}"
+    );
+    assert_eq!(books.captured_paise, 120000);
+    no_violations(&fake);
+    drop(gate);
+    db.drop().await?;
+    Ok(())
+}
+
+/// A payment captured and refunded before the gate heard of it: reconcile
+/// books the capture (it stays on the books), records the refund beside it
+/// and moves the request to NEEDS_REVIEW; nothing is dropped.
+#[tokio::test]
+async fn reconcile_books_a_refunded_payment_and_records_the_refund_for_review() -> TestResult {
+    let Some(db) = fresh().await? else {
+        return Ok(());
+    };
+    let fake = crate::fake_razorpay::start().await;
+    let gate = gate_over(&db, &fake).await?;
+    fake.set_mode(FakeMode::CreateThenTimeout);
+    let request = request_id(
+        &gate
+            .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+            .await?,
+    );
+    let authority = id(&gate.checkout("acme", &request, "finance-lead").await?);
+    let paid = gate.pay("acme", &authority, "finance-lead").await?;
+    assert_eq!(paid.decision, Decision::Deny(Reason::ProviderUnavailable));
+    fake.set_mode(FakeMode::Ok);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while fake.orders().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let order = fake.orders().first().cloned().ok_or("no order")?;
+    let payment = fake.capture(&order.id);
+    fake.refund(&payment.id);
+    let r = gate.reconcile(None).await?;
+    assert_eq!((r.orders_recorded, r.refunds), (1, 1), "{r:?}");
+    assert_eq!(
+        gate.request_state("acme", &request).await?.as_deref(),
+        Some("NEEDS_REVIEW")
+    );
+    let books = gate.books(None).await?;
+    assert_eq!(
+        books.captured_paise, 60000,
+        "the capture stays on the books"
+    );
+    assert!(
+        books.balanced_after_reconcile(fake.captured_paise()),
+        "{books:?}"
+    );
+    let refunded: Option<String> = sqlx::query_scalar(
+        "SELECT entry::jsonb->'body'->'refunded'->>0 FROM ledger_entries \
+         WHERE tenant_id = 'acme' AND kind = 'reconcile'",
+    )
+    .fetch_optional(db.pool())
+    .await?;
+    assert_eq!(refunded.as_deref(), Some(payment.id.as_str()));
+    // A second run changes nothing.
+    let again = gate.reconcile(None).await?;
+    assert_eq!((again.examined, again.refunds), (0, 0));
+    no_violations(&fake);
+    drop(gate);
+    db.drop().await?;
+    Ok(())
 }
 
 #[tokio::test]

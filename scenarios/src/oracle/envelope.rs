@@ -17,7 +17,12 @@ use gate::Reason;
 use serde_json::Value as Json;
 
 /// The events the gate acts on.
-const ACTED_ON: [&str; 3] = ["payment.captured", "payment.failed", "order.paid"];
+const ACTED_ON: [&str; 4] = [
+    "payment.captured",
+    "payment.failed",
+    "order.paid",
+    "payment.authorized",
+];
 
 /// What a well-formed envelope says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,10 +114,10 @@ pub fn read(raw: &[u8]) -> Result<Envelope, Reason> {
     {
         return Err(malformed);
     }
-    let wanted_status = if event == "payment.failed" {
-        "failed"
-    } else {
-        "captured"
+    let wanted_status = match event.as_str() {
+        "payment.failed" => "failed",
+        "payment.authorized" => "authorized",
+        _ => "captured",
     };
     if status != wanted_status {
         return Err(malformed);

@@ -43,6 +43,13 @@ pub enum FakeMode {
     /// Creates orders as `Ok` does; every read (GET) answers 400 with a
     /// description other than "does not exist".
     ReadsClientError,
+    /// 429 on order creation, with `Retry-After: 1`; no order is made.
+    RateLimited,
+    /// The next read answers 429 with `Retry-After: 1`, later ones as `Ok`.
+    ReadsRetryAfterOnce,
+    /// Every read answers 429 with `Retry-After: 3600` (longer than any
+    /// adapter waits).
+    ReadsRetryAfterHour,
 }
 
 /// One request the fake received.
@@ -104,6 +111,22 @@ impl Fake {
         .unwrap_or_else(|e| panic!("the fake could not capture {order_id}: {e}"))
     }
 
+    /// The customer's bank authorises a payment of `order_id` (manual
+    /// capture: nothing is captured until the merchant captures it).
+    pub fn authorize(&self, order_id: &str) -> Payment {
+        self.with(|s| {
+            let now = s.now;
+            s.book.authorize(order_id, now)
+        })
+        .unwrap_or_else(|e| panic!("the fake could not authorise {order_id}: {e}"))
+    }
+
+    /// The merchant refunds a captured payment in full.
+    pub fn refund(&self, payment_id: &str) -> Payment {
+        self.with(|s| s.book.refund(payment_id))
+            .unwrap_or_else(|e| panic!("the fake could not refund {payment_id}: {e}"))
+    }
+
     pub fn fail_attempt(&self, order_id: &str) -> Payment {
         self.with(|s| {
             let now = s.now;
@@ -131,6 +154,10 @@ pub async fn start() -> Fake {
         .route("/v1/orders", get(list_orders).post(create_order))
         .route("/v1/orders/{id}", get(fetch_order))
         .route("/v1/orders/{id}/payments", get(order_payments))
+        .route(
+            "/v1/payments/{id}/capture",
+            axum::routing::post(capture_payment),
+        )
         .fallback(unknown)
         .with_state(state.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -223,6 +250,11 @@ fn check(
                 "BAD_REQUEST_ERROR",
                 "The merchant account is suspended (placeholder)",
             )),
+            ("GET", FakeMode::ReadsRetryAfterOnce) => {
+                s.mode = FakeMode::Ok;
+                Err(too_many("1"))
+            }
+            ("GET", FakeMode::ReadsRetryAfterHour) => Err(too_many("3600")),
             _ => Ok(()),
         },
         Some(_) => Err(error(
@@ -240,6 +272,19 @@ fn check(
             ))
         }
     }
+}
+
+/// Razorpay's 429, with a `Retry-After` of `seconds`.
+fn too_many(seconds: &str) -> Response {
+    let mut r = error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "BAD_REQUEST_ERROR",
+        "Too many requests",
+    );
+    if let Ok(v) = axum::http::HeaderValue::from_str(seconds) {
+        r.headers_mut().insert("retry-after", v);
+    }
+    r
 }
 
 fn order_entity(o: &ProviderOrder) -> Value {
@@ -260,6 +305,7 @@ fn order_entity(o: &ProviderOrder) -> Value {
 }
 
 fn payment_entity(p: &Payment) -> Value {
+    let refunded = p.status == gate::provider::PaymentStatus::Refunded;
     json!({
         "id": p.id,
         "entity": "payment",
@@ -270,9 +316,9 @@ fn payment_entity(p: &Payment) -> Value {
         "invoice_id": null,
         "international": false,
         "method": "upi",
-        "amount_refunded": 0,
-        "refund_status": null,
-        "captured": p.status == gate::provider::PaymentStatus::Captured,
+        "amount_refunded": if refunded { p.amount_paise } else { 0 },
+        "refund_status": if refunded { json!("full") } else { Value::Null },
+        "captured": p.status.was_captured(),
         "description": null,
         "email": "buyer@example.com",
         "contact": "+919000090000",
@@ -369,7 +415,11 @@ async fn create_order(
                 let now = s.now;
                 Some(s.book.create(&request, now))
             }
-            FakeMode::ServerError | FakeMode::ClientError => None,
+            FakeMode::ReadsRetryAfterOnce | FakeMode::ReadsRetryAfterHour => {
+                let now = s.now;
+                Some(s.book.create(&request, now))
+            }
+            FakeMode::ServerError | FakeMode::ClientError | FakeMode::RateLimited => None,
         };
         (mode, answer)
     };
@@ -379,6 +429,7 @@ async fn create_order(
             "SERVER_ERROR",
             "We are facing some trouble completing your request at the moment",
         ),
+        (FakeMode::RateLimited, _) => too_many("1"),
         (FakeMode::ClientError, _) => error(
             StatusCode::BAD_REQUEST,
             "BAD_REQUEST_ERROR",
@@ -494,4 +545,52 @@ async fn unknown(
         "BAD_REQUEST_ERROR",
         "The requested URL was not found on the server.",
     )
+}
+
+/// `POST /v1/payments/{id}/capture`: exactly `amount` (an integer) and
+/// `currency`, as documented; the payment must be authorised and the amount
+/// and currency its own, else Razorpay's 400.
+async fn capture_payment(
+    State(state): Shared,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let parsed: Option<Value> = serde_json::from_slice(&body).ok();
+    let mut s = lock(&state);
+    let path = format!("/v1/payments/{id}/capture");
+    if let Err(r) = check(&mut s, &headers, "POST", &path, None, parsed.clone()) {
+        return r;
+    }
+    let Some(Value::Object(fields)) = parsed else {
+        s.violations
+            .push(format!("POST {path}: the body is not a JSON object"));
+        return error(StatusCode::BAD_REQUEST, "BAD_REQUEST_ERROR", "invalid body");
+    };
+    let mut keys: Vec<&str> = fields.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let amount = fields.get("amount").and_then(Value::as_i64);
+    let currency = fields.get("currency").and_then(Value::as_str);
+    if keys != ["amount", "currency"] || amount.is_none() || currency.is_none() {
+        s.violations.push(format!(
+            "POST {path}: fields {keys:?}, expected an integer amount and a currency"
+        ));
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BAD_REQUEST_ERROR",
+            "The amount must be an integer.",
+        );
+    }
+    match s.book.capture_authorized(
+        &id,
+        amount.unwrap_or_default(),
+        currency.unwrap_or_default(),
+    ) {
+        Ok(p) => Json(payment_entity(&p)).into_response(),
+        Err(_) => error(
+            StatusCode::BAD_REQUEST,
+            "BAD_REQUEST_ERROR",
+            "Only payments which have been authorized and not yet captured can be captured",
+        ),
+    }
 }
