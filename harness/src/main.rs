@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod db;
+mod fake_razorpay;
 mod generate;
 mod mutants_audit;
 mod mutate;
@@ -49,6 +50,9 @@ enum Command {
     MutantsAudit(mutants_audit::MutantsAuditArgs),
     /// Measure the gate's speed and write reports/performance.md and .json.
     Perf(perf::PerfArgs),
+    /// Serve the fake Razorpay Orders API on loopback until SIGTERM (for
+    /// `spendgate serve` with provider = "razorpay" without Razorpay).
+    FakeRazorpay(fake_razorpay::FakeRazorpayArgs),
     /// Write docs/scenario-format.md from the corpus loader's own tables (or --check it).
     ScenarioFormat(scenario_format::ScenarioFormatArgs),
 }
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
         Command::Mutate(args) => mutate::run(args),
         Command::MutantsAudit(args) => mutants_audit::run(args),
         Command::Perf(args) => perf::run(args),
+        Command::FakeRazorpay(args) => fake_razorpay::run(args),
         Command::ScenarioFormat(args) => scenario_format::run(args),
     };
     match result {

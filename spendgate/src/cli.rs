@@ -62,9 +62,20 @@ pub struct ServeArgs {
     /// Seconds one request may take before it is answered 503 TIMEOUT.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout_secs: u64,
-    /// Requests served at once; the rest wait their turn.
+    /// Authenticated requests served at once; the rest wait their turn.
+    /// /healthz takes none of these, nor does the provider's webhook.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub concurrency: u64,
+    /// Provider webhooks (the one route open without a key) served at
+    /// once, apart from --concurrency.
+    #[arg(long, value_name = "N", default_value_t = 8,
+          value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub webhook_concurrency: u64,
+    /// Seconds a client has to send its whole body (read before it takes
+    /// a permit); past it, 408 BODY_TIMEOUT.
+    #[arg(long, value_name = "SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_deadline_secs: u64,
     /// Connections to the database the gate may hold: a few per CPU of the
     /// database server.
     #[arg(long, value_name = "N", default_value_t = 16,

@@ -168,6 +168,7 @@ impl PaymentProvider for DemoProvider {
         ProviderHealth {
             mode: "demo",
             has_keys: false,
+            keys_refused: false,
         }
     }
 }

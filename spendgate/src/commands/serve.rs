@@ -36,7 +36,9 @@ pub async fn run(config: &Config, args: &ServeArgs) -> Result<ExitCode, Failure>
         provider_mode: mode,
         request_timeout: Duration::from_secs(args.timeout_secs),
         concurrency_limit: usize::try_from(args.concurrency).unwrap_or(usize::MAX),
-        ..wire::WireConfig::default()
+        webhook_concurrency_limit: usize::try_from(args.webhook_concurrency)
+            .unwrap_or(usize::MAX),
+        body_deadline: Duration::from_secs(args.body_deadline_secs),
     };
     eprintln!(
         "spendgate listening on http://{local} (provider: {mode}; SIGTERM or Ctrl-C stops it)"
