@@ -12,7 +12,8 @@
 //!   [`Error::BaselineFailed`]).
 //! - The verdict is [`crate::verdict::judge`] of what the run recorded, a
 //!   pure function: a mutant is `caught` only if one of *its* named tests
-//!   reported FAILED (or the test binary died of a signal); `missed` only if
+//!   reported FAILED (or the test binary died of a signal whose cause its
+//!   output names); `missed` only if
 //!   every named test reported ok; a named test that printed no result makes
 //!   it `error`, never `missed`. A build failure is `unviable`; a test run
 //!   over max(floor, multiplier × baseline) is `timeout`.
@@ -580,6 +581,7 @@ fn record_run(
                 .collect(),
             exit: f.exit,
             limit_secs: limit.as_secs_f64(),
+            signal_cause: crate::verdict::signal_cause(&f.stderr),
         };
         let telling = f.exit != Exit::Success
             || run

@@ -8,7 +8,9 @@
 //! 2. a test run killed at its time limit makes it `timeout`;
 //! 3. a named test that reported FAILED makes it `caught` (by every such test);
 //! 4. a test binary that died of a signal while no named test of it failed
-//!    makes it `caught`, with a note;
+//!    makes it `caught` only when the runner named the signal's cause (a
+//!    thread of the binary overflowed its stack: [`signal_cause`]), with a
+//!    note; a signal nobody can explain makes it `error`, never `caught`;
 //! 5. a named test that printed no result (or was ignored) makes it `error`,
 //!    never `missed`;
 //! 6. a test binary that exited non-zero while no named test of it failed
@@ -41,6 +43,20 @@ pub struct TestRun {
     pub exit: Exit,
     /// The limit the run had, in seconds.
     pub limit_secs: f64,
+    /// What made the binary die of a signal, when its output says
+    /// ([`signal_cause`]).
+    pub signal_cause: Option<String>,
+}
+
+/// The cause of a test binary's death by a signal that its standard error
+/// names: the Rust runtime's report of a thread that overflowed its stack
+/// (`thread 'NAME' has overflowed its stack`), which aborts the process.
+/// `None` when nothing names one.
+pub fn signal_cause(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .find(|l| l.contains("has overflowed its stack"))
+        .map(|l| l.trim().to_string())
 }
 
 /// What the facility's log says about the object a schema mutant drops.
@@ -137,6 +153,7 @@ pub fn judge(record: &Record) -> Judgement {
 fn judge_runs(runs: &[TestRun]) -> Judgement {
     let mut caught_by = Vec::new();
     let mut crashed = None;
+    let mut unexplained = None;
     let mut not_run = Vec::new();
     let mut odd_exit = None;
     let mut limit: f64 = 0.0;
@@ -156,14 +173,20 @@ fn judge_runs(runs: &[TestRun]) -> Judgement {
             }
         }
         let failed_here = caught_by.len() > failed_before;
-        match run.exit {
-            Exit::Signal(s) if !failed_here => {
+        match (run.exit, &run.signal_cause) {
+            (Exit::Signal(s), Some(cause)) if !failed_here => {
                 crashed = Some(format!(
-                    "{}: the test binary died of signal {s}",
+                    "{}: the test binary died of signal {s}: {cause}",
                     run.binary
                 ));
             }
-            Exit::Code(c) if !failed_here => {
+            (Exit::Signal(s), None) if !failed_here => {
+                unexplained = Some(format!(
+                    "{}: the test binary died of signal {s}, no named test failed and nothing names the cause",
+                    run.binary
+                ));
+            }
+            (Exit::Code(c), _) if !failed_here => {
                 odd_exit = Some(format!(
                     "{}: the test binary exited {c} although no named test failed",
                     run.binary
@@ -176,6 +199,8 @@ fn judge_runs(runs: &[TestRun]) -> Judgement {
         Judgement::new(Verdict::Caught, None, caught_by)
     } else if let Some(c) = crashed {
         Judgement::new(Verdict::Caught, Some(c), caught_by)
+    } else if let Some(u) = unexplained {
+        Judgement::new(Verdict::Error, Some(u), caught_by)
     } else if !not_run.is_empty() {
         let note = format!("named tests printed no result: {}", not_run.join(", "));
         Judgement::new(Verdict::Error, Some(note), caught_by)
@@ -199,6 +224,7 @@ mod tests {
             results: results.iter().map(|(n, s)| (n.to_string(), *s)).collect(),
             exit,
             limit_secs: 20.0,
+            signal_cause: None,
         }
     }
 
@@ -283,11 +309,30 @@ mod tests {
                 "",
             ),
             (
-                "the binary died of a signal",
+                "the binary died of a signal nothing explains",
                 runs(vec![run("g/lib", &[("a", None)], Exit::Signal(6))]),
+                Verdict::Error,
+                vec![],
+                "signal 6, no named test failed and nothing names the cause",
+            ),
+            (
+                "the binary died of a signal its output explains",
+                runs(vec![TestRun {
+                    signal_cause: signal_cause(
+                        "running 1 test\n\nthread 'a' has overflowed its stack\nfatal runtime error: stack overflow\n",
+                    ),
+                    ..run("g/lib", &[("a", None)], Exit::Signal(6))
+                }]),
                 Verdict::Caught,
                 vec![],
-                "signal 6",
+                "signal 6: thread 'a' has overflowed its stack",
+            ),
+            (
+                "a named failure beside a signal is a catch by that test",
+                runs(vec![run("g/lib", &[("a", Some(Failed))], Exit::Signal(6))]),
+                Verdict::Caught,
+                vec!["g/lib::a"],
+                "",
             ),
             (
                 "a named test printed no result",

@@ -279,8 +279,22 @@ impl Step {
             None => None,
             Some(v) => {
                 let expect_path = join(path, "expect");
-                Some(match verb {
-                    Verb::Concurrent(_) => StepExpect::Counts(decode(v.clone(), &expect_path)?),
+                Some(match &verb {
+                    Verb::Concurrent(c) => {
+                        let counts: Counts = decode(v.clone(), &expect_path)?;
+                        // The counts are exact: they must account for every copy.
+                        if counts.total() != c.times {
+                            return Err(invalid(
+                                &expect_path,
+                                format!(
+                                    "the counts are exact and add up to {}, but `times` is {}",
+                                    counts.total(),
+                                    c.times
+                                ),
+                            ));
+                        }
+                        StepExpect::Counts(counts)
+                    }
                     _ => StepExpect::Decision(Expect::parse(v, &expect_path)?),
                 })
             }

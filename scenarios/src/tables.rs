@@ -379,7 +379,7 @@ pub const VERB_SPECS: [VerbSpec; 18] = [
             ),
         ],
         rules: &[
-            "its `expect` is counts: `{allow, deny, step_up, ok}`, exact, an omitted key meaning 0; more `allow`, `ok` or `step_up` copies than expected is an attack not blocked",
+            "its `expect` is counts: `{allow, deny, step_up, ok}`, exact, an omitted key meaning 0, adding up to `times`; more `allow`, `ok` or `step_up` copies than expected is an attack not blocked",
             "takes no `tenant`; the inner step may name one",
         ],
     },

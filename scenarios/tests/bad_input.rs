@@ -552,3 +552,14 @@ fn a_provider_mismatch_names_its_field_and_only_a_mismatch_has_one() {
         assert!(corpus.errors.is_empty(), "{field}: {:#?}", corpus.errors);
     }
 }
+
+#[test]
+fn exact_counts_must_account_for_every_copy() {
+    let steps = "    - concurrent:\n        times: 3\n        step: {propose: {actor: buyer-agent, body: {sku: SNACK-BOX, quantity: 1, purpose: p}}}\n      expect: {deny: 2}\n";
+    let (err, file) = only_error(&scenario("counts-short", "", steps));
+    assert_eq!(err.file, file);
+    assert_eq!(err.scenario.as_deref(), Some("counts-short"));
+    let text = err.to_string();
+    assert!(text.contains("steps[0].expect"), "{text}");
+    assert!(text.contains("add up to 2, but `times` is 3"), "{text}");
+}

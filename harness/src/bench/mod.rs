@@ -11,8 +11,13 @@
 //! With `--engines database,http` every scenario also runs through the real
 //! service on a loopback port ([`http`]); a step on which the HTTP engine and
 //! the database engine disagree, or an answer of the service that breaks its
-//! documented rules, is a failure too. Wire-only steps (`scenarios::wire`)
-//! run only on the HTTP engine; the others run each scenario without them.
+//! documented rules, is a failure too; a disagreement with the pure engine
+//! or the HTTP engine clears `blocked` as well as `passed`. Wire-only steps
+//! (`scenarios::wire`) run only on the HTTP engine; the others run each
+//! scenario without them, and an attack whose attack steps are wire-only
+//! is "not run" there (never blocked, out of that engine's score). With
+//! more than one engine, `results.json` holds each engine's own run
+//! (`engines`) beside the verdicts together (`results`).
 //! Exit 0 when the run completed; with `--strict`, 1 when any scenario failed
 //! or any file was refused.
 

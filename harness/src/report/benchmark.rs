@@ -116,6 +116,8 @@ pub const TOGETHER: &str = "every engine";
 /// The whole benchmark report.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchmarkReport {
+    /// The commit the report was made from ([`super::provenance`]).
+    pub made_from: String,
     pub scenarios: usize,
     pub files: usize,
     pub classes: usize,
@@ -149,6 +151,7 @@ impl BenchmarkReport {
             })
             .count();
         BenchmarkReport {
+            made_from: String::new(),
             scenarios: results.len(),
             files: corpus.files.len(),
             classes: corpus.taxonomy.classes.len(),
@@ -218,9 +221,10 @@ impl BenchmarkReport {
     /// The report under another title and introduction.
     pub fn markdown_titled(&self, title: &str, intro: &str) -> String {
         let mut md = format!(
-            "# {title}\n\n{intro}\n\n\
+            "# {title}\n\n{}\n\n{intro}\n\n\
              Positive means blocked: a blocked attack is a true positive, an attack that got\n\
-             through a false negative, a legitimate scenario that did not pass a false positive.\n\n"
+             through a false negative, a legitimate scenario that did not pass a false positive.\n\n",
+            super::provenance::md_line(&self.made_from)
         );
         md += "## Composition\n\n";
         md += &table(
