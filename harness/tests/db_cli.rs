@@ -189,10 +189,15 @@ async fn up_prints_a_working_url_and_down_leaves_nothing_behind() {
     // The owner may create tables in the database's public schema, which
     // Postgres 15 and later allow only the database's owner.
     let owner = gate::db::connect(&url).await.unwrap();
-    sqlx::query("CREATE TABLE owner_may_create (x int); DROP TABLE owner_may_create")
-        .execute(&owner)
-        .await
-        .unwrap_or_else(|e| panic!("the owner cannot create a table: {e}"));
+    for sql in [
+        "CREATE TABLE owner_may_create (x int)",
+        "DROP TABLE owner_may_create",
+    ] {
+        sqlx::query(sql)
+            .execute(&owner)
+            .await
+            .unwrap_or_else(|e| panic!("the owner cannot create a table: {e}"));
+    }
     owner.close().await;
 
     // Idempotent: a second `up` finds it and prints the same URL.

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 /// The service's own refusal codes (`docs/http.md`); the harness checks this
 /// list against `wire::WireCode::ALL`.
-pub const WIRE_CODES: [&str; 9] = [
+pub const WIRE_CODES: [&str; 10] = [
     "UNAUTHENTICATED",
     "NOT_FOUND",
     "METHOD_NOT_ALLOWED",
@@ -30,6 +30,7 @@ pub const WIRE_CODES: [&str; 9] = [
     "BODY_INVALID",
     "HEADER_INVALID",
     "TIMEOUT",
+    "BODY_TIMEOUT",
     "ENGINE_UNAVAILABLE",
 ];
 

@@ -73,14 +73,20 @@ async fn an_mcp_client_drives_spendgate_mcp_against_spendgate_serve() {
             .await
             .unwrap();
     pool.close().await;
-    assert_eq!(rows, vec![("buyer-agent".to_owned(), "AUTHORIZED".to_owned())]);
+    assert_eq!(
+        rows,
+        vec![("buyer-agent".to_owned(), "AUTHORIZED".to_owned())]
+    );
 
     // An agent host holding the database's URL: refused before anything else.
     let mut with_db = command(&url, &agent);
     with_db.env("DATABASE_URL", "postgres://gate@127.0.0.1/spendgate");
     let (code, err) = refused(with_db).await;
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("DATABASE_URL") && err.contains("must not hold"), "{err}");
+    assert!(
+        err.contains("DATABASE_URL") && err.contains("must not hold"),
+        "{err}"
+    );
 
     // A human's key.
     let (code, err) = refused(command(&url, &human)).await;
@@ -88,11 +94,19 @@ async fn an_mcp_client_drives_spendgate_mcp_against_spendgate_serve() {
     assert!(err.contains("human") && !err.contains(&human), "{err}");
 
     // A revoked key, and one the service never issued.
-    let revoked = ok(spendgate(&db, work.path())
-        .args(["keys", "issue", "--tenant", "acme", "--actor", "buyer-agent"]))
+    let revoked = ok(spendgate(&db, work.path()).args([
+        "keys",
+        "issue",
+        "--tenant",
+        "acme",
+        "--actor",
+        "buyer-agent",
+    ]))
     .trim()
     .to_owned();
-    ok(spendgate(&db, work.path()).args(["keys", "revoke"]).arg(&revoked));
+    ok(spendgate(&db, work.path())
+        .args(["keys", "revoke"])
+        .arg(&revoked));
     let unknown = format!("sgk_{}_{}", "f".repeat(16), "e".repeat(64));
     for bad in [&revoked, &unknown] {
         let (code, err) = refused(command(&url, bad)).await;

@@ -41,8 +41,14 @@ async fn a_purchase_through_serve_in_razorpay_mode_reaches_captured() {
     let orders = fake.orders();
     assert_eq!(orders.len(), 1, "{orders:?}");
     assert_eq!(orders[0].id, order_id);
-    assert_eq!(orders[0].amount_paise, 25_000, "the order is for the approved amount");
-    assert_eq!(state_of(&served.url, &agent, &request).await, "PROVIDER_PENDING");
+    assert_eq!(
+        orders[0].amount_paise, 25_000,
+        "the order is for the approved amount"
+    );
+    assert_eq!(
+        state_of(&served.url, &agent, &request).await,
+        "PROVIDER_PENDING"
+    );
 
     // The customer pays at Razorpay; Razorpay signs and sends the capture.
     let payment = fake.capture(&order_id);
@@ -63,7 +69,11 @@ async fn a_purchase_through_serve_in_razorpay_mode_reaches_captured() {
         .send()
         .await
         .unwrap();
-    assert!(answer.status().is_success(), "{}", answer.text().await.unwrap_or_default());
+    assert!(
+        answer.status().is_success(),
+        "{}",
+        answer.text().await.unwrap_or_default()
+    );
     assert_eq!(state_of(&served.url, &agent, &request).await, "CAPTURED");
     served.stop();
 
@@ -73,5 +83,9 @@ async fn a_purchase_through_serve_in_razorpay_mode_reaches_captured() {
     let reconciled = ok(c.arg("reconcile"));
     let report: serde_json::Value = serde_json::from_str(&reconciled).unwrap();
     assert_eq!(report["books"]["captured_paise"], 25_000, "{report}");
-    assert_eq!(fake.violations(), Vec::<String>::new(), "the adapter broke the contract");
+    assert_eq!(
+        fake.violations(),
+        Vec::<String>::new(),
+        "the adapter broke the contract"
+    );
 }

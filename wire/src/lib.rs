@@ -33,9 +33,7 @@
 
 pub mod answer;
 pub mod auth;
-pub mod keys;
 pub mod mcp;
-pub mod read;
 mod routes;
 
 use std::future::Future;

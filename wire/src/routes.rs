@@ -39,8 +39,8 @@ use tower_http::trace::TraceLayer;
 
 use crate::answer::{WireCode, decision_status, engine_error, outcome, status_of};
 use crate::auth::{self, AuthFailure, Caller, Role};
-use crate::read::{self, Noted, Object, is_plausible_id};
 use crate::{BODY_LIMIT_BYTES, PROPOSE_LIMIT_BYTES, WireConfig};
+use gate::service::views::{Noted, Object, is_plausible_id};
 
 /// The header carrying an agent's idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -218,7 +218,7 @@ async fn caller<P: PaymentProvider>(
     headers: &HeaderMap,
     role: Option<Role>,
 ) -> Result<Caller, Response> {
-    match auth::authenticate(s.gate.pool(), headers).await {
+    match auth::authenticate(&s.gate, headers).await {
         Ok(c) if role.is_none_or(|r| r == c.role) => Ok(c),
         Ok(c) => {
             tracing::info!(key = %c.key_id, tenant = %c.tenant, role = c.role.as_str(), "a key used on a route of another role");
@@ -235,7 +235,7 @@ async fn administrator<P: PaymentProvider>(
     headers: &HeaderMap,
 ) -> Result<Caller, Response> {
     let c = caller(s, headers, Some(Role::Human)).await?;
-    match read::may_administer(s.gate.pool(), &c.tenant, &c.actor).await {
+    match s.gate.may_administer(&c.tenant, &c.actor).await {
         Ok(true) => Ok(c),
         Ok(false) => Err(refusal(Reason::ActorNotPermitted)),
         Err(e) => Err(engine_error("checking the caller's permissions", &e)),
@@ -252,7 +252,7 @@ async fn scoped<P: PaymentProvider>(
     let Ok(Path(id)) = path else {
         return Err(WireCode::NotFound.response());
     };
-    match read::exists(s.gate.pool(), &caller.tenant, what, &id).await {
+    match s.gate.object_exists(&caller.tenant, what, &id).await {
         Ok(true) => Ok(id),
         Ok(false) => {
             // Probes for other tenants' ids end here, before the gate: the log keeps them.
@@ -429,7 +429,7 @@ async fn status<P: PaymentProvider + 'static>(
     let Ok(Path(id)) = path else {
         return WireCode::NotFound.response();
     };
-    match read::request_view(s.gate.pool(), &c.tenant, &id).await {
+    match s.gate.request_view(&c.tenant, &id).await {
         Ok(Some(view)) if c.role == Role::Human || view.agent_id == c.actor => {
             (StatusCode::OK, Json(view)).into_response()
         }
@@ -448,7 +448,7 @@ async fn approval_note<P: PaymentProvider + 'static>(
     let Ok(Path(id)) = path else {
         return WireCode::NotFound.response();
     };
-    let noted = read::note_approval(s.gate.pool(), &c.tenant, &c.actor, &id, s.gate.now()).await;
+    let noted = s.gate.note_approval(&c.tenant, &c.actor, &id).await;
     let (status, message) = match noted {
         Ok(Noted::Noted) => (
             StatusCode::CREATED,
@@ -472,7 +472,7 @@ async fn catalog<P: PaymentProvider + 'static>(
     headers: HeaderMap,
 ) -> Response {
     let c = try_or_answer!(caller(&s, &headers, None).await);
-    match read::catalog(s.gate.pool(), &c.tenant).await {
+    match s.gate.agent_catalog(&c.tenant).await {
         Ok(items) => (StatusCode::OK, Json(json!({ "items": items }))).into_response(),
         Err(e) => engine_error("reading the catalog", &e),
     }
@@ -504,7 +504,7 @@ async fn order<P: PaymentProvider + 'static>(
     let Ok(Path(id)) = path else {
         return WireCode::NotFound.response();
     };
-    match read::order_view(s.gate.pool(), &c.tenant, &id).await {
+    match s.gate.order_view(&c.tenant, &id).await {
         Ok(Some(view)) if c.role == Role::Human || view.agent_id == c.actor => {
             (StatusCode::OK, Json(view)).into_response()
         }
@@ -742,12 +742,8 @@ const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 async fn healthz<P: PaymentProvider + 'static>(State(s): Shared<P>) -> Response {
     let reachable = matches!(
-        tokio::time::timeout(
-            HEALTH_TIMEOUT,
-            sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(s.gate.pool())
-        )
-        .await,
-        Ok(Ok(1))
+        tokio::time::timeout(HEALTH_TIMEOUT, s.gate.ping()).await,
+        Ok(Ok(()))
     );
     let status = if reachable {
         StatusCode::OK

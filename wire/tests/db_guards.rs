@@ -185,7 +185,8 @@ async fn an_issued_key_is_stored_only_as_its_digest() -> TestResult {
     let Some(s) = served().await? else {
         return Ok(());
     };
-    let issued = wire::keys::issue(s.pool(), "acme", "buyer-agent", s.gate.now()).await?;
+    let issued =
+        gate::service::api_keys::issue(s.pool(), "acme", "buyer-agent", s.gate.now()).await?;
     let row: String =
         sqlx::query_scalar("SELECT row_to_json(k)::text FROM api_keys k WHERE id = $1")
             .bind(&issued.id)
@@ -195,7 +196,7 @@ async fn an_issued_key_is_stored_only_as_its_digest() -> TestResult {
         !row.contains(&issued.token[21..]),
         "the secret is stored: {row}"
     );
-    assert!(row.contains(&wire::auth::digest_hex(&issued.token)));
+    assert!(row.contains(&gate::service::api_keys::digest_hex(&issued.token)));
     // Keys for actors the tenant does not have are refused.
     for (tenant, actor) in [
         ("acme", "globex-agent"),
@@ -203,11 +204,11 @@ async fn an_issued_key_is_stored_only_as_its_digest() -> TestResult {
         ("nope", "buyer-agent"),
     ] {
         assert!(matches!(
-            wire::keys::issue(s.pool(), tenant, actor, s.gate.now()).await,
-            Err(wire::keys::KeyError::ActorUnknown { .. })
+            gate::service::api_keys::issue(s.pool(), tenant, actor, s.gate.now()).await,
+            Err(gate::service::api_keys::KeyError::ActorUnknown { .. })
         ));
     }
-    let listed = wire::keys::list(s.pool(), "acme").await?;
+    let listed = gate::service::api_keys::list(s.pool(), "acme").await?;
     assert_eq!(listed.len(), 1);
     assert_eq!(
         (listed[0].actor.as_str(), listed[0].role.as_str()),

@@ -218,7 +218,7 @@ impl<P: PaymentProvider> Gate<P> {
         )
         .bind(tenant)
         .bind(now)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool)
         .await
         .ctx("looking for lapsed authorities")?;
         let mut ended = 0;
@@ -249,7 +249,7 @@ impl<P: PaymentProvider> Gate<P> {
         )
         .bind(tenant)
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool)
         .await
         .ctx("looking for requests past their lifetime")?;
         let mut ended = self.expire_lapsed(tenant).await?;

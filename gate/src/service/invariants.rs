@@ -34,7 +34,7 @@ impl<P: PaymentProvider> Gate<P> {
             "SELECT id, spent_paise FROM delegations WHERE tenant_id = $1 ORDER BY id",
         )
         .bind(tenant)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool)
         .await
         .ctx("reading delegation spend")?;
         Ok(Invariants {
@@ -51,7 +51,7 @@ impl<P: PaymentProvider> Gate<P> {
     pub async fn provider_order_count(&self, tenant: &str) -> Result<i64, ServiceError> {
         sqlx::query_scalar("SELECT count(*) FROM provider_orders WHERE tenant_id = $1")
             .bind(tenant)
-            .fetch_one(self.pool())
+            .fetch_one(&self.pool)
             .await
             .ctx("counting provider orders")
     }
@@ -66,7 +66,7 @@ impl<P: PaymentProvider> Gate<P> {
              WHERE tenant_id = $1 AND status = 'captured'",
         )
         .bind(tenant)
-        .fetch_one(self.pool())
+        .fetch_one(&self.pool)
         .await
         .ctx("summing captured paise")
     }
@@ -78,7 +78,7 @@ impl<P: PaymentProvider> Gate<P> {
         )
         .bind(tenant)
         .bind(self.now().date_naive())
-        .fetch_optional(self.pool())
+        .fetch_optional(&self.pool)
         .await
         .ctx("reading today's reservations")?;
         Ok(reserved.unwrap_or(0))
@@ -93,7 +93,7 @@ impl<P: PaymentProvider> Gate<P> {
         sqlx::query_scalar("SELECT spent_paise FROM delegations WHERE tenant_id = $1 AND id = $2")
             .bind(tenant)
             .bind(delegation_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(&self.pool)
             .await
             .ctx("reading a delegation's spend")
     }
@@ -107,14 +107,14 @@ impl<P: PaymentProvider> Gate<P> {
         sqlx::query_scalar("SELECT state FROM payment_requests WHERE tenant_id = $1 AND id = $2")
             .bind(tenant)
             .bind(request_id)
-            .fetch_optional(self.pool())
+            .fetch_optional(&self.pool)
             .await
             .ctx("reading a request's state")
     }
 
     /// Walks every tenant's chain under the gate's ledger key; see [`ledger::verify`].
     pub async fn verify_ledger(&self) -> Result<LedgerReport, ServiceError> {
-        ledger::verify(self.pool(), self.ledger_key(), None, None).await
+        ledger::verify(&self.pool, self.ledger_key(), None, None).await
     }
 
     /// Walks one tenant's chain, or every chain, under the gate's ledger
@@ -124,6 +124,6 @@ impl<P: PaymentProvider> Gate<P> {
         tenant: Option<&str>,
         anchor: Option<&Anchor>,
     ) -> Result<LedgerReport, ServiceError> {
-        ledger::verify(self.pool(), self.ledger_key(), tenant, anchor).await
+        ledger::verify(&self.pool, self.ledger_key(), tenant, anchor).await
     }
 }

@@ -23,6 +23,7 @@
 //!   redacted [`AgentView`].
 
 mod admin;
+pub mod api_keys;
 mod approve;
 mod budget;
 #[cfg(test)]
@@ -51,6 +52,7 @@ mod seed;
 #[cfg(any(test, feature = "test-support"))]
 pub mod standard;
 mod turns;
+pub mod views;
 pub mod webhook;
 mod world;
 mod world_cache;
@@ -207,8 +209,16 @@ impl<P: PaymentProvider> Gate<P> {
         self
     }
 
+    /// The gate's pool: for tests, the corpus and the benchmark only. What
+    /// an operator runs reaches the database through the gate's operations.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// Closes the gate's connections (waiting for those in use).
+    pub async fn close(&self) {
+        self.pool.close().await;
     }
 
     pub fn provider(&self) -> &P {

@@ -146,7 +146,7 @@ impl<P: PaymentProvider> Gate<P> {
         );
         let authorities: Vec<AuthorityRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
             .bind(tenant)
-            .fetch_all(self.pool())
+            .fetch_all(&self.pool)
             .await
             .ctx("listing requests to reconcile")?;
         for authority in authorities {
@@ -428,7 +428,7 @@ impl<P: PaymentProvider> Gate<P> {
              WHERE status = 'captured' AND ($1::text IS NULL OR tenant_id = $1)",
         )
         .bind(tenant)
-        .fetch_one(self.pool())
+        .fetch_one(&self.pool)
         .await
         .ctx("summing captured payments")?;
         let days: Vec<(String, i64, i64)> = sqlx::query_as(
@@ -439,7 +439,7 @@ impl<P: PaymentProvider> Gate<P> {
              FROM daily_spend d WHERE ($1::text IS NULL OR d.tenant_id = $1)",
         )
         .bind(tenant)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool)
         .await
         .ctx("balancing the days")?;
         let hops: Vec<(String, i64, i64)> = sqlx::query_as(
@@ -449,7 +449,7 @@ impl<P: PaymentProvider> Gate<P> {
              FROM delegations h WHERE ($1::text IS NULL OR h.tenant_id = $1)",
         )
         .bind(tenant)
-        .fetch_all(self.pool())
+        .fetch_all(&self.pool)
         .await
         .ctx("balancing the hops")?;
         let kept_unsettled: i64 = sqlx::query_scalar(
@@ -457,7 +457,7 @@ impl<P: PaymentProvider> Gate<P> {
              AND ($1::text IS NULL OR tenant_id = $1)",
         )
         .bind(tenant)
-        .fetch_one(self.pool())
+        .fetch_one(&self.pool)
         .await
         .ctx("counting kept captures")?;
         let off = |rows: Vec<(String, i64, i64)>| {

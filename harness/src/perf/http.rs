@@ -432,8 +432,10 @@ pub(super) async fn measure(
     let mut keys = Vec::new();
     for i in 0..most {
         let tenant = tenant_id(i);
-        let agent = wire::keys::issue(gate.pool(), &tenant, "buyer-agent", now).await?;
-        let human = wire::keys::issue(gate.pool(), &tenant, "finance-lead", now).await?;
+        let agent =
+            gate::service::api_keys::issue(gate.pool(), &tenant, "buyer-agent", now).await?;
+        let human =
+            gate::service::api_keys::issue(gate.pool(), &tenant, "finance-lead", now).await?;
         keys.push(Keys {
             agent: agent.token,
             human: human.token,

@@ -287,10 +287,12 @@ impl BenchmarkReport {
 ## Confusion matrix
 ";
         for (engine, all, _, _) in self.views() {
-            md += &format!("
+            md += &format!(
+                "
 ### {engine}
 
-");
+"
+            );
             md += &confusion_table(&all.confusion);
         }
         md += "\n## Per layer\n\nThe layer is the one the taxonomy says must stop the class.\n\n";

@@ -95,7 +95,7 @@ struct Tour {
 
 /// `sgk_<id>_…`: the key's public id, never its secret.
 fn shown(token: &str) -> String {
-    let id = wire::auth::key_id_of(token).unwrap_or("?");
+    let id = gate::service::api_keys::key_id_of(token).unwrap_or("?");
     format!("sgk_{id}_…")
 }
 
@@ -219,7 +219,7 @@ async fn tour<P: PaymentProvider + 'static>(
     let key = |tenant: &'static str, actor: &'static str| {
         let pool = pool.clone();
         async move {
-            wire::keys::issue(&pool, tenant, actor, now)
+            gate::service::api_keys::issue(&pool, tenant, actor, now)
                 .await
                 .map(|k| k.token)
         }
@@ -403,7 +403,7 @@ mod tests {
 
     #[test]
     fn a_key_is_shown_by_its_id_only() {
-        let (id, token) = wire::keys::new_key();
+        let (id, token) = gate::service::api_keys::new_key().expect("a new key");
         let s = shown(&token);
         assert_eq!(s, format!("sgk_{id}_…"));
         assert!(!s.contains(&token[21..]));

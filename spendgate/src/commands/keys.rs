@@ -17,8 +17,11 @@ use crate::error::Failure;
 pub async fn run(config: &Config, command: KeysCommand) -> Result<ExitCode, Failure> {
     let pool = crate::connect::app_pool(config, 1).await?;
     let now = Utc::now();
-    let result = match command {
-        KeysCommand::Issue { tenant, actor } => wire::keys::issue(&pool, &tenant, &actor, now)
+    let result =
+        match command {
+            KeysCommand::Issue { tenant, actor } => gate::service::api_keys::issue(
+                &pool, &tenant, &actor, now,
+            )
             .await
             .map(|key| {
                 eprintln!(
@@ -30,26 +33,26 @@ pub async fn run(config: &Config, command: KeysCommand) -> Result<ExitCode, Fail
                 );
                 println!("{}", key.token);
             }),
-        KeysCommand::Revoke { key } => {
-            wire::keys::revoke(&pool, &key, now)
+            KeysCommand::Revoke { key } => gate::service::api_keys::revoke(&pool, &key, now)
                 .await
                 .map(|revoked| match revoked {
                     true => println!("revoked"),
                     false => println!("already revoked: nothing changed"),
-                })
-        }
-        KeysCommand::List { tenant } => wire::keys::list(&pool, &tenant).await.map(|keys| {
-            for k in keys {
-                let state = k
-                    .revoked_at
-                    .map_or_else(|| "live".to_owned(), |t| format!("revoked {t}"));
-                println!(
-                    "{}  {:<6} {:<24} issued {}  {state}",
-                    k.id, k.role, k.actor, k.created_at
-                );
-            }
-        }),
-    };
+                }),
+            KeysCommand::List { tenant } => gate::service::api_keys::list(&pool, &tenant)
+                .await
+                .map(|keys| {
+                    for k in keys {
+                        let state = k
+                            .revoked_at
+                            .map_or_else(|| "live".to_owned(), |t| format!("revoked {t}"));
+                        println!(
+                            "{}  {:<6} {:<24} issued {}  {state}",
+                            k.id, k.role, k.actor, k.created_at
+                        );
+                    }
+                }),
+        };
     pool.close().await;
     result.map_err(|e| Failure::Input(e.to_string()))?;
     Ok(ExitCode::SUCCESS)

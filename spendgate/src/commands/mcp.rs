@@ -50,7 +50,9 @@ pub fn run() -> Result<ExitCode, Failure> {
         let tools = wire::mcp::AgentTools::connect(url.trim(), key.trim())
             .await
             .map_err(|e| {
-                Failure::Other(format!("{AGENT_KEY_ENV} and {URL_ENV} cannot start the tools: {e}"))
+                Failure::Other(format!(
+                    "{AGENT_KEY_ENV} and {URL_ENV} cannot start the tools: {e}"
+                ))
             })?;
         wire::mcp::serve_stdio(tools)
             .await

@@ -32,7 +32,7 @@ pub async fn run(config: &Config, args: &ReconcileArgs) -> Result<ExitCode, Fail
     });
     println!("{report:#}");
     let failed = done.provider_errors;
-    gate.pool().close().await;
+    gate.close().await;
     if failed > 0 {
         return Err(Failure::CheckFailed(format!(
             "the provider could not answer for {failed} request(s); they are left as they were"

@@ -36,8 +36,7 @@ pub async fn run(config: &Config, args: &ServeArgs) -> Result<ExitCode, Failure>
         provider_mode: mode,
         request_timeout: Duration::from_secs(args.timeout_secs),
         concurrency_limit: usize::try_from(args.concurrency).unwrap_or(usize::MAX),
-        webhook_concurrency_limit: usize::try_from(args.webhook_concurrency)
-            .unwrap_or(usize::MAX),
+        webhook_concurrency_limit: usize::try_from(args.webhook_concurrency).unwrap_or(usize::MAX),
         body_deadline: Duration::from_secs(args.body_deadline_secs),
     };
     eprintln!(
@@ -46,7 +45,7 @@ pub async fn run(config: &Config, args: &ServeArgs) -> Result<ExitCode, Failure>
     wire::serve(listener, gate.clone(), wire_config, wire::shutdown_signal())
         .await
         .map_err(|e| Failure::Other(format!("serving on {local}: {e}")))?;
-    gate.pool().close().await;
+    gate.close().await;
     eprintln!("spendgate stopped: every request in flight was answered");
     Ok(ExitCode::SUCCESS)
 }

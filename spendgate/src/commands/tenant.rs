@@ -163,7 +163,7 @@ pub async fn run(config: &Config, command: TenantCommand) -> Result<ExitCode, Fa
             "nothing to change: every tenant of {} is as the file says",
             file.display()
         );
-        gate.pool().close().await;
+        gate.close().await;
         return Ok(ExitCode::SUCCESS);
     }
     for change in &plan {
@@ -178,7 +178,7 @@ pub async fn run(config: &Config, command: TenantCommand) -> Result<ExitCode, Fa
             "dry run: nothing was written ({} change(s) planned)",
             plan.len()
         );
-        gate.pool().close().await;
+        gate.close().await;
         return Ok(ExitCode::SUCCESS);
     }
     for change in &plan {
@@ -198,7 +198,7 @@ pub async fn run(config: &Config, command: TenantCommand) -> Result<ExitCode, Fa
         plan.len(),
         file.display()
     );
-    gate.pool().close().await;
+    gate.close().await;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -138,7 +138,7 @@ impl<P: PaymentProvider + 'static> Served<P> {
     /// A new key for `actor` of `tenant`.
     pub async fn key(&self, tenant: &str, actor: &str) -> Res<String> {
         Ok(
-            wire::keys::issue(self.pool(), tenant, actor, self.gate.now())
+            gate::service::api_keys::issue(self.pool(), tenant, actor, self.gate.now())
                 .await?
                 .token,
         )

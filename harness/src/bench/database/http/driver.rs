@@ -290,7 +290,9 @@ impl HttpDriver<'_> {
             None => {}
             Some(KeyTrick::None) => req.token = None,
             Some(KeyTrick::Malformed) => req.token = Some("not-a-key".into()),
-            Some(KeyTrick::Unknown) => req.token = Some(wire::keys::new_key().1),
+            Some(KeyTrick::Unknown) => {
+                req.token = Some(gate::service::api_keys::new_key().expect("a new key").1)
+            }
             Some(KeyTrick::Revoked) => {
                 let actor = block
                     .as_actor
@@ -302,8 +304,9 @@ impl HttpDriver<'_> {
                     .key_of(&step_tenant, &actor)
                     .with_context(|| format!("step #{}: {actor} holds no key", i + 1))?;
                 let pool = self.cx.gate.pool();
-                let k = wire::keys::issue(pool, &tenant, &actor, self.cx.gate.now()).await?;
-                wire::keys::revoke(pool, &k.id, self.cx.gate.now()).await?;
+                let k = gate::service::api_keys::issue(pool, &tenant, &actor, self.cx.gate.now())
+                    .await?;
+                gate::service::api_keys::revoke(pool, &k.id, self.cx.gate.now()).await?;
                 req.token = Some(k.token);
             }
         }

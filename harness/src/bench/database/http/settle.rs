@@ -91,7 +91,7 @@ pub(super) async fn settle(
             // Refused before the gate: the gate must refuse it too.
             if code == "NOT_FOUND"
                 && let Some((tenant, what, id)) = scoped_object(&call)
-                && wire::read::exists(gate.pool(), &tenant, what, &id).await?
+                && gate::service::views::exists(gate.pool(), &tenant, what, &id).await?
             {
                 lock(failures).push(format!(
                     "{} {}: 404 for {id}, which is an object of tenant {tenant}",
@@ -138,8 +138,8 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The tenant-scoped object a call's path names.
-pub(super) fn scoped_object(call: &Call) -> Option<(String, wire::read::Object, String)> {
-    use wire::read::Object;
+pub(super) fn scoped_object(call: &Call) -> Option<(String, gate::service::views::Object, String)> {
+    use gate::service::views::Object;
     match call {
         Call::Approve {
             tenant, request, ..

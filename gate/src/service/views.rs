@@ -1,10 +1,9 @@
-//! Read-only queries the service needs and the gate does not (yet) offer.
+//! What the service shows its callers: read-only views scoped by tenant.
 //!
 //! Guarantees: every query here is a `SELECT` scoped by the caller's tenant
 //! (`WHERE tenant_id = $1 AND ...`), so another tenant's row is never seen and
-//! is answered exactly as a missing one. Nothing here decides anything about
-//! money; each query is a candidate to move into the gate (see the report of
-//! the branch that added them):
+//! is answered exactly as a missing one (the one write, an agent's approval
+//! note, decides nothing). Nothing here decides anything about money:
 //! - [`request_view`]: a request's redacted status (what `GET /v1/requests/{id}` shows);
 //! - [`exists`]: whether a request, authority or delegation id is the tenant's;
 //! - [`may_administer`]: whether a human may change the tenant's prices,
@@ -15,9 +14,9 @@
 //! - [`order_view`]: a provider order's amount and currency (what a client
 //!   checks a provider event against).
 
+use super::error::ServiceError;
+use crate::reason::{Decision, Reason};
 use chrono::{DateTime, Utc};
-use gate::reason::{Decision, Reason};
-use gate::service::ServiceError;
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -129,7 +128,7 @@ pub async fn request_view(
         _ => return Err(corrupt()),
     };
     let state_reason = row.state_reason.as_deref().and_then(|r| r.parse().ok());
-    let view = gate::redact::AgentView::of(decision);
+    let view = crate::redact::AgentView::of(decision);
     Ok(Some(RequestView {
         request_id: id.to_owned(),
         agent_id: row.agent_id,
@@ -265,6 +264,74 @@ pub async fn order_view(
     .fetch_optional(pool)
     .await
     .map_err(|e| ServiceError::from_sqlx("reading a provider order", e))
+}
+
+/// The views, as the service asks for them: the gate's own pool.
+impl<P: crate::provider::PaymentProvider> super::Gate<P> {
+    /// True when `id` is a `what` of `tenant`.
+    pub async fn object_exists(
+        &self,
+        tenant: &str,
+        what: Object,
+        id: &str,
+    ) -> Result<bool, ServiceError> {
+        exists(&self.pool, tenant, what, id).await
+    }
+
+    /// The redacted view of request `id` of `tenant`.
+    pub async fn request_view(
+        &self,
+        tenant: &str,
+        id: &str,
+    ) -> Result<Option<RequestView>, ServiceError> {
+        request_view(&self.pool, tenant, id).await
+    }
+
+    /// True when `person` of `tenant` may approve or operates the tenant.
+    pub async fn may_administer(&self, tenant: &str, person: &str) -> Result<bool, ServiceError> {
+        may_administer(&self.pool, tenant, person).await
+    }
+
+    /// `tenant`'s catalog as an agent may see it.
+    pub async fn agent_catalog(&self, tenant: &str) -> Result<Vec<CatalogEntry>, ServiceError> {
+        catalog(&self.pool, tenant).await
+    }
+
+    /// Leaves a note that `agent`'s request `id` waits for a human.
+    pub async fn note_approval(
+        &self,
+        tenant: &str,
+        agent: &str,
+        id: &str,
+    ) -> Result<Noted, ServiceError> {
+        note_approval(&self.pool, tenant, agent, id, self.now()).await
+    }
+
+    /// Provider order `order_id` of `tenant`.
+    pub async fn order_view(
+        &self,
+        tenant: &str,
+        order_id: &str,
+    ) -> Result<Option<OrderView>, ServiceError> {
+        order_view(&self.pool, tenant, order_id).await
+    }
+
+    /// One round trip to the database: whether it answers.
+    pub async fn ping(&self) -> Result<(), ServiceError> {
+        sqlx::query_scalar::<_, i32>("SELECT 1")
+            .fetch_one(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(|e| ServiceError::from_sqlx("asking the database whether it answers", e))
+    }
+
+    /// The caller a bearer key belongs to (see [`super::api_keys::authenticate`]).
+    pub async fn authenticate(
+        &self,
+        token: &str,
+    ) -> Result<Option<super::api_keys::Caller>, ServiceError> {
+        super::api_keys::authenticate(&self.pool, token).await
+    }
 }
 
 #[cfg(test)]
