@@ -50,6 +50,7 @@ mod rows;
 mod seed;
 #[cfg(any(test, feature = "test-support"))]
 pub mod standard;
+pub mod tlog;
 mod turns;
 pub mod webhook;
 mod world;
