@@ -49,6 +49,10 @@ pub enum Command {
     /// `spendgate-verify`.
     #[command(subcommand)]
     Log(LogCommand),
+    /// Write a request's evidence bundle: the request, its policy,
+    /// approvals, authority, order and provider events, and its ledger
+    /// entries each with a tlog proof against one signed checkpoint.
+    Evidence(EvidenceArgs),
     /// Settle every PROVIDER_PENDING request against the provider by its
     /// receipt (the checkout authority's id).
     Reconcile(ReconcileArgs),
@@ -179,6 +183,17 @@ pub enum LogCommand {
         #[arg(long, value_name = "FILE")]
         checkpoint_out: Option<PathBuf>,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct EvidenceArgs {
+    /// The request's id.
+    pub request: String,
+    #[arg(long)]
+    pub tenant: String,
+    /// The folder to write the bundle to (created; must be empty if it exists).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]

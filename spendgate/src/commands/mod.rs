@@ -7,6 +7,7 @@
 //! only the agent's key and the service's URL).
 
 mod config_check;
+mod evidence;
 mod keys;
 mod ledger;
 mod log;
@@ -45,6 +46,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Command::Tenant(command) => tenant::run(&config, command).await,
             Command::Ledger(command) => ledger::run(&config, command).await,
             Command::Log(command) => log::run(&config, command).await,
+            Command::Evidence(args) => evidence::run(&config, &args).await,
             Command::Reconcile(args) => reconcile::run(&config, &args).await,
             Command::Config(command) => config_check::run(&config, command),
             Command::Mcp => mcp::run(),
