@@ -5,7 +5,11 @@
 -- checkpoint is a C2SP signed note (origin `spendgate/<tenant>`, size, root)
 -- under the tenant's Ed25519 log key, which is derived from the gate's
 -- `log_key` and never stored here. Each checkpoint signed is kept, so that a
--- later consistency proof knows the sizes a witness may hold.
+-- later consistency proof knows the sizes a witness may hold. A checkpoint
+-- is keyed by what it signs (tenant, size, root): Ed25519 signatures are
+-- deterministic, so signing the same tree again gives the same note and
+-- keeps nothing new; two roots of one size (a rewritten ledger) are two
+-- rows. No sequence: nothing here is a counter shared across tenants.
 --
 -- Guarantees held by the database itself:
 --   * ck_log_checkpoint_size: a size is never negative;
@@ -17,14 +21,13 @@
 
 CREATE TABLE log_checkpoints (
     tenant_id text NOT NULL,
-    id bigint GENERATED ALWAYS AS IDENTITY,
     size bigint NOT NULL,
     root text NOT NULL,
     note text NOT NULL,
     signed_at timestamptz NOT NULL,
-    CONSTRAINT pk_log_checkpoints PRIMARY KEY (tenant_id, id),
+    CONSTRAINT pk_log_checkpoints PRIMARY KEY (tenant_id, size, root),
     CONSTRAINT fk_log_checkpoint_tenant FOREIGN KEY (tenant_id) REFERENCES tenants (id),
     CONSTRAINT ck_log_checkpoint_size CHECK (size >= 0)
 );
 
-CREATE INDEX ix_log_checkpoints_size ON log_checkpoints (tenant_id, size);
+CREATE INDEX ix_log_checkpoints_signed ON log_checkpoints (tenant_id, signed_at);

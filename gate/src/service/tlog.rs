@@ -21,8 +21,10 @@
 //!   grammar, so it never holds the `+` or the white space a key name may
 //!   not.
 //! - [`sign_checkpoint`] signs the tree's current size and root and keeps
-//!   the note in `log_checkpoints`; every checkpoint it signs is kept, so a
-//!   consistency proof can start from any size a witness was shown.
+//!   the note in `log_checkpoints`, keyed by (tenant, size, root): every
+//!   tree it signs is kept once (Ed25519 is deterministic, so the same tree
+//!   signed again is the same note), so a consistency proof can start from
+//!   any size a witness was shown. "Newest" is by the instant of signing.
 //! - [`prove_inclusion`] proves an entry against the newest kept checkpoint
 //!   that covers it, after checking that the tree computed now still has that
 //!   checkpoint's root at its size (a ledger rewritten since is
@@ -216,8 +218,15 @@ async fn sign_tree(
             cause,
         })?;
     let row: (i64, String, String, DateTime<Utc>) = sqlx::query_as(
-        "INSERT INTO log_checkpoints (tenant_id, size, root, note, signed_at) \
-         VALUES ($1, $2, $3, $4, $5) RETURNING size, root, note, signed_at",
+        "WITH kept AS ( \
+             INSERT INTO log_checkpoints (tenant_id, size, root, note, signed_at) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING \
+             RETURNING size, root, note, signed_at) \
+         SELECT size, root, note, signed_at FROM kept \
+         UNION ALL \
+         SELECT size, root, note, signed_at FROM log_checkpoints \
+          WHERE tenant_id = $1 AND size = $2 AND root = $3 \
+            AND NOT EXISTS (SELECT 1 FROM kept)",
     )
     .bind(tenant)
     .bind(tree.len() as i64)
@@ -250,7 +259,7 @@ pub async fn latest_checkpoint(
 ) -> Result<Option<StoredCheckpoint>, LogError> {
     let row: Option<(i64, String, String, DateTime<Utc>)> = sqlx::query_as(
         "SELECT size, root, note, signed_at FROM log_checkpoints \
-         WHERE tenant_id = $1 AND size >= $2 ORDER BY id DESC LIMIT 1",
+         WHERE tenant_id = $1 AND size >= $2 ORDER BY signed_at DESC, size DESC LIMIT 1",
     )
     .bind(tenant)
     .bind(min_size as i64)
@@ -368,7 +377,7 @@ pub async fn prove_consistency(
         Some(size) => {
             let row: Option<(i64, String, String, DateTime<Utc>)> = sqlx::query_as(
                 "SELECT size, root, note, signed_at FROM log_checkpoints \
-                 WHERE tenant_id = $1 AND size = $2 ORDER BY id DESC LIMIT 1",
+                 WHERE tenant_id = $1 AND size = $2 ORDER BY signed_at DESC, size DESC LIMIT 1",
             )
             .bind(tenant)
             .bind(size as i64)
