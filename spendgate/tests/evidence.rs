@@ -12,6 +12,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use gate::service::tlog;
 use spendgate_verify::bundle::Failure;
 use spendgate_verify::bundle_dir;
 use spendgate_verify::checkpoint::{self, CheckpointError};
@@ -315,6 +316,26 @@ async fn a_ledger_rewritten_by_the_owner_is_refused_by_a_witness_of_an_older_che
     ]);
     let fork = witness_check(&key, Some(&second), &rewritten, &text(&same_size.stdout));
     assert!(matches!(fork, Err(WitnessError::Fork { .. })), "{fork:?}");
+
+    // The corpus's `log_consistent`: the kept checkpoints, shown in order
+    // to one witness, break at the second: the first is accepted from the
+    // empty tree, the second cannot be proved from it with the tree as it is.
+    let app = gate::db::connect(&db.app).await.unwrap();
+    let log_key = tlog::LogKey::new(LOG_KEY.as_bytes()).unwrap();
+    let consistent = tlog::check_consistency(&app, &log_key, "acme")
+        .await
+        .unwrap();
+    let said = consistent.unwrap_err();
+    assert!(said.starts_with("checkpoint 2:"), "{said}");
+    // The evidence of the log as it now is still verifies: only a witness
+    // that kept an older checkpoint can tell it was rewritten.
+    assert!(
+        tlog::check_evidence(&app, &log_key, "acme")
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    app.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -412,6 +412,159 @@ pub async fn prove_consistency(
     ))
 }
 
+/// The entries that name `request` in the tenant's ledger (as their
+/// subject or as `body.request`), by number.
+pub async fn request_entry_seqs(
+    pool: &PgPool,
+    tenant: &str,
+    request: &str,
+) -> Result<Vec<i64>, LogError> {
+    sqlx::query_scalar(
+        "SELECT seq FROM ledger_entries \
+         WHERE tenant_id = $1 AND (entry::jsonb ->> 'subject' = $2 \
+            OR entry::jsonb -> 'body' ->> 'request' = $2) ORDER BY seq",
+    )
+    .bind(tenant)
+    .bind(request)
+    .fetch_all(pool)
+    .await
+    .map_err(db("finding a request's ledger entries"))
+}
+
+/// For every request of the tenant, the log part of its evidence bundle
+/// (its entries, each with a tlog proof against a checkpoint of the tree as
+/// it is now, signed but not kept) checked with the tenant's public key
+/// alone, as `spendgate-verify verify-bundle` checks it. `Ok(Err(..))`
+/// names the first request and item that does not verify; nothing is
+/// written.
+pub async fn check_evidence(
+    pool: &PgPool,
+    key: &LogKey,
+    tenant: &str,
+) -> Result<Result<usize, String>, LogError> {
+    use spendgate_verify::bundle::{Item, check_all};
+    let leaves = leaves(pool, tenant).await?;
+    let tree = tree_of(&leaves);
+    let note = Checkpoint::new(&origin(tenant), tree.len(), tree.root())
+        .sign(&key.signer(tenant)?)
+        .map_err(|cause| LogError::Checkpoint {
+            tenant: tenant.to_owned(),
+            cause,
+        })?;
+    let verifier = key.verifier(tenant)?;
+    let requests: Vec<String> =
+        sqlx::query_scalar("SELECT id FROM payment_requests WHERE tenant_id = $1 ORDER BY id")
+            .bind(tenant)
+            .fetch_all(pool)
+            .await
+            .map_err(db("listing the tenant's requests"))?;
+    let mut checked = 0;
+    for request in requests {
+        let seqs = request_entry_seqs(pool, tenant, &request).await?;
+        let mut files = Vec::with_capacity(seqs.len());
+        for seq in seqs {
+            let Some((_, entry)) = usize::try_from(seq - 1).ok().and_then(|i| leaves.get(i)) else {
+                return Ok(Err(format!(
+                    "request {request}: entry {seq} is not in the log"
+                )));
+            };
+            let index = seq as u64 - 1;
+            let proof = TlogProof {
+                extra: None,
+                index,
+                path: tree
+                    .inclusion_proof(index, tree.len())
+                    .map_err(merkle(tenant))?,
+                checkpoint_note: note.clone(),
+            };
+            files.push((seq, entry.clone(), proof.to_text()));
+        }
+        if files.is_empty() {
+            return Ok(Err(format!("request {request}: no ledger entry names it")));
+        }
+        let mut items = vec![Item::checkpoint(
+            "checkpoint",
+            note.as_bytes(),
+            &verifier,
+            None,
+        )];
+        for (seq, entry, proof) in &files {
+            items.push(Item::included_entry(
+                format!("entries/{seq:06}.json"),
+                entry.as_bytes(),
+                proof.as_bytes(),
+                &verifier,
+                None,
+            ));
+        }
+        match check_all(&items) {
+            Ok(n) => checked += n,
+            Err(e) => return Ok(Err(format!("request {request}: {e}"))),
+        }
+    }
+    Ok(Ok(checked))
+}
+
+/// Every checkpoint kept for the tenant, in the order signed, and then the
+/// tree as it is now, shown to one witness: each must be consistent with the
+/// one before (from the empty tree). `Ok(Err(..))` names the first the
+/// witness refuses; nothing is written.
+pub async fn check_consistency(
+    pool: &PgPool,
+    key: &LogKey,
+    tenant: &str,
+) -> Result<Result<usize, String>, LogError> {
+    use spendgate_verify::witness::Witness;
+    let tree = tree(pool, tenant).await?;
+    let mut notes: Vec<String> = sqlx::query_scalar(
+        "SELECT note FROM log_checkpoints WHERE tenant_id = $1 ORDER BY signed_at, size",
+    )
+    .bind(tenant)
+    .fetch_all(pool)
+    .await
+    .map_err(db("reading the tenant's checkpoints"))?;
+    notes.push(
+        Checkpoint::new(&origin(tenant), tree.len(), tree.root())
+            .sign(&key.signer(tenant)?)
+            .map_err(|cause| LogError::Checkpoint {
+                tenant: tenant.to_owned(),
+                cause,
+            })?,
+    );
+    let mut witness = match Witness::new(key.verifier(tenant)?, None, None) {
+        Ok(w) => w,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let mut old = 0;
+    for (i, note) in notes.iter().enumerate() {
+        let parsed = spendgate_verify::note::Note::parse(note.as_bytes())
+            .ok()
+            .and_then(|n| Checkpoint::parse_text(n.text()).ok());
+        let Some(new) = parsed else {
+            return Ok(Err(format!("kept checkpoint {} does not parse", i + 1)));
+        };
+        let new_size = new.size;
+        if new_size < old || new_size > tree.len() {
+            return Ok(Err(format!(
+                "checkpoint {} has size {new_size}, after {old}, of a tree of {}",
+                i + 1,
+                tree.len()
+            )));
+        }
+        let proof = ConsistencyProof {
+            old_size: old,
+            hashes: tree
+                .consistency_proof(old, new_size)
+                .map_err(merkle(tenant))?,
+        };
+        if let Err(e) = witness.check(note, &proof) {
+            return Ok(Err(format!("checkpoint {}: {e}", i + 1)));
+        }
+        old = new_size;
+    }
+    Ok(Ok(notes.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

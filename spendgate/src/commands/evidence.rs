@@ -93,10 +93,6 @@ const ORDERS_SQL: &str = "SELECT to_jsonb(o)::text FROM provider_orders o \
 const PAYMENTS_SQL: &str = "SELECT to_jsonb(p)::text FROM provider_payments p \
      WHERE p.tenant_id = $1 AND p.request_id = $2 ORDER BY p.recorded_at";
 const EVENTS_SQL: &str = "SELECT to_jsonb(e)::text FROM provider_events e WHERE e.tenant_id = $1 AND e.request_id = $2 ORDER BY e.received_at";
-const ENTRY_SEQS_SQL: &str = "SELECT seq FROM ledger_entries \
-     WHERE tenant_id = $1 AND (entry::jsonb ->> 'subject' = $2 \
-        OR entry::jsonb -> 'body' ->> 'request' = $2) ORDER BY seq";
-
 pub async fn run(config: &Config, args: &EvidenceArgs) -> Result<ExitCode, Failure> {
     let key = super::log_key(config)?;
     let pool = crate::connect::app_pool(config, 1).await?;
@@ -118,12 +114,9 @@ async fn write_bundle(
             "tenant {tenant:?} has no request {request:?}"
         )));
     }
-    let seqs: Vec<i64> = sqlx::query_scalar(ENTRY_SEQS_SQL)
-        .bind(tenant)
-        .bind(request)
-        .fetch_all(pool)
+    let seqs = tlog::request_entry_seqs(pool, tenant, request)
         .await
-        .map_err(|e| Failure::database("finding the request's ledger entries", e))?;
+        .map_err(failure)?;
     let (checkpoint, proofs) = tlog::prove_inclusion(pool, key, tenant, &seqs, chrono::Utc::now())
         .await
         .map_err(failure)?;
