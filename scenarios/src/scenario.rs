@@ -47,6 +47,14 @@ pub struct Invariants {
     pub delegation_spent_paise: Option<BTreeMap<String, i64>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger_intact: Option<bool>,
+    /// For every request, the log part of its evidence bundle verifies
+    /// offline with the tenant's public log key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_verifies: Option<bool>,
+    /// Every kept checkpoint, and the tree as it is now, is proved
+    /// consistent with the one before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_consistent: Option<bool>,
     /// What the simulated provider has captured, all tenants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_captured_paise: Option<i64>,

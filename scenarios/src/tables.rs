@@ -148,6 +148,14 @@ pub const INVARIANTS: &[Key] = &[
         "`true`: every tenant's hash chain verifies",
     ),
     opt(
+        "evidence_verifies",
+        "`true`: for every request, its entries each verify with a tlog proof against a checkpoint signed by the tenant's log key, with the public key alone",
+    ),
+    opt(
+        "log_consistent",
+        "`true`: every checkpoint kept for a tenant, then its tree as it is now, is proved consistent with the one before",
+    ),
+    opt(
         "provider_captured_paise",
         "what the simulated provider has captured, all tenants",
     ),

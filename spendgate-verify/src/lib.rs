@@ -18,6 +18,8 @@
 //! - [`witness`]: the last accepted checkpoint and the consistency check.
 //! - [`bundle`]: a list of named items checked in order (the seam for an
 //!   evidence bundle's reader).
+//! - [`bundle_dir`]: an evidence bundle on disk (checkpoint, entries and
+//!   their proofs), checked through [`bundle`].
 //!
 //! # Dependencies, and the crates not taken
 //!
@@ -47,6 +49,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bundle;
+pub mod bundle_dir;
 pub mod checkpoint;
 pub mod merkle;
 pub mod note;

@@ -64,6 +64,15 @@ enum Command {
         /// The `.tlog-proof` file.
         proof: PathBuf,
     },
+    /// Check an evidence bundle written by `spendgate evidence`: its
+    /// checkpoint, and every entry against its tlog proof and that
+    /// checkpoint; names the first thing that fails.
+    VerifyBundle {
+        #[command(flatten)]
+        log: LogKey,
+        /// The bundle's folder.
+        dir: PathBuf,
+    },
     /// Accept a new checkpoint only if it is consistent with the one in the
     /// state file, and then keep it there.
     Witness {
@@ -145,6 +154,18 @@ fn run(cli: Cli) -> Result<String, Stop> {
                 cp.origin,
                 cp.size,
                 cp.root_base64()
+            ))
+        }
+        Command::VerifyBundle { log, dir } => {
+            let k = key(&log)?;
+            let files = spendgate_verify::bundle_dir::read(&dir)
+                .map_err(|e| Stop::CouldNotRun(e.to_string()))?;
+            let checked = spendgate_verify::bundle_dir::verify(&files, &k, log.origin.as_deref())
+                .map_err(|e| failed(&dir, e))?;
+            Ok(format!(
+                "bundle {} verified: {checked} items, {} entries",
+                dir.display(),
+                files.entries.len()
             ))
         }
         Command::Witness {

@@ -232,3 +232,55 @@ fn witness_keeps_the_last_checkpoint_and_refuses_a_rewritten_log() {
     let (code, _, err) = witness(&signed(&honest, 20, &log_key()), 15, vec![]);
     assert_eq!(code, Some(2), "{err}");
 }
+
+/// A bundle folder of entries 2 and 5 of a 7-entry tree.
+fn bundle_dir(dir: &Path) {
+    let t = tree(7, None);
+    let note = signed(&t, 7, &log_key());
+    std::fs::create_dir_all(dir.join("entries")).unwrap();
+    write(dir, "checkpoint", &note);
+    for index in [2u64, 5] {
+        let stem = format!("entries/{:06}", index + 1);
+        write(dir, &format!("{stem}.json"), entry(index as usize));
+        let proof = TlogProof {
+            extra: None,
+            index,
+            path: t.inclusion_proof(index, 7).unwrap(),
+            checkpoint_note: note.clone(),
+        };
+        write(dir, &format!("{stem}.tlog-proof"), proof.to_text());
+    }
+}
+
+#[test]
+fn verify_bundle_exits_0_then_1_naming_the_changed_file_then_2_when_unreadable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bundle");
+    bundle_dir(&dir);
+    let d = dir.to_str().unwrap();
+    let (code, out, err) = run(&["verify-bundle", "--key", &vkey(), d]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("4 items, 2 entries"), "{out}");
+
+    let entry = dir.join("entries/000006.json");
+    let mut bytes = std::fs::read(&entry).unwrap();
+    bytes[2] ^= 0x01;
+    std::fs::write(&entry, bytes).unwrap();
+    let (code, _, err) = run(&["verify-bundle", "--key", &vkey(), d]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("entries/000006.json"), "{err}");
+
+    let other = SignerKey::from_seed(ORIGIN, &[7; 32])
+        .unwrap()
+        .verifier()
+        .to_text();
+    bundle_dir(&dir);
+    let (code, _, err) = run(&["verify-bundle", "--key", &other, d]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains(": checkpoint:"), "{err}");
+
+    std::fs::remove_file(dir.join("checkpoint")).unwrap();
+    let (code, _, err) = run(&["verify-bundle", "--key", &vkey(), d]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("checkpoint"), "{err}");
+}

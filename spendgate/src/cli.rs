@@ -44,6 +44,15 @@ pub enum Command {
     /// Check the ledger's chains with ledger_key.
     #[command(subcommand)]
     Ledger(LedgerCommand),
+    /// Each tenant's log: its ledger entries as an RFC 6962 tree, signed
+    /// checkpoints (needs log_key) and proofs anyone can check with
+    /// `spendgate-verify`.
+    #[command(subcommand)]
+    Log(LogCommand),
+    /// Write a request's evidence bundle: the request, its policy,
+    /// approvals, authority, order and provider events, and its ledger
+    /// entries each with a tlog proof against one signed checkpoint.
+    Evidence(EvidenceArgs),
     /// Settle every PROVIDER_PENDING request against the provider by its
     /// receipt (the checkout authority's id).
     Reconcile(ReconcileArgs),
@@ -141,6 +150,61 @@ pub enum LedgerCommand {
     /// Verify, then print each tenant's head as JSON, to keep outside the
     /// database for `verify --anchor`.
     Anchor,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LogCommand {
+    /// Sign a checkpoint of each tenant's tree as its ledger holds it now
+    /// (or of one tenant's), keep it, and print the signed note.
+    Checkpoint {
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Print a tenant's log verifier key
+    /// (`spendgate/<tenant>+keyid+base64(0x01||public key)`).
+    PublicKey {
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Write an entry's `c2sp.org/tlog-proof@v1` proof against the newest
+    /// kept checkpoint that covers it (one is signed when none is).
+    Prove {
+        #[arg(long)]
+        tenant: String,
+        /// The entry's number in the tenant's ledger (leaf index seq - 1).
+        #[arg(long)]
+        seq: i64,
+        /// Where to write the proof [default: stdout].
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Print the consistency proof (`old <size>` then one base64 hash a
+    /// line) from an older size to the newest kept checkpoint, for
+    /// `spendgate-verify witness`.
+    Consistency {
+        #[arg(long)]
+        tenant: String,
+        /// The older tree size (a checkpoint a witness kept).
+        #[arg(long, value_name = "SIZE")]
+        from: u64,
+        /// The newer checkpoint's size [default: the newest kept].
+        #[arg(long, value_name = "SIZE")]
+        to: Option<u64>,
+        /// Also write the newer checkpoint's note here.
+        #[arg(long, value_name = "FILE")]
+        checkpoint_out: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct EvidenceArgs {
+    /// The request's id.
+    pub request: String,
+    #[arg(long)]
+    pub tenant: String,
+    /// The folder to write the bundle to (created; must be empty if it exists).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -13,6 +13,9 @@
 //!   key, where it came from and what to do: a ledger key or webhook secret
 //!   shorter than 32 bytes, a provider that is not `razorpay` or `demo`, a
 //!   live-mode Razorpay key, an address that does not parse.
+//! - The log key (`log_key`) signs each tenant's checkpoints; like the
+//!   ledger key it is never stored in the database nor derived from
+//!   another secret.
 //! - The ledger key is never derived from another secret: a command that
 //!   writes or verifies the ledger refuses to run without one.
 //! - Secrets are never shown: [`Config::describe`] redacts them, and a
@@ -40,6 +43,7 @@ pub enum Name {
     MigrationDatabaseUrl,
     Bind,
     LedgerKey,
+    LogKey,
     WebhookSecret,
     WebhookSecretPrevious,
     Provider,
@@ -50,11 +54,12 @@ pub enum Name {
 
 impl Name {
     /// Every key, in the order `config check` prints them.
-    pub const ALL: [Name; 10] = [
+    pub const ALL: [Name; 11] = [
         Name::DatabaseUrl,
         Name::MigrationDatabaseUrl,
         Name::Bind,
         Name::LedgerKey,
+        Name::LogKey,
         Name::WebhookSecret,
         Name::WebhookSecretPrevious,
         Name::Provider,
@@ -70,6 +75,7 @@ impl Name {
             Name::MigrationDatabaseUrl => "migration_database_url",
             Name::Bind => "bind",
             Name::LedgerKey => "ledger_key",
+            Name::LogKey => "log_key",
             Name::WebhookSecret => "webhook_secret",
             Name::WebhookSecretPrevious => "webhook_secret_previous",
             Name::Provider => "provider",
@@ -98,6 +104,7 @@ impl Name {
         matches!(
             self,
             Name::LedgerKey
+                | Name::LogKey
                 | Name::WebhookSecret
                 | Name::WebhookSecretPrevious
                 | Name::RazorpayKeySecret
@@ -132,6 +139,11 @@ impl Name {
             Name::LedgerKey => {
                 "at least 32 random bytes, kept outside the database and apart from every \
                  other secret: `openssl rand -hex 32`"
+            }
+            Name::LogKey => {
+                "at least 32 random bytes, kept outside the database and apart from every \
+                 other secret, from which each tenant's Ed25519 log key is derived: \
+                 `openssl rand -hex 32` (changing it changes every tenant's public key)"
             }
             Name::WebhookSecret => {
                 "the webhook secret set in the provider's dashboard, at least 32 bytes \
@@ -342,6 +354,12 @@ impl Config {
     /// The ledger key's bytes (at least 32).
     pub fn ledger_key(&self) -> Result<Vec<u8>, ConfigError> {
         self.secret(Name::LedgerKey)
+    }
+
+    /// The log key's bytes (at least 32): each tenant's checkpoint signing
+    /// key is derived from it.
+    pub fn log_key(&self) -> Result<Vec<u8>, ConfigError> {
+        self.secret(Name::LogKey)
     }
 
     /// The webhook secret's bytes (at least 32).

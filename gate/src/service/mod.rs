@@ -51,6 +51,7 @@ mod rows;
 mod seed;
 #[cfg(any(test, feature = "test-support"))]
 pub mod standard;
+pub mod tlog;
 mod turns;
 pub mod views;
 pub mod webhook;

@@ -40,6 +40,8 @@ const MANIFEST: &[(&str, &str)] = &[
     ("kept_captures", "SELECT INSERT UPDATE"),
     // Append-only: the hash chain is read and appended, never changed.
     ("ledger_entries", "SELECT INSERT"),
+    // Signed checkpoints are kept, never changed or removed.
+    ("log_checkpoints", "SELECT INSERT"),
     // Seeded by its migration, then only moved (and locked).
     ("ledger_head", "SELECT UPDATE"),
     ("merchants", "SELECT INSERT"),

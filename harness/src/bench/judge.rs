@@ -223,6 +223,28 @@ fn check_invariants(
             None => failures.push("invariant ledger_intact: this engine keeps no ledger".into()),
         }
     }
+    for (name, want, got) in [
+        (
+            "evidence_verifies",
+            inv.evidence_verifies,
+            &state.evidence_verifies,
+        ),
+        ("log_consistent", inv.log_consistent, &state.log_consistent),
+    ] {
+        let Some(want) = want else { continue };
+        match got {
+            Some(got) if got.is_ok() == want => {}
+            Some(got) => failures.push(format!(
+                "invariant {name}: expected {want}, got {}{}",
+                got.is_ok(),
+                got.as_ref()
+                    .err()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            )),
+            None => failures.push(format!("invariant {name}: this engine keeps no log")),
+        }
+    }
     if let Some(want) = inv.books_balanced {
         match state.books_balanced {
             Some(got) if got == want => {}

@@ -510,7 +510,9 @@ async fn run_one(
             // left unchecked, and the engine field says so.
             Some(run) => {
                 let mut without_ledger = scenario.clone();
-                let unchecked = without_ledger.invariants.ledger_intact.take().is_some();
+                let unchecked = without_ledger.invariants.ledger_intact.take().is_some()
+                    | without_ledger.invariants.evidence_verifies.take().is_some()
+                    | without_ledger.invariants.log_consistent.take().is_some();
                 let engine = if unchecked {
                     "pure (ledger not checked)"
                 } else {

@@ -49,6 +49,12 @@ pub struct ObservedState {
     pub delegation_spent_paise: BTreeMap<String, i64>,
     /// `None` when the engine keeps no ledger (the pure engine).
     pub ledger_intact: Option<bool>,
+    /// `Err` names the first request whose evidence does not verify; `None`
+    /// when the engine keeps no log (the pure engine).
+    pub evidence_verifies: Option<Result<(), String>>,
+    /// `Err` names the first checkpoint a witness refuses; `None` when the
+    /// engine keeps no log.
+    pub log_consistent: Option<Result<(), String>>,
     /// What the simulated provider captured, all tenants.
     pub provider_captured_paise: i64,
     /// `None` when the engine keeps no books (the pure engine).

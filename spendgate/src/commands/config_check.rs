@@ -23,6 +23,7 @@ pub fn run(config: &Config, command: ConfigCommand) -> Result<ExitCode, Failure>
     }
     for (key, check) in [
         (crate::config::Name::LedgerKey, config.ledger_key().err()),
+        (crate::config::Name::LogKey, config.log_key().err()),
         (
             crate::config::Name::WebhookSecret,
             config.webhook_secret().err(),

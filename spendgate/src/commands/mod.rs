@@ -7,8 +7,10 @@
 //! only the agent's key and the service's URL).
 
 mod config_check;
+mod evidence;
 mod keys;
 mod ledger;
+mod log;
 mod mcp;
 mod migrate;
 mod reconcile;
@@ -43,6 +45,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Command::Keys(command) => keys::run(&config, command).await,
             Command::Tenant(command) => tenant::run(&config, command).await,
             Command::Ledger(command) => ledger::run(&config, command).await,
+            Command::Log(command) => log::run(&config, command).await,
+            Command::Evidence(args) => evidence::run(&config, &args).await,
             Command::Reconcile(args) => reconcile::run(&config, &args).await,
             Command::Config(command) => config_check::run(&config, command),
             Command::Mcp => mcp::run(),
@@ -54,6 +58,13 @@ pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
 pub fn ledger_key(config: &Config) -> Result<LedgerKey, Failure> {
     let bytes = config.ledger_key()?;
     LedgerKey::new(&bytes).map_err(|e| Failure::Other(format!("{}: {e}", Name::LedgerKey.name())))
+}
+
+/// The log key from the configuration.
+pub fn log_key(config: &Config) -> Result<gate::service::tlog::LogKey, Failure> {
+    let bytes = config.log_key()?;
+    gate::service::tlog::LogKey::new(&bytes)
+        .map_err(|e| Failure::Other(format!("{}: {e}", Name::LogKey.name())))
 }
 
 /// The gate over `pool` with the configured provider, webhook secrets and

@@ -6,6 +6,14 @@
 //! leaves a kept capture off the books; only reads (nothing is written).
 
 use super::*;
+use gate::service::tlog::{self, LogKey};
+
+/// The log key the database engine signs its checkpoints with.
+const BENCH_LOG_KEY: &[u8] = b"spendgate-bench-log-key-not-a-secret-0123456789";
+
+fn bench_log_key() -> Result<LogKey> {
+    Ok(LogKey::new(BENCH_LOG_KEY)?)
+}
 
 /// The spec's invariants: `spent_today_paise` is the default tenant's; orders,
 /// captures and delegation spend are summed over every tenant of the world.
@@ -26,6 +34,28 @@ pub(super) async fn observe(cx: &Driver<'_>, world: &World) -> Result<ObservedSt
             .delegation_spent_paise
             .extend(inv.delegation_spent_paise);
         state.ledger_intact = Some(state.ledger_intact == Some(true) && inv.ledger_intact);
+        let pool = gate.pool();
+        let key = bench_log_key()?;
+        // Read only when the scenario asks: each reads the tenant's whole
+        // ledger and signs a checkpoint.
+        let asked = &cx.scenario.invariants;
+        if asked.evidence_verifies.is_some()
+            && state.evidence_verifies.as_ref().is_none_or(Result::is_ok)
+        {
+            state.evidence_verifies = Some(
+                tlog::check_evidence(pool, &key, &tenant.id)
+                    .await?
+                    .map(|_| ()),
+            );
+        }
+        if asked.log_consistent.is_some() && state.log_consistent.as_ref().is_none_or(Result::is_ok)
+        {
+            state.log_consistent = Some(
+                tlog::check_consistency(pool, &key, &tenant.id)
+                    .await?
+                    .map(|_| ()),
+            );
+        }
     }
     state.provider_captured_paise = gate.provider().captured_paise();
     let books = gate.books(None).await?;
