@@ -734,7 +734,8 @@ fn render_corpus(o: &mut String, c: &CorpusRun, guards: &[GuardRow]) {
          engine unmutated) run once per guard switched off (source guards through the schemata \
          switch, schema guards dropped from every database the benchmark used), and, for a guard \
          whose deletion alone lets no attack through, again with each other guard of the same \
-         threat switched off with it (at most {} partners, first hit reported). {} benchmark \
+         threat switched off with it, over that threat's scenarios (at most {} partners, first \
+         hit reported). {} benchmark \
          runs; build {}; whole run {}.\n",
         c.generated_by,
         c.scenarios,
@@ -752,7 +753,7 @@ fn render_corpus(o: &mut String, c: &CorpusRun, guards: &[GuardRow]) {
     let _ = writeln!(
         o,
         "- **{}** are **covered by another guard** of the same threat: alone, no attack gets \
-         through; with that guard also off, one does.",
+         through; with that guard also off, an attack of their threat does.",
         s.covered
     );
     let _ = writeln!(

@@ -216,7 +216,7 @@ fn the_corpus_columns_are_consistent_with_the_registry_and_the_summary() {
         problems.is_empty(),
         "{}",
         stale(&format!(
-            "the corpus columns do not hold together: {}",
+            "the corpus columns do not hold together (`make mutation-corpus` merges them): {}",
             problems.join("; ")
         ))
     );

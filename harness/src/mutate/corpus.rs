@@ -21,7 +21,11 @@
 //! - A guard that unblocks nothing alone is switched off again together with
 //!   each other guard of the same threat (at most `pair_limit`, partners that
 //!   unblock nothing alone first) until a pair unblocks an attack that
-//!   neither unblocks alone ([`classify`]); that partner is `covered_by`.
+//!   neither unblocks alone ([`classify`]); that partner is `covered_by`. A
+//!   pair's benchmark runs only the scenarios of that threat class (`bench
+//!   --class`), and is compared over those: cover means an attack of the
+//!   threat both guards defend gets through. A threat with no scenario in
+//!   the corpus tries no pair, and says so.
 //! - The rows go to `OUT/corpus.json`; with `--report-dir`, they are merged
 //!   into the `mutations.json` already there and both report files are
 //!   rewritten. Exit 0 when every selected guard was judged, 1 when any
@@ -88,6 +92,15 @@ pub fn baseline_of(results: Vec<ScenarioResult>) -> (Baseline, Vec<String>) {
         }
     }
     (kept, left_out)
+}
+
+/// The part of `baseline` of threat class `class` (all of it for `None`).
+pub fn of_class(baseline: &Baseline, class: Option<&str>) -> Baseline {
+    baseline
+        .iter()
+        .filter(|(_, r)| class.is_none_or(|c| r.class.as_deref() == Some(c)))
+        .map(|(k, r)| (k.clone(), r.clone()))
+        .collect()
 }
 
 /// How `mutant` differs from `baseline`: attacks let through, and scenarios
@@ -186,8 +199,9 @@ struct Bench<'a> {
 type Ran = std::result::Result<Vec<ScenarioResult>, String>;
 
 impl Bench<'_> {
-    /// Runs the corpus with the guards `ids` off (none: the baseline).
-    fn run(&self, ids: &[&str], cancel: &Cancel) -> Result<Ran> {
+    /// Runs the corpus (only the scenarios of `class`, when given) with the
+    /// guards `ids` off (none: the baseline).
+    fn run(&self, ids: &[&str], class: Option<&str>, cancel: &Cancel) -> Result<Ran> {
         let tag = if ids.is_empty() {
             "baseline".to_string()
         } else {
@@ -203,6 +217,7 @@ impl Bench<'_> {
             .arg(self.corpus)
             .arg("--out")
             .arg(&dir)
+            .args(class.map(|c| ["--class", c]).into_iter().flatten())
             .env_remove(self.switch_env)
             .env_remove(DROP_GUARDS_ENV)
             .env_remove(DROP_GUARDS_LOG_ENV)
@@ -418,7 +433,7 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
     };
     let mut runs = 1usize;
     eprintln!("corpus: the baseline (nothing switched off)");
-    let base = match bench.run(&[], cancel)? {
+    let base = match bench.run(&[], None, cancel)? {
         Ok(r) => r,
         Err(e) => bail!("the unmutated benchmark failed: {e}"),
     };
@@ -436,7 +451,7 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
     let singles: Vec<std::result::Result<Diff, String>> =
         parallel(&selected, args.jobs, cancel, &|id: &String| {
             let d = bench
-                .run(&[id.as_str()], cancel)?
+                .run(&[id.as_str()], None, cancel)?
                 .map(|r| diff(&baseline, &r));
             shown.done(id, &d);
             Ok(d)
@@ -474,9 +489,10 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
     if !missing.is_empty() {
         let shown = Shown::new(missing.len(), "corpus: partners alone");
         let more = parallel(&missing, args.jobs, cancel, &|id: &String| {
+            let class = registry.guard(id).map(|g| g.threat.as_str());
             let d = bench
-                .run(&[id.as_str()], cancel)?
-                .map(|r| diff(&baseline, &r));
+                .run(&[id.as_str()], class, cancel)?
+                .map(|r| diff(&of_class(&baseline, class), &r));
             shown.done(id, &d);
             Ok(d)
         })?;
@@ -501,6 +517,16 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
             let mut tried = Vec::new();
             let mut row = classify(&single, &tried);
             let mut skipped = Vec::new();
+            let class = registry.guard(id).map(|g| g.threat.as_str());
+            let in_class = of_class(&baseline, class);
+            if in_class.is_empty() {
+                shown.bar.inc(ps.len() as u64);
+                row.note = Some(format!(
+                    "no scenario of its threat ({}) in the corpus: no pair can show a cover",
+                    class.unwrap_or("?")
+                ));
+                return Ok((id.clone(), row));
+            }
             for (n, partner) in ps.iter().enumerate() {
                 let Some(Ok(partner_alone)) = alone.get(partner) else {
                     skipped.push(partner.clone());
@@ -508,8 +534,8 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
                     continue;
                 };
                 let both = bench
-                    .run(&[id.as_str(), partner.as_str()], cancel)?
-                    .map(|r| diff(&baseline, &r));
+                    .run(&[id.as_str(), partner.as_str()], class, cancel)?
+                    .map(|r| diff(&in_class, &r));
                 if let Ok(mut r) = pair_runs.lock() {
                     *r += 1;
                 }
@@ -681,6 +707,26 @@ mod tests {
         let d = diff(&base, &mutant[2..]);
         assert_eq!(d.unblocked, ids(&[]));
         assert!(d.reason_only.contains("a-through"));
+    }
+
+    #[test]
+    fn a_pair_is_compared_over_its_threat_scenarios_only() {
+        let mut a = result("a", Label::Attack, true, true);
+        a.class = Some("t.one".into());
+        let mut b = result("b", Label::Attack, true, true);
+        b.class = Some("t.two".into());
+        let (base, _) = baseline_of(vec![a.clone(), b]);
+        let one = of_class(&base, Some("t.one"));
+        assert_eq!(one.keys().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(of_class(&base, None).len(), 2);
+        assert!(of_class(&base, Some("t.three")).is_empty());
+        // A benchmark of t.one's scenarios, compared over them: `b` did not
+        // run, and is not a change.
+        a.blocked = false;
+        a.passed = false;
+        let d = diff(&one, &[a]);
+        assert_eq!(d.unblocked, ids(&["a"]));
+        assert!(d.reason_only.is_empty());
     }
 
     #[test]
