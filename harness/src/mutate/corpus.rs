@@ -527,6 +527,9 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
                 ));
                 return Ok((id.clone(), row));
             }
+            if ps.is_empty() {
+                row.note = Some("no other guard of its threat to pair it with".to_string());
+            }
             for (n, partner) in ps.iter().enumerate() {
                 let Some(Ok(partner_alone)) = alone.get(partner) else {
                     skipped.push(partner.clone());
