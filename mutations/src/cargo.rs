@@ -344,6 +344,55 @@ impl Cargo {
         })
     }
 
+    /// Builds the binary `bin` of `package` (`cargo build`, with the
+    /// `--config` values of this cargo); the path of the executable cargo
+    /// reported, or the failed build. The executable is where cargo puts a
+    /// binary (the target directory's profile folder), so a caller that must
+    /// keep it across builds copies it first.
+    pub fn build_bin(
+        &self,
+        package: &str,
+        bin: &str,
+        limit: Option<Duration>,
+        cancel: &Cancel,
+    ) -> Result<std::result::Result<PathBuf, Build>> {
+        let mut cmd = self.command();
+        let mut args: Vec<String> = Vec::new();
+        for c in &self.config {
+            args.extend(["--config".to_string(), c.clone()]);
+        }
+        args.extend([
+            "build".into(),
+            "--message-format=json-render-diagnostics".into(),
+            "-p".into(),
+            package.into(),
+            "--bin".into(),
+            bin.into(),
+        ]);
+        cmd.args(&args);
+        let shown = format!("cargo {}", args.join(" "));
+        let f = process::run(cmd, limit, cancel)?;
+        if f.exit != Exit::Success {
+            return Ok(Err(Build::Failed {
+                command: shown,
+                tail: process::tail(&f.stderr, 60),
+                elapsed: f.elapsed,
+                timed_out: f.exit == Exit::TimedOut,
+            }));
+        }
+        let exe = f.stdout.lines().find_map(|line| {
+            let msg = serde_json::from_str::<serde_json::Value>(line).ok()?;
+            let is_bin = msg["reason"] == "compiler-artifact"
+                && msg["target"]["name"] == bin
+                && msg["target"]["kind"]
+                    .as_array()
+                    .is_some_and(|k| k.iter().any(|k| k == "bin"));
+            is_bin.then(|| msg["executable"].as_str().map(PathBuf::from))?
+        });
+        exe.map(Ok)
+            .ok_or_else(|| Error::Cargo(format!("`{shown}` reported no executable for {bin}")))
+    }
+
     /// A command that runs `bin` with `args`, as `cargo test` would, minus
     /// the scrubbed variables; the caller adds what the mutant needs.
     pub fn test_command(&self, bin: &TestBinary, args: &[String]) -> Command {

@@ -53,6 +53,124 @@ pub struct MutationReport {
     pub cross_check: Option<CrossCheck>,
     pub guards: Vec<GuardRow>,
     pub exemptions: Vec<ExemptionRow>,
+    /// What the committed corpus proves per guard (`harness mutate --corpus`),
+    /// when that run was merged into the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<CorpusRun>,
+}
+
+/// The corpus run: the committed scenarios through the database engine, once
+/// per guard switched off (and per pair, where one alone changed nothing).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorpusRun {
+    /// How it was produced (the command line).
+    pub generated_by: String,
+    /// Scenarios the unmutated run judged on the database engine (sent, and
+    /// passing); the comparisons are over these.
+    pub scenarios: usize,
+    /// Benchmark runs: the baseline, one per guard, one per pair tried.
+    pub bench_runs: usize,
+    /// The most partners (same threat) tried for one guard.
+    pub pair_limit: usize,
+    /// Building the instrumented harness once.
+    pub build_secs: f64,
+    /// The whole run, wall clock.
+    pub elapsed_secs: f64,
+    pub summary: CorpusSummary,
+}
+
+/// The corpus run's counts over the guards (each guard is in exactly one of
+/// `depended`, `covered`, `unit_only`, `error`; `reason_only` counts the
+/// guards not depended on whose deletion still changed a reason).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorpusSummary {
+    pub judged: usize,
+    pub depended: usize,
+    pub covered: usize,
+    pub unit_only: usize,
+    pub error: usize,
+    pub reason_only: usize,
+}
+
+/// What the corpus says about one guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CorpusEffect {
+    /// Deleted alone, at least one attack the unmutated gate blocks is no
+    /// longer blocked: money or authority would move.
+    Unblocks,
+    /// Deleted alone, no attack gets through; deleted together with
+    /// `covered_by` (same threat), one that neither unblocks alone does.
+    Covered,
+    /// Deleted alone and with every partner tried, no attack gets through:
+    /// only its unit and flow tests prove it.
+    UnitOnly,
+    /// The run could not judge it (the benchmark failed or a schema guard
+    /// was not dropped).
+    Error,
+}
+
+impl CorpusEffect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CorpusEffect::Unblocks => "unblocks",
+            CorpusEffect::Covered => "covered",
+            CorpusEffect::UnitOnly => "unit_only",
+            CorpusEffect::Error => "error",
+        }
+    }
+}
+
+/// One guard's corpus columns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardCorpus {
+    pub effect: CorpusEffect,
+    /// Attacks blocked by the unmutated gate and not blocked without the guard.
+    pub unblocked: Vec<String>,
+    /// Scenarios that only changed a reason: an attack still blocked but not
+    /// for the expected reason, or a legitimate scenario that fails.
+    pub reason_only: Vec<String>,
+    /// The guard of the same threat that refuses the same thing.
+    pub covered_by: Option<String>,
+    /// The attacks that get through with both off (and with neither alone).
+    pub covered_scenarios: Vec<String>,
+    /// Partners switched off together with this guard.
+    pub pairs_tried: usize,
+    pub note: Option<String>,
+}
+
+impl GuardCorpus {
+    /// How the deletion kills, for the report: money or authority moving
+    /// (a blocked attack gets through), only a reason changing, or nothing
+    /// the corpus sees.
+    pub fn kill(&self) -> &'static str {
+        match (self.effect, self.reason_only.is_empty()) {
+            (CorpusEffect::Unblocks, _) => "money or authority",
+            (CorpusEffect::Error, _) => "not judged",
+            (_, false) => "reason only",
+            (_, true) => "no scenario",
+        }
+    }
+}
+
+impl CorpusSummary {
+    /// The counts of some guards' corpus columns.
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a GuardCorpus>) -> CorpusSummary {
+        let mut s = CorpusSummary::default();
+        for c in rows {
+            s.judged += 1;
+            match c.effect {
+                CorpusEffect::Unblocks => s.depended += 1,
+                CorpusEffect::Covered => s.covered += 1,
+                CorpusEffect::UnitOnly => s.unit_only += 1,
+                CorpusEffect::Error => s.error += 1,
+            }
+            if c.effect != CorpusEffect::Unblocks && !c.reason_only.is_empty() {
+                s.reason_only += 1;
+            }
+        }
+        s
+    }
 }
 
 /// How many guards of each kind, and how the full run judged them.
@@ -116,6 +234,9 @@ pub struct GuardRow {
     pub schemata_secs: Option<f64>,
     pub rewrite_verdict: Option<Verdict>,
     pub rewrite_secs: Option<f64>,
+    /// The corpus run's columns (`None`: no corpus run merged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<GuardCorpus>,
 }
 
 /// One exempt refusal site.
@@ -224,6 +345,7 @@ impl MutationReport {
                     schemata_secs: s.map(|m| round(m.total_secs)),
                     rewrite_verdict: r.map(|m| m.verdict),
                     rewrite_secs: r.map(|m| round(m.total_secs)),
+                    corpus: None,
                 }
             })
             .collect();
@@ -271,7 +393,23 @@ impl MutationReport {
             cross_check: rewrite.map(|(_, c)| c),
             guards,
             exemptions: exemption_rows(registry),
+            corpus: None,
         }
+    }
+
+    /// Merges a corpus run: `rows` by guard id (a guard it did not judge
+    /// keeps no corpus columns), and the run's summary recounted from them.
+    pub fn with_corpus(
+        mut self,
+        mut run: CorpusRun,
+        rows: &BTreeMap<String, GuardCorpus>,
+    ) -> MutationReport {
+        for g in &mut self.guards {
+            g.corpus = rows.get(&g.id).cloned();
+        }
+        run.summary = CorpusSummary::of(self.guards.iter().filter_map(|g| g.corpus.as_ref()));
+        self.corpus = Some(run);
+        self
     }
 
     /// Whether every guard was caught and the modes agreed.
@@ -538,6 +676,9 @@ pub fn render_markdown(r: &MutationReport) -> String {
             secs(g.rewrite_secs),
         );
     }
+    if let Some(c) = &r.corpus {
+        render_corpus(&mut o, c, &r.guards);
+    }
     let _ = writeln!(o, "\n## Exempt refusal sites\n");
     let _ = writeln!(
         o,
@@ -557,6 +698,112 @@ pub fn render_markdown(r: &MutationReport) -> String {
         );
     }
     o
+}
+
+/// The rule by which a kill is classed, as the report states it.
+pub const KILL_RULE: &str = "A deletion kills with **money or authority** when the corpus run \
+     without the guard has an attack that the unmutated gate blocks come out not blocked (the \
+     judge's `blocked`: a step expected `deny` or `step_up` was allowed, or a money invariant \
+     broke, and the gate did not stop the run with an engine error); with a **reason only** when \
+     every attack stays blocked but some scenario misses its expectations (another reason code, \
+     a legitimate scenario refused, a run the gate stopped with an engine error, failing \
+     closed); **no scenario** when \
+     the corpus does not change. The named test that catches the deletion (the table above) \
+     says neither.";
+
+fn listed(ids: &[String], max: usize) -> String {
+    if ids.is_empty() {
+        return "–".to_string();
+    }
+    let shown: Vec<String> = ids.iter().take(max).map(|i| format!("`{i}`")).collect();
+    let more = ids.len().saturating_sub(max);
+    let tail = if more > 0 {
+        format!(" +{more}")
+    } else {
+        String::new()
+    };
+    format!("{}: {}{tail}", ids.len(), shown.join(", "))
+}
+
+fn render_corpus(o: &mut String, c: &CorpusRun, guards: &[GuardRow]) {
+    let s = &c.summary;
+    let _ = writeln!(o, "\n## What the corpus proves per guard\n");
+    let _ = writeln!(
+        o,
+        "Generated by `{}`: the committed corpus ({} scenarios sent and passing on the database \
+         engine unmutated) run once per guard switched off (source guards through the schemata \
+         switch, schema guards dropped from every database the benchmark used), and, for a guard \
+         whose deletion alone lets no attack through, again with each other guard of the same \
+         threat switched off with it, over that threat's scenarios (at most {} partners, first \
+         hit reported). {} benchmark \
+         runs; build {}; whole run {}.\n",
+        c.generated_by,
+        c.scenarios,
+        c.pair_limit,
+        c.bench_runs,
+        duration(c.build_secs),
+        duration(c.elapsed_secs)
+    );
+    let _ = writeln!(
+        o,
+        "- The corpus **depends on {}** of {} guards: deleting any one of them lets an attack \
+         through (money or authority would move).",
+        s.depended, s.judged
+    );
+    let _ = writeln!(
+        o,
+        "- **{}** are **covered by another guard** of the same threat: alone, no attack gets \
+         through; with that guard also off, an attack of their threat does.",
+        s.covered
+    );
+    let _ = writeln!(
+        o,
+        "- **{}** are covered **only by a unit or flow test**: no attack gets through without \
+         them, alone or with any partner tried.",
+        s.unit_only
+    );
+    if s.error > 0 {
+        let _ = writeln!(o, "- **{}** could not be judged (see the note).", s.error);
+    }
+    let _ = writeln!(
+        o,
+        "- {} of the guards not depended on still change a reason in the corpus when deleted.\n",
+        s.reason_only
+    );
+    let _ = writeln!(o, "{KILL_RULE}\n");
+    let _ = writeln!(
+        o,
+        "| guard | threat | kill | depended on by (attacks unblocked) | reason only | covered by |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|---|");
+    for g in guards {
+        let Some(gc) = &g.corpus else {
+            let _ = writeln!(o, "| `{}` | {} | not run | – | – | – |", g.id, g.threat);
+            continue;
+        };
+        let covered = match (&gc.covered_by, gc.effect) {
+            (Some(by), _) => format!("`{by}` ({})", listed(&gc.covered_scenarios, 2)),
+            (None, CorpusEffect::UnitOnly) => {
+                format!("none of {} tried: unit tests only", gc.pairs_tried)
+            }
+            (None, _) => "–".to_string(),
+        };
+        let note = gc
+            .note
+            .as_deref()
+            .map_or_else(String::new, |n| format!("<br>{}", cell(n)));
+        let _ = writeln!(
+            o,
+            "| `{}` | {} | {} | {} | {} | {}{} |",
+            g.id,
+            g.threat,
+            gc.kill(),
+            listed(&gc.unblocked, 3),
+            listed(&gc.reason_only, 3),
+            covered,
+            note
+        );
+    }
 }
 
 #[cfg(test)]
@@ -683,6 +930,82 @@ exempt:
             disagreements(&["cap".into()], &full, &missed),
             ["cap: schemata caught != rewrite missed"]
         );
+    }
+
+    #[test]
+    fn a_corpus_run_merges_by_id_recounts_and_says_how_each_kill_moves() {
+        let registry = Registry::parse(REG, Path::new("r.yaml")).unwrap();
+        let full = run(
+            Mode::Schemata,
+            vec![
+                outcome("cap", GuardKind::Source, Verdict::Caught, 1.0),
+                outcome("db-once", GuardKind::Schema, Verdict::Caught, 2.0),
+            ],
+            10.0,
+        );
+        let plain = MutationReport::build(&registry, "harness mutate", 2, &full, None);
+        let plain_md = render_markdown(&plain);
+        assert!(!plain_md.contains("What the corpus proves"));
+        let row = |effect, unblocked: &[&str], reason: &[&str], by: Option<&str>| GuardCorpus {
+            effect,
+            unblocked: unblocked.iter().map(|s| s.to_string()).collect(),
+            reason_only: reason.iter().map(|s| s.to_string()).collect(),
+            covered_by: by.map(str::to_string),
+            covered_scenarios: by
+                .map(|_| vec!["pair-attack".to_string()])
+                .unwrap_or_default(),
+            pairs_tried: usize::from(by.is_some()),
+            note: None,
+        };
+        let rows = BTreeMap::from([
+            (
+                "cap".to_string(),
+                row(CorpusEffect::Unblocks, &["pol-over-cap"], &[], None),
+            ),
+            (
+                "db-once".to_string(),
+                row(CorpusEffect::UnitOnly, &[], &["reuse-twice"], None),
+            ),
+        ]);
+        let corpus = CorpusRun {
+            generated_by: "harness mutate --corpus".into(),
+            scenarios: 400,
+            bench_runs: 3,
+            pair_limit: 6,
+            build_secs: 60.0,
+            elapsed_secs: 120.0,
+            summary: CorpusSummary::default(),
+        };
+        let r = plain.clone().with_corpus(corpus, &rows);
+        let s = &r.corpus.as_ref().unwrap().summary;
+        assert_eq!(
+            (s.judged, s.depended, s.covered, s.unit_only, s.reason_only),
+            (2, 1, 0, 1, 1)
+        );
+        assert_eq!(r.registry_part(), plain.registry_part());
+        let md = render_markdown(&r);
+        assert!(md.starts_with(&plain_md[..plain_md.find("## Exempt").unwrap()]));
+        assert!(
+            md.contains("The corpus **depends on 1** of 2 guards"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| `cap` | policy.amount-over-cap | money or authority | 1: `pol-over-cap` | – |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| `db-once` | checkout-authority.reuse | reason only | – | 1: `reuse-twice` | none of 0 tried: unit tests only |"),
+            "{md}"
+        );
+        assert!(md.contains(KILL_RULE));
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<MutationReport>(&json).unwrap(), r);
+        // A report written before the corpus columns existed still reads.
+        let old = serde_json::to_string(&plain).unwrap();
+        assert!(!old.contains("corpus"));
+        assert_eq!(serde_json::from_str::<MutationReport>(&old).unwrap(), plain);
     }
 
     #[test]

@@ -81,7 +81,7 @@ pub fn run(opts: &RunOptions, cancel: &Cancel, observer: &mut dyn Observer) -> R
 }
 
 /// Top-level entries neither copied nor fingerprinted.
-pub(crate) fn exclusions(opts: &RunOptions, registry: &Registry) -> Vec<String> {
+pub fn exclusions(opts: &RunOptions, registry: &Registry) -> Vec<String> {
     let mut ex: Vec<String> = ALWAYS_EXCLUDED.iter().map(|s| s.to_string()).collect();
     ex.extend(registry.scratch_exclude.iter().cloned());
     for inside in [&opts.out_dir, &opts.target_dir] {

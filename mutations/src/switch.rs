@@ -5,9 +5,11 @@
 //! schemata mode calls the registry's `switch` path, a
 //! `fn(&str) -> bool`, with a guard id; it must return `true` exactly when the
 //! registry's `switch_env` variable (default `SPENDGATE_MUTANT`) is set and
-//! equal to that id, and `false` otherwise, including when the variable is
-//! unset or not UTF-8. The runner sets the variable only on the test process
-//! of that one mutant and removes it everywhere else (builds, baseline).
+//! equal to that id, or is a comma-separated list of ids one of which is that
+//! id (guard ids hold no comma), and `false` otherwise, including when the
+//! variable is unset or not UTF-8. The runner sets the variable only on the test process
+//! of that one mutant and removes it everywhere else (builds, baseline);
+//! `harness mutate --corpus` names two ids at once to switch a pair off.
 //! The function must be reachable from every file that has registered guards
 //! under the path written in `switch` (for the gate: `crate::mutant_active`).
 //!
@@ -17,7 +19,7 @@
 //!
 //! ```
 //! pub fn mutant_active(id: &str) -> bool {
-//!     std::env::var_os("SPENDGATE_MUTANT").is_some_and(|v| v == id)
+//!     std::env::var("SPENDGATE_MUTANT").is_ok_and(|v| v.split(',').any(|v| v == id))
 //! }
 //! assert!(!mutant_active("policy-merchant-allowlist"));
 //! ```
@@ -27,7 +29,9 @@
 
 /// The decision the switch must make, for a value of the variable.
 pub fn selects(value: Option<&std::ffi::OsStr>, id: &str) -> bool {
-    value.is_some_and(|v| v == id)
+    value
+        .and_then(|v| v.to_str())
+        .is_some_and(|v| v.split(',').any(|v| v == id))
 }
 
 #[cfg(test)]
@@ -41,5 +45,13 @@ mod tests {
         assert!(!selects(Some(OsStr::new("cap")), "cap-2"));
         assert!(!selects(Some(OsStr::new("")), "cap"));
         assert!(!selects(None, "cap"));
+    }
+
+    #[test]
+    fn a_list_switches_off_each_id_it_names() {
+        assert!(selects(Some(OsStr::new("cap,once")), "cap"));
+        assert!(selects(Some(OsStr::new("cap,once")), "once"));
+        assert!(!selects(Some(OsStr::new("cap,once")), "cap,once"));
+        assert!(!selects(Some(OsStr::new("cap,once")), "on"));
     }
 }

@@ -8,7 +8,10 @@
 //! from a full run, all of them `caught`, each caught by one of its own named
 //! tests; and the Markdown must be exactly the rendering of the JSON. Only the
 //! verdicts and times come from the run, and those are checked for shape,
-//! not value. Any failure says to run `make mutation-report`.
+//! not value. The corpus columns, when a corpus run was merged, must each
+//! agree with their effect (a guard `covered` names another guard of its own
+//! threat and the attacks the pair let through) and with the summary. Any
+//! failure says to run `make mutation-report` (and `make mutation-corpus`).
 
 use std::path::{Path, PathBuf};
 
@@ -137,4 +140,84 @@ fn the_markdown_is_the_rendering_of_the_json() {
             ))
         );
     }
+}
+
+#[test]
+fn the_corpus_columns_are_consistent_with_the_registry_and_the_summary() {
+    use mutations::report::{CorpusEffect, CorpusSummary};
+    let registry = Registry::load(&root().join("mutations/registry.yaml")).expect("registry");
+    let (committed, _) = committed();
+    let Some(run) = &committed.corpus else {
+        // No corpus run merged: no row may carry corpus columns either.
+        assert!(
+            committed.guards.iter().all(|g| g.corpus.is_none()),
+            "{}",
+            stale("guards carry corpus columns but the report has no corpus run")
+        );
+        return;
+    };
+    let mut problems = Vec::new();
+    for g in &committed.guards {
+        let Some(c) = &g.corpus else {
+            problems.push(format!("{}: no corpus columns", g.id));
+            continue;
+        };
+        let unblocks = !c.unblocked.is_empty();
+        match c.effect {
+            CorpusEffect::Unblocks if !unblocks => {
+                problems.push(format!("{}: `unblocks` with no scenario unblocked", g.id))
+            }
+            CorpusEffect::Covered | CorpusEffect::UnitOnly if unblocks => problems.push(format!(
+                "{}: {} although its deletion alone unblocks {:?}",
+                g.id,
+                c.effect.as_str(),
+                c.unblocked
+            )),
+            _ => {}
+        }
+        match (&c.covered_by, c.effect) {
+            (Some(by), CorpusEffect::Covered) => {
+                match registry.guard(by) {
+                    Some(p) if p.threat == g.threat && p.id != g.id => {}
+                    _ => problems.push(format!(
+                        "{}: covered by {by}, which is not another guard of threat {}",
+                        g.id, g.threat
+                    )),
+                }
+                if c.covered_scenarios.is_empty() {
+                    problems.push(format!("{}: covered by {by} with no scenario named", g.id));
+                }
+                if c.pairs_tried == 0 || c.pairs_tried > run.pair_limit {
+                    problems.push(format!(
+                        "{}: {} pairs tried, outside 1..={}",
+                        g.id, c.pairs_tried, run.pair_limit
+                    ));
+                }
+            }
+            (None, CorpusEffect::Covered) => {
+                problems.push(format!("{}: covered, but by no guard", g.id))
+            }
+            (Some(by), _) => problems.push(format!(
+                "{}: names {by} as cover but is {}",
+                g.id,
+                c.effect.as_str()
+            )),
+            (None, _) => {}
+        }
+    }
+    let recounted = CorpusSummary::of(committed.guards.iter().filter_map(|g| g.corpus.as_ref()));
+    if recounted != run.summary {
+        problems.push(format!(
+            "the summary {:?} is not the count of the rows {recounted:?}",
+            run.summary
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "{}",
+        stale(&format!(
+            "the corpus columns do not hold together (`make mutation-corpus` merges them): {}",
+            problems.join("; ")
+        ))
+    );
 }

@@ -79,6 +79,9 @@ pub struct BenchArgs {
     /// Run only the scenarios whose id contains this text.
     #[arg(long)]
     pub only: Option<String>,
+    /// Run only the scenarios of this threat class (taxonomy id).
+    #[arg(long, value_name = "CLASS")]
+    pub class: Option<String>,
     /// How many scenarios run at once (each in its own database).
     #[arg(long, default_value_t = 8)]
     pub jobs: usize,
@@ -121,6 +124,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         .scenarios
         .iter()
         .filter(|s| args.only.as_deref().is_none_or(|o| s.id.contains(o)))
+        .filter(|s| {
+            args.class
+                .as_deref()
+                .is_none_or(|c| s.class.as_deref() == Some(c))
+        })
         .collect();
     if let Some(seed) = args.shuffle {
         selected = shuffled(selected, seed);

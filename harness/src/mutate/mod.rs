@@ -14,7 +14,8 @@
 //! `--check-tests`, every named test exists). `--cross-check N|all` then runs
 //! a seeded sample of the same guards in rewrite mode and fails on any
 //! verdict that differs, and `--report-dir` writes the committed report
-//! ([`cross`]); `--tour` deletes three guards live for the triage tour
+//! ([`cross`]); `--corpus` runs the committed corpus once per guard switched
+//! off and says what it proves per guard ([`corpus`]); `--tour` deletes three guards live for the triage tour
 //! ([`tour`]). Test databases left by test processes the runner had to kill
 //! are dropped before it exits ([`sweep`]). Progress goes through
 //! [`crate::progress`].
@@ -34,6 +35,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::progress;
 use crate::workspace;
 
+pub mod corpus;
 pub mod cross;
 pub mod sweep;
 pub mod tour;
@@ -106,6 +108,23 @@ pub struct MutateArgs {
     /// The triage step: delete three guards live (source, schema, delegation) and show what failed.
     #[arg(long, conflicts_with_all = ["check", "list", "cross_check", "report_dir", "only"])]
     tour: bool,
+    /// What the corpus proves per guard: the committed corpus through the database engine
+    /// once per guard switched off (schemata build; schema guards dropped), and, where one
+    /// alone lets no attack through, with each same-threat partner too; with --report-dir,
+    /// merged into the mutations.json already there.
+    #[arg(long, conflicts_with_all = ["check", "list", "cross_check", "tour"])]
+    corpus: bool,
+    /// With --corpus: the corpus file or folder.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "scenarios",
+        requires = "corpus"
+    )]
+    scenarios: PathBuf,
+    /// With --corpus: the most same-threat partners tried for one guard.
+    #[arg(long, value_name = "N", default_value_t = 6, requires = "corpus")]
+    pair_limit: usize,
     #[command(subcommand)]
     command: Option<MutateCommand>,
 }
@@ -189,6 +208,25 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
 
     let cancel = Cancel::new();
     stop_on_signals(cancel.clone())?;
+    if args.corpus {
+        if opts.mode != Mode::Schemata {
+            anyhow::bail!("--corpus builds the schemata workspace; drop --mode rewrite");
+        }
+        let report_dir = match &args.report_dir {
+            Some(d) => Some(absolute(d)?),
+            None => None,
+        };
+        let c = corpus::CorpusArgs {
+            corpus: args.scenarios.clone(),
+            pair_limit: args.pair_limit,
+            jobs: opts.jobs,
+            report_dir: report_dir.as_deref(),
+            command: command_line(&args),
+        };
+        let code = corpus::run(&opts, &c, &cancel);
+        sweep::sweep_killed_test_databases(sweep::database_url(&opts.test_env).as_deref());
+        return code;
+    }
     if args.cross_check.is_some() || args.report_dir.is_some() {
         let report_dir = match &args.report_dir {
             Some(d) => Some(absolute(d)?),
@@ -229,6 +267,9 @@ fn command_line(args: &MutateArgs) -> String {
     }
     if let Some(s) = args.shard {
         c.push_str(&format!(" --shard {s}"));
+    }
+    if args.corpus {
+        c.push_str(&format!(" --corpus --pair-limit {}", args.pair_limit));
     }
     if let Some(n) = args.cross_check {
         c.push_str(&format!(" --cross-check {n}"));
