@@ -153,6 +153,40 @@ impl GuardCorpus {
     }
 }
 
+impl CorpusRun {
+    /// Folds several corpus runs into one, in order: a later run's row for a
+    /// guard replaces an earlier one's. The combined run names every part's
+    /// command and scenario count in `generated_by`, sums their benchmark runs
+    /// and times, and keeps the largest scenario count and pair limit.
+    pub fn combine(
+        parts: Vec<(CorpusRun, BTreeMap<String, GuardCorpus>)>,
+    ) -> Option<(CorpusRun, BTreeMap<String, GuardCorpus>)> {
+        let mut parts = parts.into_iter();
+        let (mut run, mut rows) = parts.next()?;
+        let mut names = vec![format!(
+            "{} ({} scenarios)",
+            run.generated_by, run.scenarios
+        )];
+        for (next, next_rows) in parts {
+            names.push(format!(
+                "{} ({} scenarios)",
+                next.generated_by, next.scenarios
+            ));
+            run.scenarios = run.scenarios.max(next.scenarios);
+            run.pair_limit = run.pair_limit.max(next.pair_limit);
+            run.bench_runs += next.bench_runs;
+            run.build_secs += next.build_secs;
+            run.elapsed_secs += next.elapsed_secs;
+            rows.extend(next_rows);
+        }
+        if names.len() > 1 {
+            run.generated_by = names.join("`, then `");
+        }
+        run.summary = CorpusSummary::of(rows.values());
+        Some((run, rows))
+    }
+}
+
 impl CorpusSummary {
     /// The counts of some guards' corpus columns.
     pub fn of<'a>(rows: impl IntoIterator<Item = &'a GuardCorpus>) -> CorpusSummary {
@@ -1006,6 +1040,60 @@ exempt:
         let old = serde_json::to_string(&plain).unwrap();
         assert!(!old.contains("corpus"));
         assert_eq!(serde_json::from_str::<MutationReport>(&old).unwrap(), plain);
+    }
+
+    #[test]
+    fn corpus_runs_combine_in_order_later_rows_winning() {
+        let row = |effect| GuardCorpus {
+            effect,
+            unblocked: Vec::new(),
+            reason_only: Vec::new(),
+            covered_by: None,
+            covered_scenarios: Vec::new(),
+            pairs_tried: 0,
+            note: None,
+        };
+        let run = |by: &str, scenarios, runs| CorpusRun {
+            generated_by: by.into(),
+            scenarios,
+            bench_runs: runs,
+            pair_limit: 6,
+            build_secs: 10.0,
+            elapsed_secs: 100.0,
+            summary: CorpusSummary::default(),
+        };
+        let first = BTreeMap::from([
+            ("a".to_string(), row(CorpusEffect::UnitOnly)),
+            ("b".to_string(), row(CorpusEffect::Error)),
+        ]);
+        let second = BTreeMap::from([
+            ("b".to_string(), row(CorpusEffect::Unblocks)),
+            ("c".to_string(), row(CorpusEffect::Covered)),
+        ]);
+        let (r, rows) = CorpusRun::combine(vec![
+            (run("old", 430, 200), first),
+            (run("new --only b --only c", 470, 5), second),
+        ])
+        .unwrap();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows["b"].effect, CorpusEffect::Unblocks);
+        assert_eq!((r.scenarios, r.bench_runs), (470, 205));
+        assert_eq!(r.elapsed_secs, 200.0);
+        assert_eq!(
+            r.generated_by,
+            "old (430 scenarios)`, then `new --only b --only c (470 scenarios)"
+        );
+        assert_eq!(
+            (
+                r.summary.judged,
+                r.summary.depended,
+                r.summary.covered,
+                r.summary.unit_only,
+                r.summary.error
+            ),
+            (3, 1, 1, 1, 0)
+        );
+        assert!(CorpusRun::combine(Vec::new()).is_none());
     }
 
     #[test]

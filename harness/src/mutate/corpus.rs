@@ -629,6 +629,70 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
     })
 }
 
+/// One run's `corpus.json`: the run and its rows by guard id.
+#[derive(Deserialize)]
+struct RunFile {
+    run: CorpusRun,
+    guards: BTreeMap<String, GuardCorpus>,
+}
+
+/// `harness mutate merge-corpus`: folds the rows of `runs` (in order) into
+/// `dir/mutations.json` and rewrites both report files. Exit 0; an unreadable
+/// file or report is an error naming it.
+pub fn merge_runs(runs: &[PathBuf], dir: &Path) -> Result<ExitCode> {
+    let mut parts = Vec::new();
+    for path in runs {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let file: RunFile = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a corpus run's corpus.json", path.display()))?;
+        parts.push((file.run, file.guards));
+    }
+    let Some((run, rows)) = CorpusRun::combine(parts) else {
+        bail!("no corpus run given");
+    };
+    let path = dir.join("mutations.json");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let report: MutationReport = serde_json::from_str(&text)
+        .with_context(|| format!("{} does not parse", path.display()))?;
+    let unknown: Vec<&String> = rows
+        .keys()
+        .filter(|id| !report.guards.iter().any(|g| &g.id == *id))
+        .collect();
+    let merged = report.with_corpus(run, &rows);
+    super::cross::write_report(dir, &merged)?;
+    let s = &merged
+        .corpus
+        .as_ref()
+        .map(|c| c.summary.clone())
+        .unwrap_or_default();
+    println!(
+        "merge-corpus: {} guards with corpus columns: {} depended on, {} covered by another, {} unit-test only, {} not judged; {} of {} guards in the report have none{}",
+        s.judged,
+        s.depended,
+        s.covered,
+        s.unit_only,
+        s.error,
+        merged.guards.iter().filter(|g| g.corpus.is_none()).count(),
+        merged.guards.len(),
+        if unknown.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} rows name guards the report no longer has: {}",
+                unknown.len(),
+                unknown
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 fn not_judged(e: &str) -> GuardCorpus {
     GuardCorpus {
         effect: CorpusEffect::Error,

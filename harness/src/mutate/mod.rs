@@ -134,6 +134,20 @@ enum MutateCommand {
     /// Combine the outcomes of the shards of one run (`--shard K/N` on N machines) into one
     /// outcome and one report; fails on any miss, any gap and any overlap between shards.
     Merge(MergeArgs),
+    /// Merge the rows of earlier `--corpus` runs (each run's corpus.json, in order: a later
+    /// file's row for a guard replaces an earlier one's) into DIR/mutations.json and rewrite
+    /// DIR/mutations.md; a guard no run judged keeps no corpus columns.
+    MergeCorpus(MergeCorpusArgs),
+}
+
+#[derive(Debug, Args)]
+struct MergeCorpusArgs {
+    /// Each run's corpus.json.
+    #[arg(required = true, value_name = "FILE")]
+    runs: Vec<PathBuf>,
+    /// The folder holding mutations.json (written by `--report-dir`).
+    #[arg(long, value_name = "DIR", default_value = "reports")]
+    report_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -166,6 +180,9 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
     };
     if let Some(MutateCommand::Merge(m)) = &args.command {
         return merge(&registry_path, m);
+    }
+    if let Some(MutateCommand::MergeCorpus(m)) = &args.command {
+        return corpus::merge_runs(&m.runs, &m.report_dir);
     }
     let mut opts = RunOptions::new(&root);
     opts.mode = match args.mode {
