@@ -38,7 +38,6 @@ mod outside_gate;
 mod outside_webhook;
 mod policy_properties;
 mod provider_lies;
-mod purity;
 mod race_mixed;
 mod races;
 mod razorpay_contract;

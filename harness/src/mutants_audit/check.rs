@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use super::classification::Classification;
 use super::report::Report;
 
-/// The text of every Rust file under gate/ (for finding test names).
+/// The text of every Rust file under gate-core/ and gate/ (for finding test names).
 fn gate_sources(root: &Path) -> String {
     fn walk(dir: &Path, out: &mut String) {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -29,6 +29,7 @@ fn gate_sources(root: &Path) -> String {
         }
     }
     let mut out = String::new();
+    walk(&root.join("gate-core"), &mut out);
     walk(&root.join("gate"), &mut out);
     out
 }

@@ -1,4 +1,5 @@
-//! `harness mutants-audit`: an outside mutation audit of the `gate` crate.
+//! `harness mutants-audit`: an outside mutation audit of the `gate` crate and
+//! its pure core, `gate-core`.
 //!
 //! The project's own runner (`harness mutate`) deletes the guards it
 //! registered; it cannot see a check nobody registered. cargo-mutants can: it

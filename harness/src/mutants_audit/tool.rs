@@ -54,12 +54,14 @@ pub fn test_tool() -> &'static str {
     }
 }
 
-/// Every mutant cargo-mutants finds in `gate` (its `--list`), by name.
+/// Every mutant cargo-mutants finds in `gate-core` and `gate` (its `--list`), by name.
 pub fn list_mutants(root: &Path) -> Result<Vec<String>> {
     let out = Command::new("cargo")
         .current_dir(root)
         .args([
             "mutants",
+            "--package",
+            "gate-core",
             "--package",
             "gate",
             "--list",
@@ -103,7 +105,11 @@ impl Stage<'_> {
     /// Runs the stage; returns a copy of its outcomes.json at `keep`.
     pub fn run(&self, keep: &Path) -> Result<PathBuf> {
         let mut cmd = Command::new("cargo");
-        cmd.args(["mutants", "--package", "gate", "--output"])
+        // Both crates' mutants, each tested by both crates' tests: the
+        // gate's suite exercises the core through the service.
+        cmd.args(["mutants", "--package", "gate-core", "--package", "gate"])
+            .args(["--test-package", "gate-core", "--test-package", "gate"])
+            .arg("--output")
             .arg(self.output)
             .args(["--no-shuffle", "--colors", "never", "--test-tool"])
             .arg(self.test_tool)

@@ -380,7 +380,7 @@ pub(crate) mod tests {
     use chrono::Duration;
 
     pub(crate) fn standard_policy() -> Policy {
-        crate::service::standard::policy()
+        crate::standard_world::policy()
     }
 
     #[test]

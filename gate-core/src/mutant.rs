@@ -10,9 +10,9 @@
 const MUTANT_ENV: &str = "SPENDGATE_MUTANT";
 
 /// True when the mutation runner has switched off the guard `id`. Ordinary
-/// builds never call it (hence `dead_code` allowed); the instrumented copy does.
-#[allow(dead_code)]
-pub(crate) fn mutant_active(id: &str) -> bool {
+/// builds never call it; the instrumented copy of this crate and of the gate
+/// (which re-exports it as its own `crate::mutant_active`) do.
+pub fn mutant_active(id: &str) -> bool {
     std::env::var(MUTANT_ENV).is_ok_and(|v| names(&v, id))
 }
 

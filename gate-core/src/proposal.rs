@@ -139,7 +139,7 @@ impl<'de> Deserialize<'de> for UniqueObject {
 /// have distinct keys (keys compared after unescaping, so `"a"` and
 /// `"\u0061"` are one key). The same rule as [`UniqueObject`], for bodies
 /// read whole by another parser: a duplicate key anywhere is ambiguous.
-pub(crate) fn has_distinct_keys(bytes: &[u8]) -> bool {
+pub fn has_distinct_keys(bytes: &[u8]) -> bool {
     serde_json::from_slice::<DistinctKeys>(bytes).is_ok()
 }
 

@@ -166,7 +166,7 @@ pub(crate) mod tests {
 
     /// The spec's `standard` catalog.
     pub(crate) fn standard() -> Catalog {
-        Catalog::new(crate::service::standard::catalog())
+        Catalog::new(crate::standard_world::catalog())
     }
 
     fn proposal(sku: &str, quantity: u32) -> PurchaseProposal {
