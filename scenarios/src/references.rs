@@ -1,5 +1,5 @@
 //! Step references: `approve.request`, `checkout.request`,
-//! `cancel.request`, `pay.authority`, `webhook.order`,
+//! `cancel.request`, `pay.authority`, `webhook.order`, `webhook.receipt`,
 //! `provider_capture.order` and `replay.of` must each name an EARLIER step
 //! of the same scenario, of the kind that produces what they need; the keys
 //! of the `request_states` invariant must each name a step that creates a
@@ -158,6 +158,16 @@ mod tests {
             "{PROPOSE}- {{concurrent: {{times: 2, step: {{webhook: {{order: p1}}}}}}}}\n"
         ));
         assert!(check(&in_concurrent).is_err());
+        let receipt_of_an_order = steps(&format!(
+            "{PROPOSE}- {{name: c1, checkout: {{request: p1, actor: a}}}}\n- {{name: o1, pay: {{authority: c1}}}}\n- {{webhook: {{order: o1, receipt: o1, raw: x}}}}\n"
+        ));
+        assert!(matches!(check(&receipt_of_an_order).unwrap_err().0,
+                LoadErrorKind::DanglingReference { ref field, ref problem, .. }
+                    if field == "receipt" && problem.contains("`pay`")));
+        let receipt_of_a_checkout = steps(&format!(
+            "{PROPOSE}- {{name: c1, checkout: {{request: p1, actor: a}}}}\n- {{name: o1, pay: {{authority: c1}}}}\n- {{webhook: {{order: o1, receipt: c1, raw: x}}}}\n"
+        ));
+        check(&receipt_of_a_checkout).unwrap();
     }
 
     #[test]

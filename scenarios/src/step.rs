@@ -103,7 +103,9 @@ impl Verb {
             Verb::Checkout(c) => vec![("request", c.request.as_str())],
             Verb::Cancel(c) => vec![("request", c.request.as_str())],
             Verb::Pay(p) => vec![("authority", p.authority.as_str())],
-            Verb::Webhook(w) => vec![("order", w.order.as_str())],
+            Verb::Webhook(w) => std::iter::once(("order", w.order.as_str()))
+                .chain(w.receipt.as_deref().map(|r| ("receipt", r)))
+                .collect(),
             Verb::ProviderCapture(p) => vec![("order", p.order.as_str())],
             Verb::Replay(r) => vec![("of", r.of.as_str())],
             Verb::Concurrent(c) => c.step.verb.references(),
@@ -419,6 +421,12 @@ fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
             if w.raw.is_some() && w.raw_b64.is_some() {
                 return Err(invalid(path, "give at most one of `raw` and `raw_b64`"));
             }
+            if w.receipt.is_some() && w.raw.is_none() && w.raw_b64.is_none() {
+                return Err(invalid(
+                    path,
+                    "`receipt` fills `$receipt` in a body override: give `raw` or `raw_b64`",
+                ));
+            }
             check_b64(w.raw_b64.as_ref(), path)?;
             Verb::Webhook(w)
         }
@@ -652,6 +660,40 @@ mod tests {
             );
         }
         assert!(parse("{webhook: {order: o1, raw: x, raw_b64: eA==}}").is_err());
+    }
+
+    #[test]
+    fn a_receipt_fills_only_a_body_override() {
+        let err = parse("{webhook: {order: o1, receipt: c1}}").unwrap_err();
+        assert!(
+            matches!(&err, LoadErrorKind::InvalidValue { path, message }
+                if path == "steps[1].webhook" && message.contains("`receipt`")),
+            "{err:?}"
+        );
+        let step = parse(
+            r#"{webhook: {order: o1, receipt: c1, raw: '{"receipt":"$receipt","r":"$receipt"}'}}"#,
+        )
+        .unwrap();
+        let Verb::Webhook(w) = &step.verb else {
+            panic!("{step:?}")
+        };
+        assert_eq!(
+            w.raw_bytes_for(Some("auth_1")).unwrap(),
+            br#"{"receipt":"auth_1","r":"auth_1"}"#.to_vec()
+        );
+        assert_eq!(
+            w.raw_bytes().unwrap(),
+            br#"{"receipt":"$receipt","r":"$receipt"}"#.to_vec()
+        );
+        // Without a `receipt` step, the body is sent as written.
+        let plain = parse(r#"{webhook: {order: o1, raw: '{"receipt":"$receipt"}'}}"#).unwrap();
+        let Verb::Webhook(w) = &plain.verb else {
+            panic!("{plain:?}")
+        };
+        assert_eq!(
+            w.raw_bytes_for(Some("auth_1")).unwrap(),
+            br#"{"receipt":"$receipt"}"#.to_vec()
+        );
     }
 
     #[test]

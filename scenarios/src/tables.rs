@@ -63,6 +63,20 @@ const fn step_ref(
     }
 }
 
+/// An optional key that names an earlier step of one of these verbs.
+const fn opt_step_ref(
+    name: &'static str,
+    refers_to: &'static [&'static str],
+    about: &'static str,
+) -> Key {
+    Key {
+        name,
+        required: false,
+        about,
+        refers_to,
+    }
+}
+
 /// The verbs whose step sends a request that `replay` can send again.
 pub const SENDERS: &[&str] = &[
     "propose", "approve", "checkout", "pay", "webhook", "grant", "revoke", "cancel",
@@ -262,8 +276,16 @@ pub const VERB_SPECS: [VerbSpec; 18] = [
                 "raw_b64",
                 "the same as base64, for bytes that are not UTF-8",
             ),
+            opt_step_ref(
+                "receipt",
+                &["checkout"],
+                "every `$receipt` in the body override is replaced by the id of the authority this step issued, before the body is signed",
+            ),
         ],
-        rules: &["at most one of `raw` and `raw_b64`"],
+        rules: &[
+            "at most one of `raw` and `raw_b64`",
+            "`receipt` only with `raw` or `raw_b64`",
+        ],
     },
     VerbSpec {
         name: "grant",
@@ -582,7 +604,7 @@ mod tests {
             "{checkout: {request: p, actor: a}}",
             "{cancel: {request: p, actor: a}}",
             "{pay: {authority: c}}",
-            "{webhook: {order: o}}",
+            "{webhook: {order: o, receipt: c, raw: x}}",
             "{provider_capture: {order: o}}",
             "{replay: {of: p}}",
         ];

@@ -149,7 +149,17 @@ pub struct Webhook {
     /// The same as base64, for bytes that are not UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_b64: Option<String>,
+    /// The name of an earlier `checkout` step: the id of the authority it
+    /// issued replaces every [`RECEIPT_PLACEHOLDER`] in the body override
+    /// before it is signed (a corpus file cannot know the gate's authority
+    /// ids, which are keyed with its secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
 }
+
+/// In a `webhook` step's body override, replaced by the id of the authority
+/// its `receipt` step issued.
+pub const RECEIPT_PLACEHOLDER: &str = "$receipt";
 
 impl Webhook {
     /// The event type, `payment.captured` by default.
@@ -167,7 +177,8 @@ impl Webhook {
         self.created_at_offset_minutes.unwrap_or(0)
     }
 
-    /// The body override's bytes (`raw`, or `raw_b64` decoded), if any.
+    /// The body override's bytes (`raw`, or `raw_b64` decoded), if any, as
+    /// written (any [`RECEIPT_PLACEHOLDER`] left in place).
     pub fn raw_bytes(&self) -> Option<Vec<u8>> {
         match (&self.raw, &self.raw_b64) {
             (Some(raw), _) => Some(raw.clone().into_bytes()),
@@ -175,6 +186,33 @@ impl Webhook {
             (None, None) => None,
         }
     }
+
+    /// The body override's bytes as sent: with a `receipt` step, every
+    /// [`RECEIPT_PLACEHOLDER`] replaced by `authority`, the id that step's
+    /// authority has on the engine that runs it.
+    pub fn raw_bytes_for(&self, authority: Option<&str>) -> Option<Vec<u8>> {
+        let raw = self.raw_bytes()?;
+        Some(match (&self.receipt, authority) {
+            (Some(_), Some(id)) => replace_all(&raw, RECEIPT_PLACEHOLDER.as_bytes(), id.as_bytes()),
+            _ => raw,
+        })
+    }
+}
+
+/// `bytes` with every `from` replaced by `to`, left to right.
+fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if !from.is_empty() && bytes[i..].starts_with(from) {
+            out.extend_from_slice(to);
+            i += from.len();
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// `grant`: a delegation hop made by the tenant's operator.

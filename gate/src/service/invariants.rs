@@ -2,9 +2,11 @@
 //!
 //! Guarantees: every number here is read from the database at the moment of
 //! the call (nothing is cached in the gate): the tenant's provider orders,
-//! what was captured (the sum of recorded captured payments, never of orders), the tenant's reservations for the gate clock's current
-//! UTC day, each delegation's spent paise, and whether every tenant's ledger
-//! chain is intact under the gate's key (with the first break when it is not).
+//! what was captured (the sum of recorded captured payments, never of
+//! orders), the tenant's reservations for the gate clock's current UTC day
+//! (every currency's row of the day summed), each delegation's spent paise,
+//! and whether every tenant's ledger chain is intact under the gate's key
+//! (with the first break when it is not).
 
 use std::collections::BTreeMap;
 
@@ -71,17 +73,19 @@ impl<P: PaymentProvider> Gate<P> {
         .ctx("summing captured paise")
     }
 
-    /// The tenant's reservations for the gate clock's current UTC day.
+    /// The tenant's reservations for the gate clock's current UTC day: the
+    /// sum of the day's rows, one per currency (the spec's invariant counts
+    /// every reservation of the day; each cap binds one currency's row).
     pub async fn spent_today_paise(&self, tenant: &str) -> Result<i64, ServiceError> {
-        let reserved: Option<i64> = sqlx::query_scalar(
-            "SELECT reserved_paise FROM daily_spend WHERE tenant_id = $1 AND day = $2",
+        sqlx::query_scalar(
+            "SELECT COALESCE(sum(reserved_paise), 0)::bigint FROM daily_spend \
+             WHERE tenant_id = $1 AND day = $2",
         )
         .bind(tenant)
         .bind(self.now().date_naive())
-        .fetch_optional(&self.pool)
+        .fetch_one(&self.pool)
         .await
-        .ctx("reading today's reservations")?;
-        Ok(reserved.unwrap_or(0))
+        .ctx("reading today's reservations")
     }
 
     /// What one delegation hop's grantee has reserved or spent; `None` for no such hop.

@@ -412,6 +412,33 @@ pub async fn prove_consistency(
     ))
 }
 
+/// The requests a ledger entry names: its subject, and `body.request` when
+/// the body has one. Read here, not by Postgres: an entry may quote text a
+/// caller sent with `\u0000` in it, which Postgres's `jsonb` cannot hold, so
+/// a query that casts entries to `jsonb` fails for the whole tenant.
+fn named_requests(entry: &str) -> impl Iterator<Item = String> {
+    let value: serde_json::Value = serde_json::from_str(entry).unwrap_or_default();
+    let subject = value
+        .get("subject")
+        .and_then(|v| v.as_str())
+        .map(str::to_owned);
+    let request = value
+        .pointer("/body/request")
+        .and_then(|v| v.as_str())
+        .map(str::to_owned);
+    subject.into_iter().chain(request)
+}
+
+/// The numbers of the entries of `leaves` that name `request` (as their
+/// subject or as `body.request`), in order.
+pub fn seqs_naming(leaves: &[(i64, String)], request: &str) -> Vec<i64> {
+    leaves
+        .iter()
+        .filter(|(_, entry)| named_requests(entry).any(|r| r == request))
+        .map(|(seq, _)| *seq)
+        .collect()
+}
+
 /// The entries that name `request` in the tenant's ledger (as their
 /// subject or as `body.request`), by number.
 pub async fn request_entry_seqs(
@@ -419,16 +446,13 @@ pub async fn request_entry_seqs(
     tenant: &str,
     request: &str,
 ) -> Result<Vec<i64>, LogError> {
-    sqlx::query_scalar(
-        "SELECT seq FROM ledger_entries \
-         WHERE tenant_id = $1 AND (entry::jsonb ->> 'subject' = $2 \
-            OR entry::jsonb -> 'body' ->> 'request' = $2) ORDER BY seq",
-    )
-    .bind(tenant)
-    .bind(request)
-    .fetch_all(pool)
-    .await
-    .map_err(db("finding a request's ledger entries"))
+    let entries: Vec<(i64, String)> =
+        sqlx::query_as("SELECT seq, entry FROM ledger_entries WHERE tenant_id = $1 ORDER BY seq")
+            .bind(tenant)
+            .fetch_all(pool)
+            .await
+            .map_err(db("finding a request's ledger entries"))?;
+    Ok(seqs_naming(&entries, request))
 }
 
 /// For every request of the tenant, the log part of its evidence bundle
@@ -458,9 +482,19 @@ pub async fn check_evidence(
             .fetch_all(pool)
             .await
             .map_err(db("listing the tenant's requests"))?;
+    // Each entry read once: the entries naming each request, by number.
+    let mut naming: std::collections::BTreeMap<String, Vec<i64>> =
+        std::collections::BTreeMap::new();
+    for (seq, entry) in &leaves {
+        let mut names: Vec<String> = named_requests(entry).collect();
+        names.dedup();
+        for name in names {
+            naming.entry(name).or_default().push(*seq);
+        }
+    }
     let mut checked = 0;
     for request in requests {
-        let seqs = request_entry_seqs(pool, tenant, &request).await?;
+        let seqs = naming.remove(&request).unwrap_or_default();
         let mut files = Vec::with_capacity(seqs.len());
         for seq in seqs {
             let Some((_, entry)) = usize::try_from(seq - 1).ok().and_then(|i| leaves.get(i)) else {

@@ -1039,3 +1039,43 @@ async fn proposals_from_two_gates_in_turn_each_write_their_two_entries_once() ->
     })
     .await
 }
+
+/// A proposal that quotes a NUL (`\u0000` in its ledger entry, which
+/// Postgres's `jsonb` cannot hold) does not hide the tenant's other
+/// requests: each request's entries are found, and its evidence verifies.
+#[tokio::test]
+async fn evidence_is_found_for_every_request_when_an_entry_quotes_a_nul() -> TestResult {
+    use gate::service::tlog::{self, LogKey};
+    on_world(async |w| {
+        let g = &w.gate;
+        let nul = g
+            .propose(
+                "acme",
+                "buyer-agent",
+                br#"{"sku":"SNACK-BOX\u0000","quantity":1,"purpose":"team snacks"}"#,
+                None,
+            )
+            .await?;
+        assert_eq!(nul.decision, Decision::Deny(Reason::SkuUnknown), "{nul:?}");
+        let allowed = g
+            .propose("acme", "buyer-agent", &body("SNACK-BOX", 1), None)
+            .await?;
+        let request = request_id(&allowed);
+        let quoted: bool = sqlx::query_scalar(
+            "SELECT bool_or(strpos(entry, '\\u0000') > 0) FROM ledger_entries WHERE tenant_id = 'acme'",
+        )
+        .fetch_one(w.pool())
+        .await?;
+        assert!(quoted, "the refusal's entry quotes the NUL");
+        let seqs = tlog::request_entry_seqs(w.pool(), "acme", &request).await?;
+        assert!(!seqs.is_empty(), "no entry of {request} found");
+        let key = LogKey::new(b"a log key for this test, thirty-two bytes at least")?;
+        let checked = tlog::check_evidence(w.pool(), &key, "acme").await?;
+        assert!(
+            checked.as_ref().is_ok_and(|n| *n > 0),
+            "evidence: {checked:?}"
+        );
+        Ok(())
+    })
+    .await
+}

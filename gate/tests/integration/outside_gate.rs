@@ -3,7 +3,8 @@
 //! NEEDS_REVIEW capture carried past its budget is still revoked; copies of
 //! one keyed proposal get one decision whatever races them; operators'
 //! timestamps outside 1970..9999 are refused; `captured_paise` sums
-//! payments, not orders.
+//! payments, not orders; `spent_today_paise` sums every currency's row of
+//! the day.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -275,6 +276,38 @@ async fn captured_paise_is_the_sum_of_captured_payments_not_orders() -> TestResu
         let inv = w.gate.invariants("acme").await?;
         assert_eq!(inv.captured_paise, 120_000);
         assert_eq!(w.gate.books(Some("acme")).await?.captured_paise, 120_000);
+        Ok(())
+    })
+    .await
+}
+
+/// A day holding reservations in two currencies: the tenant's spend today
+/// is every reservation of the day, each currency's row counted.
+#[tokio::test]
+async fn spent_today_counts_every_currency_row_of_the_day() -> TestResult {
+    on_world(async |w| {
+        let g = &w.gate;
+        let inr = g
+            .propose("acme", "buyer-agent", &body("SNACK-BOX", 3), None)
+            .await?;
+        assert_eq!(inr.decision, Decision::Allow, "{inr:?}");
+        let usd = PolicyPatch {
+            currency: Some("USD".into()),
+            ..Default::default()
+        };
+        assert!(g.set_policy("acme", &usd).await?.is_ok());
+        let cents = g
+            .propose("acme", "buyer-agent", &body("CLOUD-USD", 1), None)
+            .await?;
+        assert_eq!(cents.decision, Decision::Allow, "{cents:?}");
+        let rows: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM daily_spend WHERE tenant_id = 'acme' AND reserved_paise > 0",
+        )
+        .fetch_one(w.pool())
+        .await?;
+        assert_eq!(rows, 2, "one row per currency of the day");
+        assert_eq!(g.spent_today_paise("acme").await?, 75_000 + 2_000);
+        assert_eq!(g.invariants("acme").await?.spent_today_paise, 77_000);
         Ok(())
     })
     .await

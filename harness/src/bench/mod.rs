@@ -502,6 +502,29 @@ pub fn cross_check_pure(result: &mut ScenarioResult, pure: &Run, database: &Run)
     fail_with(result, judge::disagreements(pure, database));
 }
 
+/// The pure engine alone keeps no ledger and no log: the invariants only
+/// those can answer (`ledger_intact`, `evidence_verifies`,
+/// `log_consistent`) are left out of its judgement, and its engine field
+/// names each one left out, so no result reads as having checked them.
+fn judge_pure_alone(scenario: &Scenario, run: &Run, heldout: bool) -> ScenarioResult {
+    let mut checked = scenario.clone();
+    let inv = &mut checked.invariants;
+    let unchecked: Vec<&str> = [
+        ("ledger_intact", inv.ledger_intact.take().is_some()),
+        ("evidence_verifies", inv.evidence_verifies.take().is_some()),
+        ("log_consistent", inv.log_consistent.take().is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(name, asked)| asked.then_some(name))
+    .collect();
+    let engine = if unchecked.is_empty() {
+        "pure".to_string()
+    } else {
+        format!("pure (not checked: {})", unchecked.join(", "))
+    };
+    judge::judge(&checked, run, &engine, heldout)
+}
+
 async fn run_one(
     scenario_in_full: &Scenario,
     world: &scenarios::World,
@@ -514,20 +537,7 @@ async fn run_one(
     let pure_run = pure::eligible(scenario).then(|| pure::run(scenario, world));
     let Some(db) = db else {
         let mut result = match pure_run {
-            // Alone, the pure engine cannot see a ledger: that invariant is
-            // left unchecked, and the engine field says so.
-            Some(run) => {
-                let mut without_ledger = scenario.clone();
-                let unchecked = without_ledger.invariants.ledger_intact.take().is_some()
-                    | without_ledger.invariants.evidence_verifies.take().is_some()
-                    | without_ledger.invariants.log_consistent.take().is_some();
-                let engine = if unchecked {
-                    "pure (ledger not checked)"
-                } else {
-                    "pure"
-                };
-                judge::judge(&without_ledger, &run, engine, heldout)
-            }
+            Some(run) => judge_pure_alone(scenario, &run, heldout),
             None => judge::judge(
                 scenario,
                 &Run {
@@ -671,6 +681,38 @@ mod tests {
             state: Some(ObservedState::default()),
             ..Run::default()
         }
+    }
+
+    #[test]
+    fn the_pure_engine_alone_names_every_invariant_it_cannot_check() {
+        let s = scenario(
+            r#"
+id: over-the-cap
+label: attack
+world: standard
+steps:
+  - propose: {actor: buyer-agent, body: {sku: GPU-HOUR, quantity: 1, purpose: "gpu"}}
+    expect: {decision: deny, reason: AMOUNT_EXCEEDS_TRANSACTION_CAP}
+invariants: {provider_orders: 0, evidence_verifies: true, log_consistent: true}
+"#,
+        );
+        let run = run_of(
+            DecisionKind::Deny,
+            Some(Reason::AmountExceedsTransactionCap),
+        );
+        let result = judge_pure_alone(&s, &run, false);
+        assert_eq!(
+            result.engine,
+            "pure (not checked: evidence_verifies, log_consistent)"
+        );
+        // What it can check still counts: a wrong money figure fails.
+        let mut wrong = s.clone();
+        wrong.invariants.provider_orders = Some(1);
+        assert!(!judge_pure_alone(&wrong, &run, false).passed);
+        let mut plain = s.clone();
+        plain.invariants.evidence_verifies = None;
+        plain.invariants.log_consistent = None;
+        assert_eq!(judge_pure_alone(&plain, &run, false).engine, "pure");
     }
 
     #[test]

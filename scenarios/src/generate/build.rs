@@ -94,6 +94,7 @@ pub fn webhook(
         created_at_offset_minutes: (offset != 0).then_some(offset),
         raw: None,
         raw_b64: None,
+        receipt: None,
     }))
 }
 

@@ -9,7 +9,8 @@
 //! does not act on is `WEBHOOK_EVENT_IGNORED`; a payment entity that is
 //! missing or ill-typed, an entity missing from `contains`, an `order.paid`
 //! without its order entity, a payment status that contradicts the event, or
-//! payment and order entities that disagree on order, amount or currency is
+//! payment and order entities that disagree on order, amount or currency, or
+//! an order entity whose receipt is neither text nor null, is
 //! `WEBHOOK_MALFORMED`; an order id outside the identifier grammar is
 //! `WEBHOOK_UNKNOWN_ORDER`. Written independently of the gate's parser.
 
@@ -35,6 +36,9 @@ pub struct Envelope {
     pub payment_id: String,
     pub amount: i64,
     pub currency: String,
+    /// The order entity's receipt, when it carries one in the identifier
+    /// grammar.
+    pub receipt: Option<String>,
 }
 
 /// Reads `raw` as the provider's event envelope.
@@ -100,6 +104,11 @@ pub fn read(raw: &[u8]) -> Result<Envelope, Reason> {
             _ => return Err(malformed),
         },
     };
+    let receipt = match v.pointer("/payload/order/entity/receipt") {
+        None | Some(Json::Null) => None,
+        Some(Json::String(r)) => Some(r.clone()).filter(|r| identifier(r)),
+        Some(_) => return Err(malformed),
+    };
     let listed = |name: &str| contains.contains(&name);
     let currency_ok = currency.len() == 3 && currency.bytes().all(|b| b.is_ascii_uppercase());
     if pay_kind != "payment"
@@ -143,6 +152,7 @@ pub fn read(raw: &[u8]) -> Result<Envelope, Reason> {
         payment_id: pay_id,
         amount,
         currency,
+        receipt,
     })
 }
 

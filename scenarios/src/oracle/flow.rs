@@ -32,7 +32,6 @@ use gate::Reason;
 use super::OracleError;
 use super::Outcome;
 use super::chain;
-use super::envelope;
 use super::payments;
 use super::proposal;
 use super::rules::{
@@ -315,28 +314,6 @@ pub fn pay(
     super::provider::create_order(state, ai, purchase.amount, purchase.currency)
 }
 
-/// A signed body given as is. The gate's order ids are its own, so a body
-/// written in a corpus file names no order the gate created: once it is a
-/// well-formed envelope ([`envelope::read`]), fresh and not a duplicate, it
-/// is `WEBHOOK_UNKNOWN_ORDER`.
-fn raw_event(state: &State, raw: &[u8], event_id: &str) -> Outcome {
-    let envelope = match envelope::read(raw) {
-        Ok(e) => e,
-        Err(reason) => return Outcome::deny(reason),
-    };
-    if state.events.contains(event_id) {
-        return Outcome::deny(Reason::WebhookDuplicate);
-    }
-    let age_minutes = (state.now.timestamp() - envelope.created_at).div_euclid(60);
-    if age_minutes > STALE_MINUTES {
-        return Outcome::deny(Reason::WebhookStale);
-    }
-    if -age_minutes > POST_DATED_MINUTES {
-        return Outcome::deny(Reason::WebhookPostDated);
-    }
-    Outcome::deny(Reason::WebhookUnknownOrder)
-}
-
 /// A provider event for the order a step named. A signed capture of a real
 /// order for its own amount and currency is the customer paying at the
 /// provider first, whatever the gate then says of the event. An order the
@@ -353,11 +330,14 @@ pub fn webhook(
     if w.signature_header.is_some() || w.signature() != Signature::Valid {
         return Ok(Outcome::deny(Reason::WebhookSignatureInvalid));
     }
-    if let Some(raw) = w.raw_bytes() {
-        if let Some(booked) = payments::further_payment(state, &raw, event_id) {
-            return Ok(booked);
-        }
-        return Ok(raw_event(state, &raw, event_id));
+    let receipt = w
+        .receipt
+        .as_ref()
+        .and_then(|r| state.produced.get(r))
+        .and_then(|p| p.authority)
+        .map(payments::authority_id);
+    if let Some(raw) = w.raw_bytes_for(Some(receipt.as_deref().unwrap_or("missing"))) {
+        return Ok(payments::raw_event(state, &raw, event_id));
     }
     let _ = step;
     let capture = matches!(w.event(), "payment.captured" | "order.paid");

@@ -28,6 +28,7 @@ use chrono::Duration;
 use gate::Reason;
 
 use super::Outcome;
+use super::payments;
 use super::rules::{AUTHORITY_MINUTES, end};
 use super::state::{Order, OrderState, RequestState, State};
 use crate::verbs::{MismatchField, Provider, ProviderMode};
@@ -75,6 +76,7 @@ pub fn create_order(
             recorded,
             provider_paid: false,
             further_payments: Vec::new(),
+            capture_id: None,
         });
         Some(state.orders.len() - 1)
     };
@@ -110,10 +112,23 @@ pub fn capture(state: &mut State, order: usize) -> Outcome {
 
 /// `reconcile`, for `tenant` or (`None`) every tenant.
 pub fn reconcile(state: &mut State, tenant: Option<&str>) -> Outcome {
+    let in_scope = |state: &State, ri: usize| tenant.is_none_or(|t| state.requests[ri].tenant == t);
     let pending: Vec<usize> = (0..state.requests.len())
-        .filter(|&ri| state.requests[ri].state == RequestState::Paid)
-        .filter(|&ri| tenant.is_none_or(|t| state.requests[ri].tenant == t))
+        .filter(|&ri| state.requests[ri].state == RequestState::Paid && in_scope(state, ri))
         .collect();
+    // Authorities with a capture kept for them, whatever their request's
+    // state: booked, not left off the books.
+    let kept: Vec<usize> = state
+        .kept
+        .iter()
+        .filter(|k| !k.settled && in_scope(state, state.authorities[k.authority].request))
+        .map(|k| k.authority)
+        .collect();
+    for ai in kept {
+        if state.requests[state.authorities[ai].request].state != RequestState::Paid {
+            payments::book_kept(state, ai);
+        }
+    }
     for ri in pending {
         let Some(ai) = state.authorities.iter().position(|a| a.request == ri) else {
             continue;
@@ -122,11 +137,13 @@ pub fn reconcile(state: &mut State, tenant: Option<&str>) -> Outcome {
             Some(oi) => {
                 let order = &mut state.orders[oi];
                 order.recorded = true;
-                if order.provider_paid {
+                if order.provider_paid && order.state == OrderState::Created {
                     order.state = OrderState::Captured;
                 }
+                payments::book_kept(state, ai);
             }
             None => {
+                payments::book_kept(state, ai);
                 let expires =
                     state.authorities[ai].issued_at + Duration::minutes(AUTHORITY_MINUTES);
                 if state.now > expires {

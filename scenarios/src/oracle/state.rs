@@ -112,6 +112,23 @@ pub struct Order {
     /// Captured payments on the books beyond the order's first (each id
     /// once, each for the order's amount): money booked NEEDS_REVIEW.
     pub further_payments: Vec<String>,
+    /// The payment id a signed body captured the order under; `None` when
+    /// it was captured as a `webhook` step or reconcile reports it (under
+    /// the id derived from the order alone), or not at all.
+    pub capture_id: Option<String>,
+}
+
+/// A signed capture of an order the gate has not recorded, kept for
+/// reconcile because its receipt names a consumed authority.
+#[derive(Debug, Clone)]
+pub struct Kept {
+    pub authority: usize,
+    /// The order id the event named.
+    pub order_id: String,
+    pub payment_id: String,
+    pub amount: i64,
+    /// Booked by a reconcile.
+    pub settled: bool,
 }
 
 /// What a step produced that later steps may name.
@@ -145,6 +162,10 @@ pub struct State {
     pub proposals: BTreeMap<(String, String), Vec<DateTime<Utc>>>,
     pub denials: BTreeMap<(String, String), Vec<DateTime<Utc>>>,
     pub events: BTreeSet<String>,
+    /// Payment ids that signed bodies put on the books, with their order.
+    pub payments: BTreeMap<String, usize>,
+    /// Captures kept for reconcile, in the order they arrived.
+    pub kept: Vec<Kept>,
     /// The event id each webhook step used, so a replay resends it.
     pub event_ids: BTreeMap<usize, String>,
     /// How the simulated provider answers the next `pay` calls.
@@ -187,6 +208,8 @@ impl State {
             proposals: BTreeMap::new(),
             denials: BTreeMap::new(),
             events: BTreeSet::new(),
+            payments: BTreeMap::new(),
+            kept: Vec::new(),
             event_ids: BTreeMap::new(),
             provider_mode: ProviderMode::Ok,
             provider_field: None,

@@ -381,7 +381,9 @@ impl<'a> Driver<'a> {
                 let with_order = provider_order
                     .filter(|_| as_ordered && self.unanswered.contains(&order_id))
                     .filter(|_| event.event != gate::service::webhook::EVENT_FAILED);
-                let body = match (w.raw_bytes(), with_order) {
+                // A receipt names the authority a checkout step issued here.
+                let receipt = w.receipt.as_ref().map(|r| self.id_of(r));
+                let body = match (w.raw_bytes_for(receipt.as_deref()), with_order) {
                     (Some(raw), _) => raw,
                     (None, Some(order)) => razorpay_envelope(
                         &event.event,
