@@ -160,30 +160,37 @@ impl<P: PaymentProvider> Gate<P> {
             identity::resolve(&mut tx, tenant, &m.signer).await?,
             Ok(who @ Who::Person { .. }) if who.may_approve()
         );
+        if !signer_may_approve {
+            let reason = Reason::MandateSignerNotPermitted;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
+        }
         let verified = signed.verify(self.mandate_keys());
+        if matches!(verified, Err(MandateError::NoKey { .. })) {
+            let reason = Reason::MandateSignerNotPermitted;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
+        }
+        if verified.is_err() {
+            let reason = Reason::MandateSignatureInvalid;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
+        }
+        let digest = verified.map(|v| v.digest).unwrap_or_default();
         let in_force: Option<i32> =
             sqlx::query_scalar("SELECT max(version) FROM policy_versions WHERE tenant_id = $1")
                 .bind(tenant)
                 .fetch_one(&mut *tx)
                 .await
                 .ctx("reading the version in force")?;
-        let version = i32::try_from(m.version)
-            .ok()
-            .filter(|v| *v > in_force.unwrap_or(0));
-        let policy = serde_json::from_value::<Policy>(m.policy.clone())
-            .map_err(|_| Reason::PolicyInvalid)
-            .and_then(|p| p.publishable());
-        let refusal = match (&verified, version, policy) {
-            _ if !signer_may_approve => Some(Reason::MandateSignerNotPermitted),
-            (Err(MandateError::NoKey { .. }), _, _) => Some(Reason::MandateSignerNotPermitted),
-            (Err(_), _, _) => Some(Reason::MandateSignatureInvalid),
-            (Ok(_), None, _) | (Ok(_), _, Err(_)) => Some(Reason::PolicyInvalid),
-            (Ok(_), Some(_), Ok(())) => None,
-        };
-        let (Ok(verified), Some(version), None) = (verified, version, refusal) else {
-            let reason = refusal.unwrap_or(Reason::PolicyInvalid);
+        let version = i32::try_from(m.version).unwrap_or(0);
+        if version <= in_force.unwrap_or(0) {
+            let reason = Reason::PolicyInvalid;
             return self.refuse(tx, now, refuse(true, reason), reason).await;
-        };
+        }
+        let publishable = serde_json::from_value::<Policy>(m.policy.clone())
+            .is_ok_and(|p| p.publishable().is_ok());
+        if !publishable {
+            let reason = Reason::PolicyInvalid;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
+        }
         sqlx::query(
             "INSERT INTO policy_versions (tenant_id, version, policy, published_at, signer, signature) \
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -204,7 +211,7 @@ impl<P: PaymentProvider> Gate<P> {
             json!({
                 "version": version,
                 "signer": m.signer,
-                "mandate": verified.digest,
+                "mandate": digest,
                 "signature": signed.signature,
                 "policy": m.policy,
             }),

@@ -115,31 +115,28 @@ impl<P: PaymentProvider> Gate<P> {
                 what: format!("the mandate of tenant {}: {why}", t.id),
                 reason,
             };
-            let signed = mandates
-                .iter()
-                .find(|m| m.mandate.tenant == t.id)
-                .ok_or_else(|| refused(Reason::MandateSignatureInvalid, "none was given"))?;
+            let Some(signed) = mandates.iter().find(|m| m.mandate.tenant == t.id) else {
+                return Err(refused(Reason::MandateSignatureInvalid, "none was given"));
+            };
             let m = &signed.mandate;
             if !t.people.iter().any(|p| p.id == m.signer && p.may_approve) {
-                return Err(refused(
-                    Reason::MandateSignerNotPermitted,
-                    &format!("{} is not a human of the tenant who may approve", m.signer),
-                ));
+                let why = format!("{} is not a human of the tenant who may approve", m.signer);
+                return Err(refused(Reason::MandateSignerNotPermitted, &why));
             }
-            match signed.verify(self.mandate_keys()) {
-                Ok(_) => {}
-                Err(e @ MandateError::NoKey { .. }) => {
-                    return Err(refused(Reason::MandateSignerNotPermitted, &e.to_string()));
-                }
-                Err(e) => return Err(refused(Reason::MandateSignatureInvalid, &e.to_string())),
+            let verified = signed.verify(self.mandate_keys());
+            if matches!(verified, Err(MandateError::NoKey { .. })) {
+                let why = format!("{} has no configured key", m.signer);
+                return Err(refused(Reason::MandateSignerNotPermitted, &why));
+            }
+            if verified.is_err() {
+                let why = format!("the signature is not by the key of {}", m.signer);
+                return Err(refused(Reason::MandateSignatureInvalid, &why));
             }
             let same =
                 serde_json::from_value::<Policy>(m.policy.clone()).is_ok_and(|p| p == t.policy);
             if m.version != 1 || !same {
-                return Err(refused(
-                    Reason::PolicyInvalid,
-                    "a first mandate is version 1 of the tenant's own policy",
-                ));
+                let why = "a first mandate is version 1 of the tenant's own policy";
+                return Err(refused(Reason::PolicyInvalid, why));
             }
             rows.policies.push(m.policy.clone());
             rows.signers.push(m.signer.clone());

@@ -57,33 +57,34 @@ impl CurrentPolicy {
         json: serde_json::Value,
         keys: &Keyring,
     ) -> CurrentPolicy {
-        let verified = serde_json::from_value::<StoredMandate>(json)
-            .ok()
-            .and_then(|stored| {
-                let signed = SignedMandate {
-                    mandate: Mandate::new(
-                        tenant,
-                        i64::from(version),
-                        stored.signer?,
-                        stored.policy,
-                    ),
-                    signature: stored.signature,
-                };
-                let digest = signed.verify(keys).ok()?.digest;
-                let policy = serde_json::from_value::<Policy>(signed.mandate.policy).ok()?;
-                Some((policy, digest))
-            });
-        match verified {
-            Some((policy, digest)) => CurrentPolicy {
-                version,
-                policy: Ok(policy),
-                mandate: Some(digest),
-            },
-            None => CurrentPolicy {
-                version,
-                policy: Err(Reason::PolicyInvalid),
-                mandate: None,
-            },
+        let invalid = CurrentPolicy {
+            version,
+            policy: Err(Reason::PolicyInvalid),
+            mandate: None,
+        };
+        let Ok(stored) = serde_json::from_value::<StoredMandate>(json) else {
+            return invalid;
+        };
+        let signed = SignedMandate {
+            mandate: Mandate::new(
+                tenant,
+                i64::from(version),
+                stored.signer.unwrap_or_default(),
+                stored.policy,
+            ),
+            signature: stored.signature,
+        };
+        let verified = signed.verify(keys);
+        if verified.is_err() {
+            return invalid;
+        }
+        let Ok(policy) = serde_json::from_value::<Policy>(signed.mandate.policy) else {
+            return invalid;
+        };
+        CurrentPolicy {
+            version,
+            policy: Ok(policy),
+            mandate: verified.ok().map(|v| v.digest),
         }
     }
 

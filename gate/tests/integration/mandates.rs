@@ -137,7 +137,7 @@ async fn a_policy_row_the_runtime_role_inserts_unsigned_refuses_every_proposal()
 }
 
 #[tokio::test]
-async fn a_gate_without_the_signers_key_enforces_no_policy() -> TestResult {
+async fn a_gate_without_the_signers_key_enforces_and_publishes_no_policy() -> TestResult {
     on_world(async |w| {
         let bare = gate::service::Gate::new(
             w.pool().clone(),
@@ -154,6 +154,94 @@ async fn a_gate_without_the_signers_key_enforces_no_policy() -> TestResult {
             .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
             .await?;
         assert_eq!(decided.decision.reason(), Some(Reason::PolicyInvalid));
+        // finance-lead has no configured key here: what they sign is not published.
+        let signed = mandate(w, 2, "finance-lead", ("acme", "finance-lead"), 100_000).await?;
+        assert_eq!(
+            refused(&bare.publish_mandate("acme", &signed).await?),
+            Some(Reason::MandateSignerNotPermitted)
+        );
+        assert_eq!(document(w).await?.0, 1, "nothing was published");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_new_tenants_first_policy_is_the_first_mandate_its_approver_signed() -> TestResult {
+    on_fresh(async |db| {
+        let pool = pool_of(db, 2).await?;
+        let clock = std::sync::Arc::new(gate::service::ManualClock::new(
+            gate::service::standard::world().now,
+        ));
+        let gate = gate::service::Gate::new(
+            pool,
+            gate::provider::InProcessProvider::new(),
+            SECRET.to_vec(),
+            clock,
+        )?;
+        let seed = gate::service::standard::seed();
+        let first = |t: &gate::service::TenantSeed, signer: &str, key: &str, version: i64| {
+            let policy = serde_json::to_value(&t.policy).map_err(|e| e.to_string())?;
+            Mandate::new(&t.id, version, signer, policy)
+                .sign(&world_secret(&t.id, key))
+                .map_err(|e| e.to_string())
+        };
+        let (acme, globex) = (&seed.tenants[0], &seed.tenants[1]);
+        let globex_first = first(globex, "globex-finance", "globex-finance", 1)?;
+        let refusal = async |acme_first: Option<SignedMandate>| {
+            let mandates: Vec<SignedMandate> = acme_first
+                .into_iter()
+                .chain([globex_first.clone()])
+                .collect();
+            match gate.seed_signed(&seed, &mandates).await {
+                Err(ServiceError::SeedRefused { reason, .. }) => Some(reason),
+                _ => None,
+            }
+        };
+        assert_eq!(refusal(None).await, Some(Reason::MandateSignatureInvalid));
+        let intern = first(acme, "intern", "intern", 1)?;
+        assert_eq!(
+            refusal(Some(intern)).await,
+            Some(Reason::MandateSignerNotPermitted)
+        );
+        let forged = first(acme, "finance-lead", "intern", 1)?;
+        assert_eq!(
+            refusal(Some(forged)).await,
+            Some(Reason::MandateSignatureInvalid)
+        );
+        let second = first(acme, "finance-lead", "finance-lead", 2)?;
+        assert_eq!(refusal(Some(second)).await, Some(Reason::PolicyInvalid));
+        let mut wider = first(acme, "finance-lead", "finance-lead", 1)?;
+        wider.mandate.policy["per_transaction_cap_paise"] = 50_000_000.into();
+        let wider = wider.mandate.sign(&world_secret("acme", "finance-lead"))?;
+        assert_eq!(refusal(Some(wider)).await, Some(Reason::PolicyInvalid));
+        let keyless = gate::service::Gate::new(
+            pool_of(db, 2).await?,
+            gate::provider::InProcessProvider::new(),
+            SECRET.to_vec(),
+            std::sync::Arc::new(gate::service::ManualClock::new(
+                gate::service::standard::world().now,
+            )),
+        )?
+        .with_mandate_keys(Keyring::empty());
+        let good = first(acme, "finance-lead", "finance-lead", 1)?;
+        let refused_keyless = keyless
+            .seed_signed(&seed, &[good.clone(), globex_first.clone()])
+            .await;
+        assert!(
+            matches!(
+                refused_keyless,
+                Err(ServiceError::SeedRefused {
+                    reason: Reason::MandateSignerNotPermitted,
+                    ..
+                })
+            ),
+            "{refused_keyless:?}"
+        );
+        gate.seed_signed(&seed, &[good, globex_first.clone()])
+            .await?;
+        let held = gate.policy_document("acme").await?;
+        assert_eq!(held.map(|(v, _)| v), Some(1));
         Ok(())
     })
     .await
