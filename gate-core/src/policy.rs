@@ -100,6 +100,20 @@ pub enum PatchInstant {
 }
 
 impl PolicyPatch {
+    /// `document` (a policy's JSON) with every key this patch names
+    /// replaced by the patch's value, as written: the document of the next
+    /// mandate. A timestamp that is no instant stays the text it was, so
+    /// the document does not parse as a [`Policy`] and is refused.
+    pub fn applied_to(&self, document: &serde_json::Value) -> serde_json::Value {
+        let mut out = document.clone();
+        if let (Some(out), Ok(serde_json::Value::Object(keys))) =
+            (out.as_object_mut(), serde_json::to_value(self))
+        {
+            out.extend(keys);
+        }
+        out
+    }
+
     /// Whether every timestamp the patch names is an instant; a patch with
     /// one that is not is refused `POLICY_INVALID`.
     pub fn readable(&self) -> bool {

@@ -129,6 +129,12 @@ reasons! {
     PolicyInvalid = "POLICY_INVALID" => Policy,
     /// An operator's price change that is not a positive amount.
     PriceInvalid = "PRICE_INVALID" => Policy,
+    /// A mandate with no signature, a malformed one, or one that is not by
+    /// the named signer's key: nothing is published.
+    MandateSignatureInvalid = "MANDATE_SIGNATURE_INVALID" => Policy,
+    /// A mandate whose signer is not a human of the tenant who may approve
+    /// and holds a configured key: nothing is published.
+    MandateSignerNotPermitted = "MANDATE_SIGNER_NOT_PERMITTED" => Policy,
     // delegation
     DelegationMissing = "DELEGATION_MISSING" => Delegation,
     DelegationBudgetExhausted = "DELEGATION_BUDGET_EXHAUSTED" => Delegation,
@@ -257,6 +263,8 @@ mod tests {
         "APPROVER_NOT_PERMITTED",
         "APPROVAL_ALREADY_USED",
         "APPROVAL_NOT_PENDING",
+        "MANDATE_SIGNATURE_INVALID",
+        "MANDATE_SIGNER_NOT_PERMITTED",
         "REQUEST_NOT_AUTHORIZED",
         "AUTHORITY_EXPIRED",
         "AUTHORITY_ALREADY_USED",

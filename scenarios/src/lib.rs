@@ -38,8 +38,9 @@ pub use scenario::{Invariants, Label, Scenario};
 pub use step::{Concurrent, Step, VERBS, Verb};
 pub use taxonomy::{Taxonomy, ThreatClass, ThreatLayer};
 pub use verbs::{
-    AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
-    ProviderMode, Replay, Revoke, SetClock, SetPrice, Signature, Webhook,
+    AdvanceClock, Approve, Cancel, Checkout, Grant, MandateSignature, Pay, Propose, Provider,
+    ProviderCapture, ProviderMode, Replay, Revoke, SetClock, SetPolicy, SetPrice, Signature,
+    Webhook,
 };
 pub use wire::{HeaderValues, KeyTrick, WireStep};
 pub use world::World;

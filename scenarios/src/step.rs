@@ -30,11 +30,11 @@ use crate::expect::{Counts, DecisionKind, Expect, StepExpect};
 use crate::tables::{self, check_table};
 use crate::verbs::{
     AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
-    ProviderMode, Replay, Revoke, SetClock, SetPrice, Webhook, decode_b64,
+    ProviderMode, Replay, Revoke, SetClock, SetPolicy, SetPolicySigning, SetPrice, Webhook,
+    decode_b64,
 };
 use crate::wire::WireStep;
 use crate::yaml::{as_mapping, decode, join, key_text, required};
-use gate::PolicyPatch;
 
 /// Every verb of the spec, in the spec's order (from [`crate::tables`]).
 pub use crate::tables::VERBS;
@@ -57,7 +57,7 @@ pub enum Verb {
     Grant(Grant),
     Revoke(Revoke),
     SetPrice(SetPrice),
-    SetPolicy(PolicyPatch),
+    SetPolicy(SetPolicy),
     AdvanceClock(AdvanceClock),
     SetClock(SetClock),
     Cancel(Cancel),
@@ -433,7 +433,23 @@ fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
         "grant" => Verb::Grant(decode(body, path)?),
         "revoke" => Verb::Revoke(decode(body, path)?),
         "set_price" => Verb::SetPrice(decode(body, path)?),
-        "set_policy" => Verb::SetPolicy(decode(body, path)?),
+        "set_policy" => {
+            // The signing keys are read apart; the rest is the policy patch.
+            let mut patch = as_mapping(&body, path)?.clone();
+            let mut signing = Mapping::new();
+            for key in ["signed_by", "signature", "version"] {
+                if let Some(v) = patch.remove(key) {
+                    signing.insert(key.into(), v);
+                }
+            }
+            let signing: SetPolicySigning = decode(Value::Mapping(signing), path)?;
+            Verb::SetPolicy(SetPolicy {
+                patch: decode(Value::Mapping(patch), path)?,
+                signed_by: signing.signed_by,
+                signature: signing.signature,
+                version: signing.version,
+            })
+        }
         "advance_clock" => {
             let a: AdvanceClock = decode(body, path)?;
             if a.minutes.is_some() == a.seconds.is_some() {

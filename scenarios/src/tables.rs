@@ -183,7 +183,8 @@ pub const INVARIANTS: &[Key] = &[
     ),
 ];
 
-/// The keys of a `set_policy` step: any subset of a world policy's keys.
+/// The keys of a `set_policy` step: any subset of a world policy's keys,
+/// and how the mandate is signed.
 pub const POLICY: &[Key] = &[
     opt("currency", "the only currency the tenant may pay in"),
     opt(
@@ -204,6 +205,18 @@ pub const POLICY: &[Key] = &[
     opt("valid_until", "RFC 3339; later proposals are refused"),
     opt("velocity", "`{max_proposals, window_minutes}` per agent"),
     opt("denial_rate", "`{max_denials, window_minutes}` per agent"),
+    opt(
+        "signed_by",
+        "the human who signs the mandate (default: the tenant's first human who may approve)",
+    ),
+    opt(
+        "signature",
+        "`valid` (default), `invalid` (one bit flipped), `missing`, `other_key` (another human's key)",
+    ),
+    opt(
+        "version",
+        "the version the mandate names (default: the version in force plus one)",
+    ),
 ];
 
 /// Every verb, in the spec's order.
@@ -323,7 +336,7 @@ pub const VERB_SPECS: [VerbSpec; 18] = [
     },
     VerbSpec {
         name: "set_policy",
-        about: "the tenant's owner changes the policy (any subset of the policy's keys)",
+        about: "a human publishes a new mandate: the current policy with these keys changed, signed (see Signed mandates)",
         keys: POLICY,
         rules: &[],
     },
@@ -521,7 +534,12 @@ mod tests {
             ("grant", serde_fields::<Grant>()),
             ("revoke", serde_fields::<Revoke>()),
             ("set_price", serde_fields::<SetPrice>()),
-            ("set_policy", serde_fields::<crate::PolicyPatch>()),
+            ("set_policy", {
+                let mut keys = serde_fields::<crate::PolicyPatch>();
+                keys.extend(serde_fields::<crate::verbs::SetPolicySigning>());
+                keys.sort();
+                keys
+            }),
             ("advance_clock", serde_fields::<AdvanceClock>()),
             ("set_clock", serde_fields::<SetClock>()),
             ("cancel", serde_fields::<Cancel>()),

@@ -234,6 +234,49 @@ pub struct SetPrice {
     pub price_paise: i64,
 }
 
+/// How a `set_policy` step's mandate is signed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MandateSignature {
+    /// With the signer's own world key.
+    #[default]
+    Valid,
+    /// A signature with one bit flipped.
+    Invalid,
+    /// None.
+    Missing,
+    /// With another human's key (the world's first other person).
+    OtherKey,
+}
+
+/// `set_policy`: a human publishes a new mandate, the current policy with
+/// `patch`'s keys changed, signed with `signed_by`'s world key (default: the
+/// tenant's first human who may approve) as `signature` says, as `version`
+/// (default: the version in force plus one).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct SetPolicy {
+    #[serde(flatten)]
+    pub patch: gate::PolicyPatch,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<MandateSignature>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+}
+
+/// The keys of a `set_policy` step that are not policy keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetPolicySigning {
+    #[serde(default)]
+    pub signed_by: Option<String>,
+    #[serde(default)]
+    pub signature: Option<MandateSignature>,
+    #[serde(default)]
+    pub version: Option<i64>,
+}
+
 /// `advance_clock`: move the gate's clock by `minutes` or `seconds` (exactly
 /// one; negative steps it back).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -64,6 +64,38 @@ pub enum Command {
     /// Show the configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Signed mandates: a human's key pair, a policy signed with it, and
+    /// its publication as the tenant's next policy version.
+    #[command(subcommand)]
+    Mandate(MandateCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MandateCommand {
+    /// Write an Ed25519 key pair: PREFIX.key (the secret, mode 0600) and
+    /// PREFIX.pub; prints the line for the `mandate_keys` file.
+    Keygen {
+        /// The tenant of the human the key is for.
+        #[arg(long)]
+        tenant: String,
+        /// The human (a person of the tenant who may approve).
+        #[arg(long)]
+        person: String,
+        /// Where to write the two files [default: TENANT-PERSON].
+        #[arg(long, value_name = "PREFIX")]
+        out: Option<PathBuf>,
+    },
+    /// Sign a mandate document ({tenant, version, signer, policy}) with a
+    /// secret key; writes the signed mandate to stdout or --out.
+    Sign {
+        file: PathBuf,
+        #[arg(long, value_name = "KEY")]
+        key: PathBuf,
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Publish a signed mandate as its tenant's next policy version.
+    Publish { file: PathBuf },
 }
 
 #[derive(Debug, Args)]
@@ -131,6 +163,10 @@ pub enum TenantCommand {
         /// Who applies it, as recorded on the ledger [default: $USER].
         #[arg(long, value_name = "NAME")]
         by: Option<String>,
+        /// A signed mandate: a new tenant's first policy, or an existing
+        /// tenant's next one (repeat for several tenants).
+        #[arg(long, value_name = "FILE")]
+        mandate: Vec<PathBuf>,
     },
 }
 

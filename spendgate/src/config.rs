@@ -50,11 +50,12 @@ pub enum Name {
     RazorpayKeyId,
     RazorpayKeySecret,
     RazorpayBaseUrl,
+    MandateKeys,
 }
 
 impl Name {
     /// Every key, in the order `config check` prints them.
-    pub const ALL: [Name; 11] = [
+    pub const ALL: [Name; 12] = [
         Name::DatabaseUrl,
         Name::MigrationDatabaseUrl,
         Name::Bind,
@@ -66,6 +67,7 @@ impl Name {
         Name::RazorpayKeyId,
         Name::RazorpayKeySecret,
         Name::RazorpayBaseUrl,
+        Name::MandateKeys,
     ];
 
     /// The name in `spendgate.toml`.
@@ -82,6 +84,7 @@ impl Name {
             Name::RazorpayKeyId => "razorpay_key_id",
             Name::RazorpayKeySecret => "razorpay_key_secret",
             Name::RazorpayBaseUrl => "razorpay_base_url",
+            Name::MandateKeys => "mandate_keys",
         }
     }
 
@@ -158,6 +161,11 @@ impl Name {
             Name::RazorpayKeyId => "a Razorpay Test Mode key id, rzp_test_...",
             Name::RazorpayKeySecret => "the secret of razorpay_key_id",
             Name::RazorpayBaseUrl => "the Orders API's base URL",
+            Name::MandateKeys => {
+                "the keys file of the humans who may sign mandates: one `TENANT PERSON \
+                 ed25519:BASE64` per line (`spendgate mandate keygen` prints the line); \
+                 without it no policy verifies and every proposal is POLICY_INVALID"
+            }
         }
     }
 
@@ -352,6 +360,11 @@ impl Config {
     }
 
     /// The ledger key's bytes (at least 32).
+    /// The keys file `mandate_keys` names, if it is set.
+    pub fn mandate_keys(&self) -> Option<PathBuf> {
+        self.get(Name::MandateKeys).map(|s| PathBuf::from(s.value))
+    }
+
     pub fn ledger_key(&self) -> Result<Vec<u8>, ConfigError> {
         self.secret(Name::LedgerKey)
     }

@@ -52,6 +52,7 @@ pub fn status_of(reason: Reason) -> StatusCode {
         | DelegationDepthExceeded
         | DelegationChainBroken => StatusCode::FORBIDDEN,
         ApprovalByRequester | ApproverNotPermitted => StatusCode::FORBIDDEN,
+        MandateSignatureInvalid | MandateSignerNotPermitted => StatusCode::FORBIDDEN,
         ApprovalAlreadyUsed | ApprovalNotPending => StatusCode::CONFLICT,
         RequestNotAuthorized
         | AuthorityAlreadyUsed

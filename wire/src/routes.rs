@@ -24,11 +24,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use gate::policy::PolicyPatch;
 use gate::provider::PaymentProvider;
 use gate::reason::{Decision, Reason};
 use gate::service::{Gate, HopTerms, Outcome, ProposeOutcome, ServiceError};
 use http_body::Body as _;
+use mandate::SignedMandate;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -692,11 +692,11 @@ async fn set_policy<P: PaymentProvider + 'static>(
     body: Body,
 ) -> Response {
     let c = try_or_answer!(administrator(&s, &headers).await);
-    let patch: PolicyPatch = try_or_answer!(parsed(&headers, body).await);
+    let signed: SignedMandate = try_or_answer!(parsed(&headers, body).await);
     answered(
-        "publishing a policy",
-        "A new policy version is published (its number is `id`); decisions from now on follow it.",
-        s.gate.set_policy(&c.tenant, &patch).await,
+        "publishing a mandate",
+        "The signed mandate is published as the new policy version (its number is `id`); decisions from now on follow it.",
+        s.gate.publish_mandate(&c.tenant, &signed).await,
     )
 }
 

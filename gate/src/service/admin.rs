@@ -1,10 +1,13 @@
 //! The tenant's own changes: catalog prices, policy versions, and ending
 //! requests that will not proceed.
 //!
-//! Guarantees: `set_policy` publishes version + 1 (never edits a version;
-//! the database refuses that too) under the tenant row's lock, so two
-//! publications cannot take the same number; every authority issued under an
-//! older version is thereby refused `AUTHORITY_POLICY_CHANGED`. `set_price`
+//! Guarantees: `publish_mandate` publishes a signed mandate only when its
+//! signer is a human of the tenant who may approve, its signature verifies
+//! under that human's configured key, and its version is above the one in
+//! force, checked under the tenant row's lock, so two publications cannot
+//! take the same number and an older mandate sent again publishes nothing
+//! (never edits a version; the database refuses that too); every authority
+//! issued under an older version is thereby refused `AUTHORITY_POLICY_CHANGED`. `set_price`
 //! changes one catalog row of one tenant. `expire` and `cancel` move a request
 //! that has not reached the provider to EXPIRED or CANCELLED and release its
 //! budgets in the same transaction; `expire_lapsed` does so for every request
@@ -19,12 +22,16 @@ use super::lock::{RequestKey, TenantKey, lock};
 use super::request_state::RequestState;
 use super::requests::{self, Transition};
 use super::rows::{REQUEST_LIFETIME_HOURS, RequestRow, TenantRow};
-use super::world;
 use super::{Gate, Outcome};
 use crate::ident::is_ident;
+use crate::policy::Policy;
+#[cfg(any(test, feature = "test-support"))]
 use crate::policy::PolicyPatch;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
+#[cfg(any(test, feature = "test-support"))]
+use mandate::Mandate;
+use mandate::{MandateError, SignedMandate};
 
 /// States from which a request may still be expired or cancelled.
 const ENDABLE: [RequestState; 3] = [
@@ -104,21 +111,34 @@ impl<P: PaymentProvider> Gate<P> {
         Ok(Outcome::ok(sku.to_owned()))
     }
 
-    /// Publishes the current policy with `patch` applied as a new version; the
-    /// outcome's id is the new version number.
-    pub async fn set_policy(
+    /// Publishes a signed mandate as the policy of `tenant` (the caller's);
+    /// the outcome's id is the version published. Refused, with nothing
+    /// published: `TENANT_UNKNOWN`; `TENANT_MISMATCH` when the mandate names
+    /// another tenant; `MANDATE_SIGNER_NOT_PERMITTED` when the signer is
+    /// not a human of the tenant who may approve or has no configured key;
+    /// `MANDATE_SIGNATURE_INVALID` when the signature is missing, malformed
+    /// or not by the signer's key; `POLICY_INVALID` when the version is not
+    /// above the one in force (an older mandate sent again) or the policy
+    /// does not validate.
+    pub async fn publish_mandate(
         &self,
         tenant: &str,
-        patch: &PolicyPatch,
+        signed: &SignedMandate,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("publishing a policy").await?;
+        let m = &signed.mandate;
+        let mut tx = self.begin("publishing a mandate").await?;
         let refuse = |known: bool, reason: Reason| {
             Entry::new(
                 known.then_some(tenant),
                 "policy.refused",
                 tenant,
-                json!({"patch": patch, "decision": Decision::Deny(reason)}),
+                json!({
+                    "version": m.version,
+                    "signer": m.signer,
+                    "policy": m.policy,
+                    "decision": Decision::Deny(reason),
+                }),
             )
         };
         let locked: Option<TenantRow> = if is_ident(tenant) {
@@ -129,60 +149,137 @@ impl<P: PaymentProvider> Gate<P> {
             None
         };
         if locked.is_none() {
-            return self
-                .refuse(
-                    tx,
-                    now,
-                    refuse(false, Reason::TenantUnknown),
-                    Reason::TenantUnknown,
-                )
-                .await;
+            let reason = Reason::TenantUnknown;
+            return self.refuse(tx, now, refuse(false, reason), reason).await;
         }
-        let current = world::current_policy(&mut tx, tenant).await?;
-        let Some((version, Ok(policy))) = current.map(|c| (c.version, c.policy)) else {
-            return self
-                .refuse(
-                    tx,
-                    now,
-                    refuse(true, Reason::PolicyInvalid),
-                    Reason::PolicyInvalid,
-                )
-                .await;
-        };
-        let next = version + 1;
-        let patched = policy.patched(patch);
-        if !patch.readable() || patched.publishable().is_err() {
-            return self
-                .refuse(
-                    tx,
-                    now,
-                    refuse(true, Reason::PolicyInvalid),
-                    Reason::PolicyInvalid,
-                )
-                .await;
+        if m.tenant != tenant {
+            let reason = Reason::TenantMismatch;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
         }
-        let patched = serde_json::to_value(patched).map_err(|e| ServiceError::Corrupt {
-            what: format!("a patched policy does not serialize: {e}"),
-        })?;
+        let signer_may_approve = matches!(
+            identity::resolve(&mut tx, tenant, &m.signer).await?,
+            Ok(who @ Who::Person { .. }) if who.may_approve()
+        );
+        if !signer_may_approve {
+            let reason = Reason::MandateSignerNotPermitted;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
+        }
+        let verified = signed.verify(self.mandate_keys());
+        if matches!(verified, Err(MandateError::NoKey { .. })) {
+            let reason = Reason::MandateSignerNotPermitted;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
+        }
+        if verified.is_err() {
+            let reason = Reason::MandateSignatureInvalid;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
+        }
+        let digest = verified.map(|v| v.digest).unwrap_or_default();
+        let in_force: Option<i32> =
+            sqlx::query_scalar("SELECT max(version) FROM policy_versions WHERE tenant_id = $1")
+                .bind(tenant)
+                .fetch_one(&mut *tx)
+                .await
+                .ctx("reading the version in force")?;
+        let version = i32::try_from(m.version).unwrap_or(0);
+        if version <= in_force.unwrap_or(0) {
+            let reason = Reason::PolicyInvalid;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
+        }
+        let publishable = serde_json::from_value::<Policy>(m.policy.clone())
+            .is_ok_and(|p| p.publishable().is_ok());
+        if !publishable {
+            let reason = Reason::PolicyInvalid;
+            return self.refuse(tx, now, refuse(true, reason), reason).await;
+        }
         sqlx::query(
-            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) VALUES ($1, $2, $3, $4)",
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at, signer, signature) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(tenant)
-        .bind(next)
-        .bind(&patched)
+        .bind(version)
+        .bind(&m.policy)
         .bind(now)
+        .bind(&m.signer)
+        .bind(&signed.signature)
         .execute(&mut *tx)
         .await
         .ctx("publishing a policy version")?;
         let entry = Entry::new(
             Some(tenant),
             "policy.published",
-            next.to_string(),
-            json!({"version": next, "patch": patch, "policy": patched}),
+            version.to_string(),
+            json!({
+                "version": version,
+                "signer": m.signer,
+                "mandate": digest,
+                "signature": signed.signature,
+                "policy": m.policy,
+            }),
         );
         ledger::append(&mut tx, self.ledger_key(), now, vec![entry]).await?;
         tx.commit().await.ctx("committing a policy version")?;
-        Ok(Outcome::ok(next.to_string()))
+        Ok(Outcome::ok(version.to_string()))
+    }
+
+    /// The tenant's latest policy version as stored: its number and its
+    /// policy document (whether or not its signature verifies), `None` when
+    /// the tenant has none. What a human patches to write the next mandate.
+    pub async fn policy_document(
+        &self,
+        tenant: &str,
+    ) -> Result<Option<(i32, serde_json::Value)>, ServiceError> {
+        if !is_ident(tenant) {
+            return Ok(None);
+        }
+        sqlx::query_as(
+            "SELECT version, policy FROM policy_versions WHERE tenant_id = $1 \
+             ORDER BY version DESC LIMIT 1",
+        )
+        .bind(tenant)
+        .fetch_optional(&self.pool)
+        .await
+        .ctx("reading the policy document")
+    }
+
+    /// Tests' and the corpus's shorthand for a human's publication: the
+    /// stored policy with `patch` applied ([`PolicyPatch::applied_to`]),
+    /// as the next version, signed with the world key
+    /// ([`mandate::world_secret`]) of the tenant's first human who may
+    /// approve (by id), and published through [`Gate::publish_mandate`].
+    #[cfg(any(test, feature = "test-support"))]
+    pub async fn set_policy(
+        &self,
+        tenant: &str,
+        patch: &PolicyPatch,
+    ) -> Result<Outcome, ServiceError> {
+        let (version, document) = self
+            .policy_document(tenant)
+            .await?
+            .unwrap_or((0, json!({})));
+        let signer: Option<String> = if is_ident(tenant) {
+            sqlx::query_scalar(
+                "SELECT id FROM people WHERE tenant_id = $1 AND may_approve ORDER BY id LIMIT 1",
+            )
+            .bind(tenant)
+            .fetch_optional(&self.pool)
+            .await
+            .ctx("reading the tenant's first approver")?
+        } else {
+            None
+        };
+        let signer = signer.unwrap_or_default();
+        let unsigned = Mandate::new(
+            tenant,
+            i64::from(version) + 1,
+            signer.as_str(),
+            patch.applied_to(&document),
+        );
+        let signed = unsigned
+            .sign(&mandate::world_secret(tenant, &signer))
+            .map_err(|e| ServiceError::Corrupt {
+                what: format!("a mandate does not canonicalize: {e}"),
+            })?;
+        self.publish_mandate(tenant, &signed).await
     }
 
     /// Expires a request that has not reached the provider, releasing its budgets.

@@ -151,8 +151,9 @@ impl<P: PaymentProvider> Gate<P> {
             evaluation,
             leaf,
             version,
+            mandate,
             reserved,
-        } = reevaluate(&mut tx, &request, now).await?;
+        } = reevaluate(&mut tx, &request, now, self.mandate_keys()).await?;
         let entries = vec![
             Entry::new(
                 Some(&tenant),
@@ -169,6 +170,7 @@ impl<P: PaymentProvider> Gate<P> {
                     "decision": decision,
                     "evaluation": evaluation,
                     "policy_version": version,
+                    "mandate": mandate,
                     "delegation": leaf,
                     "state": if decision == Decision::Allow { RequestState::Authorized } else { RequestState::Denied },
                     "reserved_paise": reserved,
@@ -192,6 +194,8 @@ struct Reevaluated {
     evaluation: crate::policy::Evaluation,
     leaf: Option<String>,
     version: Option<i32>,
+    /// The digest of the signed mandate the decision applied.
+    mandate: Option<String>,
     reserved: i64,
 }
 
@@ -200,6 +204,7 @@ async fn reevaluate(
     tx: &mut sqlx::PgConnection,
     request: &RequestRow,
     now: chrono::DateTime<chrono::Utc>,
+    keys: &mandate::Keyring,
 ) -> Result<Reevaluated, ServiceError> {
     let tenant = request.tenant_id.as_str();
     let proposal = match (&request.sku, request.quantity, &request.purpose) {
@@ -217,7 +222,7 @@ async fn reevaluate(
     // The policy and the catalog in one plain read, before the day lock (as
     // `propose` reads them): the catalog stays out of the tenant's critical
     // section.
-    let (policy, catalog) = world::policy_and_catalog(tx, tenant, true).await?;
+    let (policy, catalog) = world::policy_and_catalog(tx, tenant, true, keys).await?;
     // The day and the agent's hops locked, then their chains read, in one
     // round trip (velocity and the denial rate do not count at approval).
     let judge = decide::judges(policy.as_ref());
@@ -285,6 +290,7 @@ async fn reevaluate(
         evaluation: decided.evaluation,
         leaf: decided.leaf,
         version: decided.policy_version,
+        mandate: decided.mandate,
         reserved,
     })
 }

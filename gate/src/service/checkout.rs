@@ -141,8 +141,16 @@ impl<P: PaymentProvider> Gate<P> {
                 )
                 .await;
         }
-        if let Err(reason) =
-            still_valid(&mut tx, self.worlds(), &request, version, &digest, now).await?
+        if let Err(reason) = still_valid(
+            &mut tx,
+            self.worlds(),
+            self.mandate_keys(),
+            &request,
+            version,
+            &digest,
+            now,
+        )
+        .await?
         {
             let to = ends_in(reason);
             Transition::new(&request, to)
@@ -237,6 +245,7 @@ pub(crate) fn ends_in(reason: Reason) -> RequestState {
 pub(crate) async fn still_valid(
     conn: &mut PgConnection,
     worlds: &WorldCache,
+    keys: &mandate::Keyring,
     request: &RequestRow,
     version: i32,
     digest: &str,
@@ -248,6 +257,7 @@ pub(crate) async fn still_valid(
         tenant,
         request.delegation_id.as_deref(),
         worlds.get(tenant),
+        keys,
     )
     .await?;
     let Some(current) = &world.policy else {

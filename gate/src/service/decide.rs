@@ -27,6 +27,8 @@ pub(crate) struct Decided {
     /// The hop whose chain the decision used.
     pub leaf: Option<String>,
     pub policy_version: Option<i32>,
+    /// The digest of the signed mandate the decision applied.
+    pub mandate: Option<String>,
 }
 
 /// Whether velocity and the denial rate count: they limit new proposals,
@@ -103,9 +105,11 @@ pub(crate) fn decide_with_catalog(
             evaluation: refused(Reason::PolicyInvalid),
             leaf: None,
             policy_version: None,
+            mandate: None,
         };
     };
     let version = Some(current.version);
+    let mandate = current.mandate.clone();
     let policy = match &current.policy {
         Ok(p) => p,
         Err(reason) => {
@@ -113,6 +117,7 @@ pub(crate) fn decide_with_catalog(
                 evaluation: refused(*reason),
                 leaf: None,
                 policy_version: version,
+                mandate,
             };
         }
     };
@@ -134,6 +139,7 @@ pub(crate) fn decide_with_catalog(
             evaluation,
             leaf: Some(leaf),
             policy_version: version,
+            mandate: mandate.clone(),
         };
         match decided.evaluation.decision {
             Decision::Deny(r) if r.layer() == Layer::Delegation => {
@@ -146,5 +152,6 @@ pub(crate) fn decide_with_catalog(
         evaluation: judge(&DelegationChain::default()),
         leaf: None,
         policy_version: version,
+        mandate,
     })
 }

@@ -196,6 +196,7 @@ pub(crate) async fn read_for_proposal(
     ask: Ask<'_>,
     world: Option<&str>,
     lock_anyway: bool,
+    keys: &mandate::Keyring,
 ) -> Result<ProposalState, ServiceError> {
     let (currency, cap_paise) = Day::terms(ask.policy);
     let query = sqlx::query_as(
@@ -225,7 +226,7 @@ pub(crate) async fn read_for_proposal(
         what: format!("the policy of {} came back without its digest", ask.tenant),
     })?;
     let (policy, catalog) = match (reply.version, reply.policy) {
-        (Some(version), Some(json)) => policy_read(version, json, reply.catalog),
+        (Some(version), Some(json)) => policy_read(ask.tenant, version, json, reply.catalog, keys),
         _ => (None, None),
     };
     Ok(ProposalState::Stale(World {
@@ -421,8 +422,14 @@ mod tests {
             ("globex", "globex-agent"),
         ] {
             let want = identity::resolve(&mut conn, tenant, actor).await?;
-            let got =
-                read_for_proposal(&mut conn, ask(tenant, actor), Some("stale"), false).await?;
+            let got = read_for_proposal(
+                &mut conn,
+                ask(tenant, actor),
+                Some("stale"),
+                false,
+                &mandate::Keyring::world(),
+            )
+            .await?;
             match got {
                 ProposalState::Refused(reason) => {
                     let expected = want.err().unwrap_or(Reason::ActorNotPermitted);
@@ -439,8 +446,14 @@ mod tests {
         let opened: i64 = sqlx::query_scalar(days).fetch_one(&mut *conn).await?;
         assert_eq!(opened, 0, "a stale world opened a day");
 
-        let ProposalState::Stale(world) =
-            read_for_proposal(&mut conn, ask("acme", "buyer-agent"), None, false).await?
+        let ProposalState::Stale(world) = read_for_proposal(
+            &mut conn,
+            ask("acme", "buyer-agent"),
+            None,
+            false,
+            &mandate::Keyring::world(),
+        )
+        .await?
         else {
             panic!("no world was ever named: it must be sent");
         };
@@ -448,7 +461,14 @@ mod tests {
             policy: world.policy.as_ref(),
             ..ask("acme", "buyer-agent")
         };
-        let locked = read_for_proposal(&mut conn, current, Some(&world.digest), false).await?;
+        let locked = read_for_proposal(
+            &mut conn,
+            current,
+            Some(&world.digest),
+            false,
+            &mandate::Keyring::world(),
+        )
+        .await?;
         let ProposalState::Locked(state) = locked else {
             panic!("the current world was not locked: {locked:?}");
         };
@@ -497,7 +517,8 @@ mod tests {
         assert_eq!(all.len(), 40);
         assert!(refused.len() > 5 && refused.len() < 40, "{}", refused.len());
 
-        let (policy, _) = world::policy_and_catalog(&mut conn, "acme", false).await?;
+        let (policy, _) =
+            world::policy_and_catalog(&mut conn, "acme", false, &mandate::Keyring::world()).await?;
         let counted = Moment::Proposal
             .counted(clock.now(), policy.as_ref())
             .ok_or("the standard policy counts proposals")?;
@@ -602,7 +623,8 @@ mod tests {
             }
         };
         let mut conn = db.pool().acquire().await?;
-        let (policy, _) = world::policy_and_catalog(&mut conn, "acme", false).await?;
+        let (policy, _) =
+            world::policy_and_catalog(&mut conn, "acme", false, &mandate::Keyring::world()).await?;
         let read_so_far = "SELECT seq_scan, COALESCE(idx_tup_fetch, 0) \
                              FROM pg_stat_xact_user_tables WHERE relname = 'payment_requests'";
         for (round, made) in [(0, 300), (1, 200)] {

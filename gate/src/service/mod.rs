@@ -62,6 +62,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use mandate::Keyring;
 use serde::Serialize;
 use sqlx::{PgPool, Postgres, Transaction};
 
@@ -101,6 +102,7 @@ pub struct Gate<P> {
     secret: Vec<u8>,
     previous_secret: Option<Vec<u8>>,
     ledger_key: LedgerKey,
+    mandate_keys: Keyring,
     clock: Arc<dyn Clock>,
     provider_timeout: Duration,
     worlds: WorldCache,
@@ -143,6 +145,7 @@ impl<P: PaymentProvider> Gate<P> {
             pool,
             provider,
             ledger_key,
+            mandate_keys: Keyring::empty(),
             secret,
             previous_secret: None,
             clock,
@@ -156,7 +159,9 @@ impl<P: PaymentProvider> Gate<P> {
     /// A gate for tests, the corpus and the benchmark: as [`Gate::open`],
     /// with the ledger keyed by a key derived from the webhook secret
     /// ([`LedgerKey::derived_from_secret`]) unless [`Gate::with_ledger_key`]
-    /// sets one. Not in a build without `test-support`: a served gate is
+    /// sets one, and trusting the deterministic world keys of the corpus
+    /// ([`Keyring::world`]) unless [`Gate::with_mandate_keys`] sets others.
+    /// Not in a build without `test-support`: a served gate is
     /// always given a ledger key of its own.
     #[cfg(any(test, feature = "test-support"))]
     pub fn new(
@@ -167,7 +172,7 @@ impl<P: PaymentProvider> Gate<P> {
     ) -> Result<Self, WebhookSecretError> {
         let secret = webhook_secret.into();
         let key = LedgerKey::derived_from_secret(&secret);
-        Self::open(pool, provider, secret, key, clock)
+        Ok(Self::open(pool, provider, secret, key, clock)?.with_mandate_keys(Keyring::world()))
     }
 
     /// Also accepts events signed with the previous webhook secret (rotation:
@@ -210,6 +215,14 @@ impl<P: PaymentProvider> Gate<P> {
         self
     }
 
+    /// The humans' public keys, by tenant and person: a mandate is published,
+    /// and a stored policy enforced, only when its signature verifies under
+    /// its signer's key here. A gate opened without keys enforces no policy.
+    pub fn with_mandate_keys(mut self, keys: Keyring) -> Self {
+        self.mandate_keys = keys;
+        self
+    }
+
     /// The gate's pool: for tests, the corpus and the benchmark only. What
     /// an operator runs reaches the database through the gate's operations.
     #[cfg(any(test, feature = "test-support"))]
@@ -242,6 +255,11 @@ impl<P: PaymentProvider> Gate<P> {
 
     pub(crate) fn ledger_key(&self) -> &LedgerKey {
         &self.ledger_key
+    }
+
+    /// The humans' public keys ([`Gate::with_mandate_keys`]).
+    pub(crate) fn mandate_keys(&self) -> &Keyring {
+        &self.mandate_keys
     }
 
     /// The tenants' policies and catalogs this gate has read (a guess the

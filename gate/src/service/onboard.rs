@@ -113,11 +113,14 @@ impl<P: PaymentProvider> Gate<P> {
         .fetch_all(&mut *tx)
         .await
         .ctx("reading the catalog")?;
-        let policy: Option<(i32, Value)> = sqlx::query_as(super::world::latest_policy!())
-            .bind(tenant)
-            .fetch_optional(&mut *tx)
-            .await
-            .ctx("reading the policy")?;
+        let policy: Option<(i32, Value)> = sqlx::query_as(
+            "SELECT version, policy FROM policy_versions WHERE tenant_id = $1 \
+             ORDER BY version DESC LIMIT 1",
+        )
+        .bind(tenant)
+        .fetch_optional(&mut *tx)
+        .await
+        .ctx("reading the policy")?;
         let delegations: Vec<String> =
             sqlx::query_scalar("SELECT id FROM delegations WHERE tenant_id = $1 ORDER BY id")
                 .bind(tenant)

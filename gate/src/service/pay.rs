@@ -181,6 +181,7 @@ impl<P: PaymentProvider> Gate<P> {
             still_valid(
                 &mut tx,
                 self.worlds(),
+                self.mandate_keys(),
                 &request,
                 authority.policy_version,
                 &authority.purchase_digest,

@@ -146,6 +146,7 @@ impl<P: PaymentProvider> Gate<P> {
                 evaluation: refused(reason.unwrap_or(Reason::ProposalMalformed)),
                 leaf: None,
                 policy_version: policy.map(|p| p.version),
+                mandate: policy.and_then(|p| p.mandate.clone()),
             },
         };
 
@@ -199,6 +200,7 @@ impl<P: PaymentProvider> Gate<P> {
                     "decision": decision,
                     "evaluation": decided.evaluation,
                     "policy_version": decided.policy_version,
+                    "mandate": decided.mandate,
                     "delegation": decided.leaf,
                     "state": to,
                     "reserved_paise": reservation.as_ref().map_or(0, |r| r.amount_paise),
@@ -272,7 +274,15 @@ impl<P: PaymentProvider> Gate<P> {
                 key,
             };
             let digest = world.as_ref().map(|w| w.digest.as_str());
-            match decision_state::read_for_proposal(tx, ask, digest, lock_anyway).await? {
+            match decision_state::read_for_proposal(
+                tx,
+                ask,
+                digest,
+                lock_anyway,
+                self.mandate_keys(),
+            )
+            .await?
+            {
                 ProposalState::Locked(state) => return Ok(Ok((world, state))),
                 ProposalState::Refused(reason) => return Ok(Err(reason)),
                 ProposalState::Stale(read) if !lock_anyway => {

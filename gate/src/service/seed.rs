@@ -19,6 +19,10 @@ use super::ledger::{self, Entry};
 use crate::catalog::CatalogItem;
 use crate::policy::Policy;
 use crate::provider::PaymentProvider;
+use crate::reason::Reason;
+#[cfg(any(test, feature = "test-support"))]
+use mandate::Mandate;
+use mandate::{MandateError, SignedMandate};
 
 /// A world's tenants, the first being the default one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,9 +71,78 @@ impl<P: PaymentProvider> Gate<P> {
     /// together, with one statement (a seed is a handful of round trips,
     /// not one per row), then the delegations hop by hop through `grant`'s
     /// own insert, then one ledger entry per tenant.
+    ///
+    /// Each tenant's policy version 1 is signed with the world key
+    /// ([`mandate::world_secret`]) of its first human who may approve, as a
+    /// corpus's world is taken to be: tests, the corpus and the benchmark.
+    #[cfg(any(test, feature = "test-support"))]
     pub async fn seed(&self, seed: &Seed) -> Result<(), ServiceError> {
+        let mut mandates = Vec::new();
+        for t in &seed.tenants {
+            let signer = t
+                .people
+                .iter()
+                .find(|p| p.may_approve)
+                .map(|p| p.id.clone())
+                .unwrap_or_default();
+            let policy = serde_json::to_value(&t.policy).map_err(|e| ServiceError::Corrupt {
+                what: format!("the policy of {} does not serialize: {e}", t.id),
+            })?;
+            let signed = Mandate::new(&t.id, 1, signer.as_str(), policy)
+                .sign(&mandate::world_secret(&t.id, &signer))
+                .map_err(|e| ServiceError::Corrupt {
+                    what: format!("the mandate of {} does not canonicalize: {e}", t.id),
+                })?;
+            mandates.push(signed);
+        }
+        self.seed_signed(seed, &mandates).await
+    }
+
+    /// Writes `seed` as [`Gate::seed`] does, each tenant's policy version 1
+    /// being the mandate of `mandates` that names the tenant: version 1,
+    /// signed by a human of the seed's tenant who may approve, verified
+    /// under that human's configured key, its policy the seed's. Otherwise
+    /// nothing is written ([`ServiceError::SeedRefused`]).
+    pub async fn seed_signed(
+        &self,
+        seed: &Seed,
+        mandates: &[SignedMandate],
+    ) -> Result<(), ServiceError> {
         let now = self.now();
-        let rows = SeedRows::of(seed)?;
+        let mut rows = SeedRows::of(seed)?;
+        for t in &seed.tenants {
+            let refused = |reason: Reason, why: &str| ServiceError::SeedRefused {
+                what: format!("the mandate of tenant {}: {why}", t.id),
+                reason,
+            };
+            let Some(signed) = mandates.iter().find(|m| m.mandate.tenant == t.id) else {
+                return Err(refused(Reason::MandateSignatureInvalid, "none was given"));
+            };
+            let m = &signed.mandate;
+            if !t.people.iter().any(|p| p.id == m.signer && p.may_approve) {
+                let why = format!("{} is not a human of the tenant who may approve", m.signer);
+                return Err(refused(Reason::MandateSignerNotPermitted, &why));
+            }
+            let verified = signed.verify(self.mandate_keys());
+            if matches!(verified, Err(MandateError::NoKey { .. })) {
+                let why = format!("{} has no configured key", m.signer);
+                return Err(refused(Reason::MandateSignerNotPermitted, &why));
+            }
+            if verified.is_err() {
+                let why = format!("the signature is not by the key of {}", m.signer);
+                return Err(refused(Reason::MandateSignatureInvalid, &why));
+            }
+            let same =
+                serde_json::from_value::<Policy>(m.policy.clone()).is_ok_and(|p| p == t.policy);
+            if m.version != 1 || !same {
+                let why = "a first mandate is version 1 of the tenant's own policy";
+                return Err(refused(Reason::PolicyInvalid, why));
+            }
+            rows.policies.push(m.policy.clone());
+            rows.signers.push(m.signer.clone());
+            rows.signatures
+                .push(signed.signature.clone().unwrap_or_default());
+        }
         let mut tx = self.begin("seeding").await?;
         sqlx::query("INSERT INTO tenants (id) SELECT * FROM UNNEST($1::text[])")
             .bind(&rows.tenants)
@@ -125,12 +198,15 @@ impl<P: PaymentProvider> Gate<P> {
         .await
         .ctx("seeding the catalog")?;
         sqlx::query(
-            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
-             SELECT t, 1, p, $3 FROM UNNEST($1::text[], $2::jsonb[]) AS u(t, p)",
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at, signer, signature) \
+             SELECT t, 1, p, $3, s, g \
+               FROM UNNEST($1::text[], $2::jsonb[], $4::text[], $5::text[]) AS u(t, p, s, g)",
         )
         .bind(&rows.tenants)
         .bind(&rows.policies)
         .bind(now)
+        .bind(&rows.signers)
+        .bind(&rows.signatures)
         .execute(&mut *tx)
         .await
         .ctx("seeding the policies")?;
@@ -185,8 +261,11 @@ struct SeedRows {
     /// (tenant, merchant)
     merchants: (Vec<String>, Vec<String>),
     catalog: CatalogRows,
-    /// Each tenant's policy, in the tenants' order.
+    /// Each tenant's policy document as its mandate was signed, its
+    /// signer and its signature, in the tenants' order.
     policies: Vec<serde_json::Value>,
+    signers: Vec<String>,
+    signatures: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -248,12 +327,6 @@ impl SeedRows {
                 c.available.push(item.available);
                 c.description.push(item.description.clone());
             }
-            rows.policies
-                .push(
-                    serde_json::to_value(&t.policy).map_err(|e| ServiceError::Corrupt {
-                        what: format!("the policy of {} does not serialize: {e}", t.id),
-                    })?,
-                );
         }
         Ok(rows)
     }

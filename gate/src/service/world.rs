@@ -22,41 +22,75 @@ use crate::delegation::DelegationChain;
 use crate::policy::Policy;
 use crate::reason::Reason;
 use crate::spend::SpendState;
+use mandate::{Keyring, Mandate, SignedMandate};
 
 /// The deepest chain the gate will follow.
 pub(crate) const MAX_CHAIN_DEPTH: i32 = 64;
 
-/// The tenant's current policy: its version, and the policy or why it cannot be enforced.
+/// The tenant's current policy: its version, and the policy or why it cannot
+/// be enforced, and the digest of the signed mandate it came in.
 #[derive(Debug, Clone)]
 pub(crate) struct CurrentPolicy {
     pub version: i32,
     pub policy: Result<Policy, Reason>,
+    /// The digest of the mandate whose signature verified; `None` when the
+    /// policy is not enforceable.
+    pub mandate: Option<String>,
+}
+
+/// A stored policy version as [`latest_policy`] reads it: the policy
+/// document, its signer and its signature.
+#[derive(Debug, serde::Deserialize)]
+struct StoredMandate {
+    policy: serde_json::Value,
+    signer: Option<String>,
+    signature: Option<String>,
 }
 
 impl CurrentPolicy {
-    /// A stored version: the policy, or `POLICY_INVALID` when it does not parse.
-    fn parsed(version: i32, json: serde_json::Value) -> CurrentPolicy {
+    /// A stored version (`json` as [`latest_policy`] reads it): the policy,
+    /// or `POLICY_INVALID` when its mandate's signature does not verify under
+    /// `keys` or the policy does not parse.
+    fn parsed(
+        tenant: &str,
+        version: i32,
+        json: serde_json::Value,
+        keys: &Keyring,
+    ) -> CurrentPolicy {
+        let invalid = CurrentPolicy {
+            version,
+            policy: Err(Reason::PolicyInvalid),
+            mandate: None,
+        };
+        let Ok(stored) = serde_json::from_value::<StoredMandate>(json) else {
+            return invalid;
+        };
+        let signed = SignedMandate {
+            mandate: Mandate::new(
+                tenant,
+                i64::from(version),
+                stored.signer.unwrap_or_default(),
+                stored.policy,
+            ),
+            signature: stored.signature,
+        };
+        let verified = signed.verify(keys);
+        if verified.is_err() {
+            return invalid;
+        }
+        let Ok(policy) = serde_json::from_value::<Policy>(signed.mandate.policy) else {
+            return invalid;
+        };
         CurrentPolicy {
             version,
-            policy: serde_json::from_value::<Policy>(json).map_err(|_| Reason::PolicyInvalid),
+            policy: Ok(policy),
+            mandate: verified.ok().map(|v| v.digest),
         }
     }
 
     pub fn daily_cap(&self) -> i64 {
         self.policy.as_ref().map_or(0, |p| p.daily_cap_paise.max(0))
     }
-}
-
-pub(crate) async fn current_policy(
-    conn: &mut PgConnection,
-    tenant: &str,
-) -> Result<Option<CurrentPolicy>, ServiceError> {
-    let row: Option<(i32, serde_json::Value)> = sqlx::query_as(latest_policy!())
-        .bind(tenant)
-        .fetch_optional(conn)
-        .await
-        .ctx("reading the policy")?;
-    Ok(row.map(|(version, json)| CurrentPolicy::parsed(version, json)))
 }
 
 /// The tenant's current policy and, when `want_catalog` and the policy is
@@ -66,6 +100,7 @@ pub(crate) async fn policy_and_catalog(
     conn: &mut PgConnection,
     tenant: &str,
     want_catalog: bool,
+    keys: &Keyring,
 ) -> Result<(Option<CurrentPolicy>, Option<Catalog>), ServiceError> {
     type Read = (i32, serde_json::Value, Option<Json<Vec<CatalogRow>>>);
     let row: Option<Read> = sqlx::query_as(concat!(
@@ -84,7 +119,7 @@ pub(crate) async fn policy_and_catalog(
     let Some((version, json, rows)) = row else {
         return Ok((None, None));
     };
-    Ok(policy_read(version, json, rows))
+    Ok(policy_read(tenant, version, json, rows, keys))
 }
 
 /// The tenant's policy and catalog, and the chain from the root down to
@@ -105,6 +140,7 @@ pub(crate) async fn world_and_chain(
     tenant: &str,
     leaf: Option<&str>,
     cached: Option<Arc<World>>,
+    keys: &Keyring,
 ) -> Result<(Arc<World>, DelegationChain), ServiceError> {
     type Read = (
         bool,
@@ -152,7 +188,7 @@ pub(crate) async fn world_and_chain(
         (true, Some(world)) => world,
         _ => {
             let (policy, catalog) = match (version, json) {
-                (Some(version), Some(json)) => policy_read(version, json, rows),
+                (Some(version), Some(json)) => policy_read(tenant, version, json, rows, keys),
                 _ => (None, None),
             };
             // Read for this check alone: the digest is never compared.
@@ -169,23 +205,27 @@ pub(crate) async fn world_and_chain(
 /// A policy version as read, and the catalog read beside it: the catalog
 /// only under an enforceable policy.
 pub(crate) fn policy_read(
+    tenant: &str,
     version: i32,
     json: serde_json::Value,
     rows: Option<Json<Vec<CatalogRow>>>,
+    keys: &Keyring,
 ) -> (Option<CurrentPolicy>, Option<Catalog>) {
-    let current = CurrentPolicy::parsed(version, json);
+    let current = CurrentPolicy::parsed(tenant, version, json, keys);
     let catalog = rows
         .filter(|_| current.policy.is_ok())
         .map(|Json(rows)| catalog_of(rows));
     (Some(current), catalog)
 }
 
-/// The one read of a tenant's latest policy version (`$1` the tenant):
-/// its number and its text, no row when it has none.
+/// The one read of a tenant's latest policy version (`$1` the tenant): its
+/// number and its mandate (`{policy, signer, signature}`, as `tenant_world`
+/// sends it too), no row when it has none.
 macro_rules! latest_policy {
     () => {
-        "SELECT version, policy FROM policy_versions WHERE tenant_id = $1 \
-         ORDER BY version DESC LIMIT 1"
+        "SELECT version, jsonb_build_object('policy', policy, 'signer', signer, \
+                'signature', signature) AS policy \
+           FROM policy_versions WHERE tenant_id = $1 ORDER BY version DESC LIMIT 1"
     };
 }
 pub(crate) use latest_policy;

@@ -32,6 +32,7 @@ mod flow_world_cache;
 mod hostile_input;
 mod ledger;
 mod lifetimes;
+mod mandates;
 mod outside_audit_gaps;
 mod outside_audit_pure;
 mod outside_gate;

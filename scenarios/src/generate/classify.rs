@@ -25,9 +25,12 @@ pub fn class_of(reason: Reason) -> &'static str {
         CategoryNotAllowed => "policy.category-scope-drift",
         AmountExceedsTransactionCap => "policy.amount-over-cap",
         DailyBudgetExhausted => "policy.daily-budget-evasion",
-        PolicyNotYetValid | PolicyExpired | PolicyInvalid | PriceInvalid => {
-            "policy.validity-window"
-        }
+        PolicyNotYetValid
+        | PolicyExpired
+        | PolicyInvalid
+        | PriceInvalid
+        | MandateSignatureInvalid
+        | MandateSignerNotPermitted => "policy.validity-window",
         VelocityLimit => "policy.velocity-flood",
         DenialRateLimit => "policy.denial-probing",
         ApprovalRequired => "policy.step-up-evasion",

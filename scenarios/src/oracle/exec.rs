@@ -25,7 +25,7 @@ use super::{OracleError, Outcome, StepOutcome};
 use crate::expect::DecisionKind;
 use crate::scenario::Scenario;
 use crate::step::{Step, Verb};
-use crate::verbs::Propose;
+use crate::verbs::{MandateSignature, Propose};
 
 pub fn step(
     state: &mut State,
@@ -134,17 +134,34 @@ fn verb(
             };
             (outcome, none)
         }
-        Verb::SetPolicy(patch) => {
+        Verb::SetPolicy(set) => {
             let Some(t) = state.tenant_mut(tenant) else {
                 return Ok((Outcome::deny(Reason::TenantUnknown), none));
             };
+            let patch = &set.patch;
+            let first_approver = t.world.people.iter().find(|p| p.may_approve);
+            let signer = set
+                .signed_by
+                .as_deref()
+                .or(first_approver.map(|p| p.id.as_str()));
+            let permitted =
+                signer.is_some_and(|s| t.world.people.iter().any(|p| p.id == s && p.may_approve));
+            let version = set.version.unwrap_or(i64::from(t.policy_version) + 1);
             let next = t.policy.patched(patch);
-            if patch.readable() && policy_valid(&next, &t.world.merchants) {
-                t.policy = next;
-                t.policy_version += 1;
-                (Outcome::ok(), none)
-            } else {
+            if !permitted {
+                (Outcome::deny(Reason::MandateSignerNotPermitted), none)
+            } else if set.signature.unwrap_or_default() != MandateSignature::Valid {
+                (Outcome::deny(Reason::MandateSignatureInvalid), none)
+            } else if version <= i64::from(t.policy_version)
+                || version > i64::from(i32::MAX)
+                || !patch.readable()
+                || !policy_valid(&next, &t.world.merchants)
+            {
                 (Outcome::deny(Reason::PolicyInvalid), none)
+            } else {
+                t.policy = next;
+                t.policy_version = u32::try_from(version).unwrap_or(u32::MAX);
+                (Outcome::ok(), none)
             }
         }
         Verb::AdvanceClock(a) => {

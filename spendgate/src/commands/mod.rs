@@ -11,6 +11,7 @@ mod evidence;
 mod keys;
 mod ledger;
 mod log;
+pub(crate) mod mandate;
 mod mcp;
 mod migrate;
 mod reconcile;
@@ -50,6 +51,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Command::Reconcile(args) => reconcile::run(&config, &args).await,
             Command::Config(command) => config_check::run(&config, command),
             Command::Mcp => mcp::run(),
+            Command::Mandate(command) => mandate::run(&config, command).await,
         }
     })
 }
@@ -74,8 +76,10 @@ pub fn open_gate(config: &Config, pool: PgPool) -> Result<Gate<Provider>, Failur
     let secret = config.webhook_secret()?;
     let previous = config.webhook_secret_previous()?;
     let provider = Provider::from_config(config, &pool)?;
+    let keys = mandate::keys_of_config(config)?;
     let gate = Gate::open(pool, provider, secret, key, Arc::new(SystemClock))
-        .map_err(|e| Failure::Other(format!("{}: {e}", Name::WebhookSecret.name())))?;
+        .map_err(|e| Failure::Other(format!("{}: {e}", Name::WebhookSecret.name())))?
+        .with_mandate_keys(keys);
     match previous {
         None => Ok(gate),
         Some(previous) => gate

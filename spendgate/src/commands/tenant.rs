@@ -9,7 +9,8 @@
 //!   transaction); one that exists gets what the file adds (people, agents,
 //!   merchants, catalog items: one transaction), changed prices
 //!   (`set_price`), a new policy version when the policy differs
-//!   (`set_policy`) and the delegations it does not hold yet (`grant`).
+//!   (`publish_mandate`, with the signed mandate `--mandate` names; a new
+//!   tenant's first policy is the first mandate signed, version 1) and the delegations it does not hold yet (`grant`).
 //!   Nothing is deleted. A change apply cannot make without rewriting
 //!   history (a person's approval rights, a catalog item's merchant,
 //!   currency or category) refuses the whole plan before anything is
@@ -27,6 +28,7 @@ use gate::CatalogItem;
 use gate::service::{
     Grant, Outcome, PersonSeed, Seed, TenantAdditions, TenantHoldings, TenantSeed,
 };
+use mandate::SignedMandate;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -115,7 +117,16 @@ impl Change {
 }
 
 pub async fn run(config: &Config, command: TenantCommand) -> Result<ExitCode, Failure> {
-    let TenantCommand::Apply { file, dry_run, by } = command;
+    let TenantCommand::Apply {
+        file,
+        dry_run,
+        by,
+        mandate,
+    } = command;
+    let mandates = mandate
+        .iter()
+        .map(|path| super::mandate::signed_mandate(path))
+        .collect::<Result<Vec<_>, _>>()?;
     let loaded = world_file::read(&file)?;
     let problems = loaded.check();
     if !problems.is_empty() {
@@ -182,7 +193,7 @@ pub async fn run(config: &Config, command: TenantCommand) -> Result<ExitCode, Fa
         return Ok(ExitCode::SUCCESS);
     }
     for change in &plan {
-        apply(&gate, &loaded, change).await?;
+        apply(&gate, &loaded, &mandates, change).await?;
     }
     for t in &loaded.file.tenants {
         let mine: Vec<&Change> = plan.iter().filter(|c| tenant_of(c) == t.id).collect();
@@ -313,6 +324,7 @@ fn missing(wanted: &[String], held: &[String]) -> Vec<String> {
 async fn apply(
     gate: &gate::service::Gate<crate::provider::Provider>,
     loaded: &Loaded,
+    mandates: &[SignedMandate],
     change: &Change,
 ) -> Result<(), Failure> {
     let refused = |what: String, outcome: &Outcome| {
@@ -332,7 +344,7 @@ async fn apply(
                 .cloned()
                 .into_iter()
                 .collect();
-            gate.seed(&Seed { tenants: seed })
+            gate.seed_signed(&Seed { tenants: seed }, mandates)
                 .await
                 .map_err(|e| Failure::gate(format!("creating tenant {tenant}"), e))
         }
@@ -353,10 +365,24 @@ async fn apply(
                 .ok_or_else(|| refused(format!("the price of {sku}"), &outcome))
         }
         Change::PublishPolicy { tenant, policy } => {
-            let patch: gate::PolicyPatch = serde_json::from_value(policy.clone())
-                .map_err(|e| Failure::Input(format!("the policy of {tenant}: {e}")))?;
+            // The file's policy, as a human signed it.
+            let wanted: Option<gate::Policy> = serde_json::from_value(policy.clone()).ok();
+            let signed = mandates
+                .iter()
+                .find(|m| {
+                    &m.mandate.tenant == tenant
+                        && serde_json::from_value::<gate::Policy>(m.mandate.policy.clone()).ok()
+                            == wanted
+                })
+                .ok_or_else(|| {
+                    Failure::Input(format!(
+                        "{}: the policy of {tenant} changed; give the mandate a human signed \
+                         for it with --mandate (spendgate mandate sign)",
+                        loaded.path.display()
+                    ))
+                })?;
             let outcome = gate
-                .set_policy(tenant, &patch)
+                .publish_mandate(tenant, signed)
                 .await
                 .map_err(|e| Failure::gate(format!("publishing the policy of {tenant}"), e))?;
             outcome

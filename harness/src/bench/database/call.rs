@@ -63,9 +63,10 @@ pub(super) enum Call {
         sku: String,
         price: i64,
     },
+    /// A signed mandate, as the step's human signed it.
     SetPolicy {
         tenant: String,
-        patch: gate::PolicyPatch,
+        signed: mandate::SignedMandate,
     },
     /// How the provider answers the next `pay` calls.
     Provider {
@@ -194,7 +195,9 @@ impl Call {
             Call::SetPrice { tenant, sku, price } => {
                 (gate.set_price(&tenant, &sku, price).await?, ok)
             }
-            Call::SetPolicy { tenant, patch } => (gate.set_policy(&tenant, &patch).await?, ok),
+            Call::SetPolicy { tenant, signed } => {
+                (gate.publish_mandate(&tenant, &signed).await?, ok)
+            }
             Call::Provider { mode, times } => {
                 gate.provider().set_mode(mode, times);
                 return Ok((operation(Decision::Allow, ok), None, None));

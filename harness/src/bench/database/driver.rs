@@ -213,13 +213,13 @@ impl<'a> Driver<'a> {
                 .cloned()
                 .with_context(|| format!("step `{}` sent nothing to replay", r.of))?,
             Verb::Concurrent(c) => {
-                let call = self.prepare(&c.step)?;
+                let call = self.prepared(&c.step).await?;
                 return Ok((
                     self.concurrent(c.times, call).await?,
                     Named { id: None, tenant },
                 ));
             }
-            _ => self.prepare(step)?,
+            _ => self.prepared(step).await?,
         };
         if let Some(name) = &step.name {
             self.sent.insert(name.clone(), call.clone());
@@ -283,6 +283,83 @@ impl<'a> Driver<'a> {
     }
 
     /// Turns a step into one self-contained call (so copies can run at once).
+    /// The call `step` makes, as [`Driver::prepare`] makes it, a
+    /// `set_policy` step's mandate signed: the stored policy with the step's
+    /// keys changed, as the version in force plus one (or the step's
+    /// `version`), signed by the step's human (default the tenant's first
+    /// who may approve) with their world key, or as `signature` says:
+    /// `other_key` another human's key, `invalid` one bit flipped,
+    /// `missing` none.
+    pub(super) async fn prepared(&mut self, step: &Step) -> Result<Call> {
+        let Verb::SetPolicy(set) = &step.verb else {
+            return self.prepare(step);
+        };
+        let tenant = self.tenant_of(step);
+        let (in_force, document) = self
+            .gate
+            .policy_document(&tenant)
+            .await?
+            .unwrap_or((0, serde_json::json!({})));
+        let world = self.world;
+        let people = |t: &str| -> Vec<gate::service::PersonSeed> {
+            world
+                .tenants
+                .iter()
+                .filter(|seed| seed.id == t)
+                .flat_map(|seed| seed.people.iter().cloned())
+                .collect()
+        };
+        let signer = set
+            .signed_by
+            .clone()
+            .or_else(|| {
+                people(&tenant)
+                    .into_iter()
+                    .find(|p| p.may_approve)
+                    .map(|p| p.id)
+            })
+            .unwrap_or_default();
+        // A person's key is the world key of the tenant they belong to.
+        let home = if people(&tenant).iter().any(|p| p.id == signer) {
+            tenant.clone()
+        } else {
+            self.world
+                .tenants
+                .iter()
+                .find(|seed| seed.people.iter().any(|p| p.id == signer))
+                .map_or_else(|| tenant.clone(), |seed| seed.id.clone())
+        };
+        let key = match set.signature.unwrap_or_default() {
+            MandateSignature::OtherKey => {
+                let other = people(&tenant)
+                    .into_iter()
+                    .find(|p| p.id != signer)
+                    .map(|p| p.id)
+                    .unwrap_or_else(|| format!("{signer}-other"));
+                mandate::world_secret(&tenant, &other)
+            }
+            _ => mandate::world_secret(&home, &signer),
+        };
+        let version = set.version.unwrap_or(i64::from(in_force) + 1);
+        let unsigned = mandate::Mandate::new(
+            tenant.as_str(),
+            version,
+            signer.as_str(),
+            set.patch.applied_to(&document),
+        );
+        let mut signed = unsigned.sign(&key).context("signing a mandate")?;
+        match set.signature.unwrap_or_default() {
+            MandateSignature::Missing => signed.signature = None,
+            MandateSignature::Invalid => {
+                let mut bytes = signed.signature_bytes().context("a signature just made")?;
+                bytes[0] ^= 1;
+                signed.set_signature_bytes(&bytes);
+            }
+            MandateSignature::Valid | MandateSignature::OtherKey => {}
+        }
+        Ok(Call::SetPolicy { tenant, signed })
+    }
+
     pub(super) fn prepare(&mut self, step: &Step) -> Result<Call> {
         let tenant = self.tenant_of(step);
         let verb = &step.verb;
@@ -416,10 +493,9 @@ impl<'a> Driver<'a> {
                 sku: p.sku.clone(),
                 price: p.price_paise,
             },
-            Verb::SetPolicy(p) => Call::SetPolicy {
-                tenant,
-                patch: p.clone(),
-            },
+            Verb::SetPolicy(_) => {
+                bail!("a set_policy step is signed by `prepared`, which reads the policy in force")
+            }
             Verb::AdvanceClock(a) => {
                 self.move_clock(a.duration())?;
                 Call::Nothing

@@ -48,7 +48,9 @@ use gate::provider::{InProcessProvider, Mode, ProviderError};
 use gate::service::webhook::razorpay_envelope;
 use gate::service::{Gate, ManualClock, ProviderEvent, ServiceError, sign_webhook};
 use gate::{Decision, Reason};
-use scenarios::{DecisionKind, ProviderMode, Scenario, Signature, Step, Verb, World};
+use scenarios::{
+    DecisionKind, MandateSignature, ProviderMode, Scenario, Signature, Step, Verb, World,
+};
 use sqlx::PgPool;
 use tokio::task::JoinSet;
 

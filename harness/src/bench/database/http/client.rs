@@ -347,10 +347,10 @@ impl Wire {
                 json(json!({ "price_paise": price })),
                 DecisionKind::Ok,
             ),
-            Call::SetPolicy { patch, .. } => req(
+            Call::SetPolicy { signed, .. } => req(
                 Method::PUT,
                 "/v1/policy".into(),
-                serde_json::to_vec(patch).map_err(|_| "policies that do not serialize")?,
+                serde_json::to_vec(signed).map_err(|_| "mandates that do not serialize")?,
                 DecisionKind::Ok,
             ),
             Call::Webhook {

@@ -113,11 +113,11 @@ impl HttpDriver<'_> {
                 .cloned()
                 .with_context(|| format!("step `{}` sent nothing to replay", r.of))?,
             Verb::Concurrent(c) => {
-                let call = self.cx.prepare(&c.step)?;
+                let call = self.cx.prepared(&c.step).await?;
                 let outcome = self.concurrent(c.times, call).await?;
                 return Ok((outcome, Named { id: None, tenant }));
             }
-            _ => self.cx.prepare(step)?,
+            _ => self.cx.prepared(step).await?,
         };
         if let Some(name) = &step.name {
             self.cx.sent.insert(name.clone(), call.clone());
@@ -206,7 +206,7 @@ impl HttpDriver<'_> {
             }
             _ => step,
         };
-        let mut call = self.cx.prepare(to_prepare)?;
+        let mut call = self.cx.prepared(to_prepare).await?;
         self.cx.event_counter = counter;
         if let (
             Verb::Webhook(w),

@@ -1,0 +1,166 @@
+//! `spendgate mandate keygen | sign | publish`: a human's key pair, a
+//! policy signed with it, and its publication.
+//!
+//! Guarantees: a secret key is written only to its own file (mode 0600 on
+//! Unix) and never printed; `sign` refuses a document that is not a mandate
+//! (unknown keys included); `publish` goes through the gate's
+//! `publish_mandate`, which verifies the signature with the keys file
+//! `mandate_keys` names: a human without a configured key cannot publish.
+//! The public keys the gate trusts are that file, never database rows.
+//! (`import-ap2` is to sit beside these.)
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use mandate::{Keyring, Mandate, PublicKey, SecretKey, SignedMandate};
+
+use crate::cli::MandateCommand;
+use crate::config::Config;
+use crate::error::Failure;
+
+pub async fn run(config: &Config, command: MandateCommand) -> Result<ExitCode, Failure> {
+    match command {
+        MandateCommand::Keygen {
+            tenant,
+            person,
+            out,
+        } => keygen(&tenant, &person, out),
+        MandateCommand::Sign { file, key, out } => sign(&file, &key, out.as_deref()),
+        MandateCommand::Publish { file } => publish(config, &file).await,
+    }
+}
+
+fn keygen(tenant: &str, person: &str, out: Option<PathBuf>) -> Result<ExitCode, Failure> {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| Failure::Other(format!("drawing a secret key: {e}")))?;
+    let secret = SecretKey::from_seed(&seed);
+    let prefix = out.unwrap_or_else(|| PathBuf::from(format!("{tenant}-{person}")));
+    let secret_path = prefix.with_extension("key");
+    let public_path = prefix.with_extension("pub");
+    write_secret(&secret_path, &secret.to_file_text())?;
+    let line = format!("{tenant} {person} {}\n", secret.public().to_text());
+    std::fs::write(&public_path, &line)
+        .map_err(|e| Failure::Other(format!("writing {}: {e}", public_path.display())))?;
+    println!(
+        "wrote {} (secret) and {}; add this line to the mandate_keys file:",
+        secret_path.display(),
+        public_path.display()
+    );
+    print!("{line}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_secret(path: &Path, text: &str) -> Result<(), Failure> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(path)
+        .map_err(|e| Failure::Other(format!("writing {}: {e}", path.display())))?;
+    file.write_all(text.as_bytes())
+        .map_err(|e| Failure::Other(format!("writing {}: {e}", path.display())))
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path).map_err(|e| Failure::Input(format!("{}: {e}", path.display())))
+}
+
+fn sign(file: &Path, key: &Path, out: Option<&Path>) -> Result<ExitCode, Failure> {
+    let unsigned: Mandate = serde_json::from_slice(&read(file)?)
+        .map_err(|e| Failure::Input(format!("{}: not a mandate document: {e}", file.display())))?;
+    let key_text = String::from_utf8(read(key)?)
+        .map_err(|_| Failure::Input(format!("{}: not a secret key file", key.display())))?;
+    let secret = SecretKey::from_file_text(&key_text)
+        .map_err(|e| Failure::Input(format!("{}: {e}", key.display())))?;
+    let signed = unsigned
+        .sign(&secret)
+        .map_err(|e| Failure::Input(format!("{}: {e}", file.display())))?;
+    let text = serde_json::to_string_pretty(&signed)
+        .map_err(|e| Failure::Other(format!("writing the signed mandate: {e}")))?;
+    match out {
+        Some(path) => std::fs::write(path, text + "\n")
+            .map_err(|e| Failure::Other(format!("writing {}: {e}", path.display())))?,
+        None => println!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads a signed mandate file.
+pub fn signed_mandate(path: &Path) -> Result<SignedMandate, Failure> {
+    SignedMandate::from_json(&read(path)?)
+        .map_err(|e| Failure::Input(format!("{}: {e}", path.display())))
+}
+
+async fn publish(config: &Config, file: &Path) -> Result<ExitCode, Failure> {
+    let signed = signed_mandate(file)?;
+    let pool = crate::connect::app_pool(config, 2).await?;
+    let gate = super::open_gate(config, pool)?;
+    let outcome = gate
+        .publish_mandate(&signed.mandate.tenant, &signed)
+        .await
+        .map_err(|e| Failure::gate("publishing a mandate", e))?;
+    gate.close().await;
+    match outcome.reason() {
+        None => {
+            println!(
+                "published version {} of tenant {}",
+                outcome.id.as_deref().unwrap_or("?"),
+                signed.mandate.tenant
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(reason) => Err(Failure::CheckFailed(format!(
+            "{}: the mandate was refused {}",
+            file.display(),
+            reason.code()
+        ))),
+    }
+}
+
+/// The keyring the keys file `mandate_keys` holds: one `TENANT PERSON
+/// ed25519:BASE64` a line, `#` comments and blank lines skipped. No file
+/// configured: an empty keyring (no policy verifies).
+pub fn keys_of_config(config: &Config) -> Result<Keyring, Failure> {
+    let Some(path) = config.mandate_keys() else {
+        return Ok(Keyring::empty());
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Failure::Input(format!("mandate_keys {}: {e}", path.display())))?;
+    keys_of_text(&path, &text)
+}
+
+fn keys_of_text(path: &Path, text: &str) -> Result<Keyring, Failure> {
+    let mut keys = Keyring::empty();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |why: String| Failure::Input(format!("{}:{}: {why}", path.display(), n + 1));
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [tenant, person, key] = fields.as_slice() else {
+            return Err(bad("expected `TENANT PERSON ed25519:BASE64`".into()));
+        };
+        let key = PublicKey::from_text(key).map_err(|e| bad(e.to_string()))?;
+        keys.insert(tenant, person, key);
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_keys_file_names_each_humans_key_and_a_bad_line_by_number() {
+        let alice = mandate::world_secret("acme", "alice").public();
+        let text = format!("# keys\n\nacme alice {}\n", alice.to_text());
+        let keys = keys_of_text(Path::new("k"), &text).expect("reads");
+        assert_eq!(keys.key_for("acme", "alice"), Some(alice));
+        assert_eq!(keys.key_for("acme", "bob"), None);
+        let err = keys_of_text(Path::new("k"), "acme alice\n").expect_err("refused");
+        assert!(err.to_string().contains("k:1"), "{err}");
+    }
+}
