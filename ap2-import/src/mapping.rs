@@ -90,7 +90,22 @@ impl Mapping {
             };
             out.insert(key.clone(), value);
         }
-        Ok(out)
+        let instant = |key: &str| {
+            out.get(key)
+                .and_then(Value::as_str)
+                .and_then(|t| t.parse::<DateTime<Utc>>().ok())
+        };
+        match (instant("valid_from"), instant("valid_until")) {
+            (Some(from), Some(until)) if from < until => Ok(out),
+            (Some(from), Some(until)) => Err(ImportError::Invalid(format!(
+                "the policy's window would be empty: from {} until {}",
+                rfc3339(from),
+                rfc3339(until)
+            ))),
+            _ => Err(ImportError::Invalid(
+                "the base policy's valid_from and valid_until must be RFC 3339 instants".into(),
+            )),
+        }
     }
 }
 

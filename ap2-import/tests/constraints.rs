@@ -731,4 +731,19 @@ fn a_base_policy_must_be_a_complete_policy_document() {
     let mut extra = standard_policy();
     extra.insert("spending_limit".into(), json!(5_000_000));
     assert_eq!(mapping.over(&extra).unwrap_err().reason(), POLICY_INVALID);
+    let mut unreadable = standard_policy();
+    unreadable.insert("valid_until".into(), json!("tomorrow"));
+    assert_eq!(
+        mapping.over(&unreadable).unwrap_err().reason(),
+        POLICY_INVALID
+    );
+}
+
+#[test]
+fn a_window_ending_before_the_base_begins_is_refused() {
+    // The mandate ends in 2025; the base policy starts in 2026.
+    let mapping =
+        import(&[r#"{"type":"payment.execution_date","not_after":"2025-12-31"}"#]).unwrap();
+    let refused = mapping.over(&standard_policy()).unwrap_err();
+    assert_eq!(refused.reason(), POLICY_INVALID, "{refused}");
 }
