@@ -3,12 +3,15 @@
 //! Guarantees: a number is kept exactly as written (`0.2900000000000000001`
 //! stays that text, never the nearest binary float), so money is judged on
 //! its decimal digits; an object that names a key twice is refused (the
-//! signer and this reader could otherwise see different values). The
-//! parsing itself is serde_json's (`RawValue`), bounded by its recursion
-//! limit.
+//! signer and this reader could otherwise see different values), and so
+//! is nesting deeper than [`MAX_DEPTH`] (an answer, never a stack
+//! overflow). The parsing itself is serde_json's (`RawValue`).
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
+
+/// The deepest nesting of arrays and objects read.
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// A JSON value whose numbers keep their text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,14 +30,23 @@ impl Json {
     /// Parses `text` as one JSON value.
     pub(crate) fn parse(text: &str) -> Result<Json, String> {
         let raw: Box<RawValue> = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        Json::from_raw(&raw)
+        Json::from_raw(&raw, 0)
     }
 
-    fn from_raw(raw: &RawValue) -> Result<Json, String> {
+    /// The value `raw` holds, `depth` levels inside the outermost one.
+    fn from_raw(raw: &RawValue, depth: usize) -> Result<Json, String> {
         let text = raw.get();
         match text.as_bytes().first() {
             Some(b'{') | Some(b'[') => {
-                serde_json::from_str::<Json>(text).map_err(|e| e.to_string())
+                if depth >= MAX_DEPTH {
+                    return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+                }
+                let mut de = serde_json::Deserializer::from_str(text);
+                let value = Level(depth + 1)
+                    .deserialize(&mut de)
+                    .map_err(|e| e.to_string())?;
+                de.end().map_err(|e| e.to_string())?;
+                Ok(value)
             }
             Some(b'"') => serde_json::from_str::<String>(text)
                 .map(Json::String)
@@ -84,15 +96,19 @@ impl Json {
     }
 }
 
-impl<'de> Deserialize<'de> for Json {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(JsonVisitor)
+/// An object or an array at a nesting level: reads its members as raw
+/// text, then each member one level deeper.
+struct Level(usize);
+
+impl<'de> DeserializeSeed<'de> for Level {
+    type Value = Json;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Json, D::Error> {
+        deserializer.deserialize_any(self)
     }
 }
 
-struct JsonVisitor;
-
-impl<'de> Visitor<'de> for JsonVisitor {
+impl<'de> Visitor<'de> for Level {
     type Value = Json;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -106,7 +122,7 @@ impl<'de> Visitor<'de> for JsonVisitor {
             if members.iter().any(|(k, _)| *k == key) {
                 return Err(de::Error::custom(format!("the key {key:?} appears twice")));
             }
-            let value = Json::from_raw(&raw).map_err(de::Error::custom)?;
+            let value = Json::from_raw(&raw, self.0).map_err(de::Error::custom)?;
             members.push((key, value));
         }
         Ok(Json::Object(members))
@@ -115,7 +131,7 @@ impl<'de> Visitor<'de> for JsonVisitor {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
         let mut items = Vec::new();
         while let Some(raw) = seq.next_element::<Box<RawValue>>()? {
-            items.push(Json::from_raw(&raw).map_err(de::Error::custom)?);
+            items.push(Json::from_raw(&raw, self.0).map_err(de::Error::custom)?);
         }
         Ok(Json::Array(items))
     }
@@ -163,5 +179,15 @@ mod tests {
         assert!(Json::parse("{").is_err());
         assert!(Json::parse("[1,]").is_err());
         assert!(Json::parse(&"[".repeat(1000)).is_err());
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_a_crash() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(Json::parse(&deep(MAX_DEPTH)).is_ok());
+        assert!(Json::parse(&deep(MAX_DEPTH + 1)).is_err());
+        assert!(Json::parse(&deep(30_000)).is_err());
+        let objects = format!("{}1{}", r#"{"a":"#.repeat(30_000), "}".repeat(30_000));
+        assert!(Json::parse(&objects).is_err());
     }
 }

@@ -215,7 +215,7 @@ pub(crate) fn resolve(parts: &Parts<'_>) -> Result<Json, ImportError> {
         .into_iter()
         .filter(|(k, _)| k != "_sd_alg")
         .collect();
-    let resolved = table.object(members)?;
+    let resolved = table.value(Json::Object(members))?;
     if let Some(unused) = table.entries.iter().find(|d| !d.used) {
         return Err(ImportError::DisclosureInvalid(format!(
             "disclosure {} is referenced by no digest the issuer signed",
@@ -235,6 +235,11 @@ struct Disclosure {
 
 struct Disclosures {
     entries: Vec<Disclosure>,
+    /// The digests met so far, each at most once.
+    seen: Vec<String>,
+    /// How many objects and arrays deep the resolution is, disclosed
+    /// values included.
+    depth: usize,
 }
 
 impl Disclosures {
@@ -270,22 +275,22 @@ impl Disclosures {
                 used: false,
             });
         }
-        Ok(Disclosures { entries })
+        Ok(Disclosures {
+            entries,
+            seen: Vec::new(),
+            depth: 0,
+        })
     }
 
     /// The disclosure for `digest`, marked used; a digest met twice is
     /// refused.
-    fn take(
-        &mut self,
-        digest: &str,
-        seen: &mut Vec<String>,
-    ) -> Result<Option<(Option<String>, Json)>, ImportError> {
-        if seen.iter().any(|d| d == digest) {
+    fn take(&mut self, digest: &str) -> Result<Option<(Option<String>, Json)>, ImportError> {
+        if self.seen.iter().any(|d| d == digest) {
             return Err(ImportError::DisclosureInvalid(format!(
                 "digest {digest} appears twice"
             )));
         }
-        seen.push(digest.to_owned());
+        self.seen.push(digest.to_owned());
         Ok(self
             .entries
             .iter_mut()
@@ -296,24 +301,27 @@ impl Disclosures {
             }))
     }
 
-    fn value(&mut self, value: Json, seen: &mut Vec<String>) -> Result<Json, ImportError> {
-        match value {
-            Json::Object(members) => self.object_seen(members, seen),
-            Json::Array(items) => self.array(items, seen),
-            other => Ok(other),
+    fn value(&mut self, value: Json) -> Result<Json, ImportError> {
+        if !matches!(value, Json::Object(_) | Json::Array(_)) {
+            return Ok(value);
         }
+        if self.depth >= crate::json::MAX_DEPTH {
+            return Err(ImportError::DisclosureInvalid(format!(
+                "claims nested deeper than {} levels",
+                crate::json::MAX_DEPTH
+            )));
+        }
+        self.depth += 1;
+        let resolved = match value {
+            Json::Object(members) => self.object(members),
+            Json::Array(items) => self.array(items),
+            other => Ok(other),
+        };
+        self.depth -= 1;
+        resolved
     }
 
     fn object(&mut self, members: Vec<(String, Json)>) -> Result<Json, ImportError> {
-        let mut seen = Vec::new();
-        self.object_seen(members, &mut seen)
-    }
-
-    fn object_seen(
-        &mut self,
-        members: Vec<(String, Json)>,
-        seen: &mut Vec<String>,
-    ) -> Result<Json, ImportError> {
         let mut out: Vec<(String, Json)> = Vec::new();
         let mut digests: Vec<Json> = Vec::new();
         for (key, value) in members {
@@ -323,7 +331,7 @@ impl Disclosures {
                 };
                 digests = list;
             } else {
-                let value = self.value(value, seen)?;
+                let value = self.value(value)?;
                 out.push((key, value));
             }
         }
@@ -333,7 +341,7 @@ impl Disclosures {
                     "a digest in _sd is not a string".into(),
                 ));
             };
-            let Some((name, value)) = self.take(&digest, seen)? else {
+            let Some((name, value)) = self.take(&digest)? else {
                 continue;
             };
             let Some(name) = name else {
@@ -346,13 +354,13 @@ impl Disclosures {
                     "{digest}: the disclosed claim {name:?} is already there"
                 )));
             }
-            let value = self.value(value, seen)?;
+            let value = self.value(value)?;
             out.push((name, value));
         }
         Ok(Json::Object(out))
     }
 
-    fn array(&mut self, items: Vec<Json>, seen: &mut Vec<String>) -> Result<Json, ImportError> {
+    fn array(&mut self, items: Vec<Json>) -> Result<Json, ImportError> {
         let mut out = Vec::new();
         for item in items {
             let digest = match &item {
@@ -369,15 +377,15 @@ impl Disclosures {
                 _ => None,
             };
             match digest {
-                None => out.push(self.value(item, seen)?),
-                Some(digest) => match self.take(&digest, seen)? {
+                None => out.push(self.value(item)?),
+                Some(digest) => match self.take(&digest)? {
                     None => {}
                     Some((Some(_), _)) => {
                         return Err(ImportError::DisclosureInvalid(format!(
                             "{digest}: an object property's disclosure is referenced from an array"
                         )));
                     }
-                    Some((None, value)) => out.push(self.value(value, seen)?),
+                    Some((None, value)) => out.push(self.value(value)?),
                 },
             }
         }

@@ -242,3 +242,31 @@ fn issuer_key_as_pem_and_as_jwk() {
     off["y"] = off["x"].clone();
     assert!(IssuerKey::parse(&off.to_string()).is_err());
 }
+
+#[test]
+fn claims_nested_too_deep_through_disclosures_are_refused() {
+    // Each disclosure an array holding the next one's digest: 80 of them
+    // nest past the 64 levels read.
+    let chain = |n: usize| {
+        let mut disclosures = Vec::new();
+        let (mut last, mut digest) = common::disclosure("s0", None, "1");
+        for i in 1..n {
+            disclosures.push(last);
+            (last, digest) = common::disclosure(
+                &format!("s{i}"),
+                None,
+                &format!(r#"[{{"...":"{digest}"}}]"#),
+            );
+        }
+        disclosures.push(last);
+        let mandate = open_mandate(&[RANGE], None);
+        let mandate = format!(
+            r#"{},"risk_data":[{{"...":"{digest}"}}]}}"#,
+            &mandate[..mandate.len() - 1]
+        );
+        human().token(&mandate, &disclosures)
+    };
+    assert!(import(&chain(5), &human().issuer_key(), now()).is_ok());
+    let e = refused(&chain(80));
+    assert!(matches!(e, ImportError::DisclosureInvalid(_)), "{e}");
+}
