@@ -270,3 +270,34 @@ fn claims_nested_too_deep_through_disclosures_are_refused() {
     let e = refused(&chain(80));
     assert!(matches!(e, ImportError::DisclosureInvalid(_)), "{e}");
 }
+
+#[test]
+fn every_single_character_change_is_refused() {
+    // The payee is a disclosure inside the disclosed mandate, so the
+    // token has a JWS, two disclosures and their separators.
+    let (payee, digest) = common::disclosure("p", None, r#"{"id":"cloudco","name":"Cloud"}"#);
+    let mandate = open_mandate(
+        &[&format!(
+            r#"{{"type":"payment.allowed_payees","allowed":[{{"...":"{digest}"}}]}}"#
+        )],
+        None,
+    );
+    let token = human().token(&mandate, &[payee]);
+    let key = human().issuer_key();
+    assert!(import(&token, &key, now()).is_ok());
+    let mut accepted = Vec::new();
+    for (i, c) in token.char_indices() {
+        let other = if c == 'A' { 'B' } else { 'A' };
+        let changed = format!("{}{other}{}", &token[..i], &token[i + 1..]);
+        if import(&changed, &key, now()).is_ok() {
+            accepted.push(i);
+        }
+    }
+    assert!(
+        accepted.is_empty(),
+        "changes at {accepted:?} of {} were accepted",
+        token.len()
+    );
+    // The token tried is the whole of it: 751 characters.
+    assert_eq!(token.len(), 751);
+}
