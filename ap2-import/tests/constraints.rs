@@ -747,3 +747,43 @@ fn a_window_ending_before_the_base_begins_is_refused() {
     let refused = mapping.over(&standard_policy()).unwrap_err();
     assert_eq!(refused.reason(), POLICY_INVALID, "{refused}");
 }
+
+// ── state: AP2 leaves it to the caller, the gate keeps it ───────────────
+
+#[test]
+fn payment_agent_recurrence_no_state() {
+    // AP2 needs the caller's count of past uses; the mapping needs none:
+    // the gate counts proposals in its own window.
+    let first = import(&[
+        r#"{"type":"payment.agent_recurrence","frequency":"DAILY","max_occurrences":1}"#,
+        RANGE,
+        BUDGET,
+    ])
+    .unwrap();
+    assert_eq!(
+        first.policy["velocity"],
+        json!({"max_proposals": 1, "window_minutes": 1440})
+    );
+}
+
+#[test]
+fn payment_agent_recurrence_missing_context() {
+    // The same mandate maps the same way every time: nothing of a past use
+    // enters the mapping.
+    let constraints = [
+        r#"{"type":"payment.agent_recurrence","frequency":"DAILY","max_occurrences":1}"#,
+        RANGE,
+        BUDGET,
+    ];
+    assert_eq!(import(&constraints).unwrap(), import(&constraints).unwrap());
+}
+
+#[test]
+fn payment_budget_missing_context() {
+    // AP2 refuses a budget without the caller's running total; here the
+    // budget becomes the delegation budget the gate keeps the total of
+    // (the command refuses to write the policy without it:
+    // cli::import_ap2_budget_needs_delegation_out).
+    let mapping = import(&[BUDGET]).unwrap();
+    assert_eq!(mapping.delegation_budget_paise, Some(5000));
+}
