@@ -96,6 +96,11 @@ pub enum MandateCommand {
     },
     /// Publish a signed mandate as its tenant's next policy version.
     Publish { file: PathBuf },
+    /// Verify an AP2 v0.2 open payment mandate (an SD-JWT its issuer signed
+    /// with ES256) and map it onto a policy document, ready for `mandate
+    /// sign`; a constraint with no counterpart is refused
+    /// MANDATE_CONSTRAINT_UNKNOWN and nothing is written (exit 1).
+    ImportAp2(crate::commands::mandate_ap2::ImportAp2Args),
 }
 
 #[derive(Debug, Args)]

@@ -27,6 +27,18 @@ pub async fn run(config: &Config, command: MandateCommand) -> Result<ExitCode, F
         } => keygen(&tenant, &person, out),
         MandateCommand::Sign { file, key, out } => sign(&file, &key, out.as_deref()),
         MandateCommand::Publish { file } => publish(config, &file).await,
+        MandateCommand::ImportAp2(args) => import_ap2(args),
+    }
+}
+
+/// `import-ap2`: a refused mandate is a failed check (exit 1, the text led
+/// by its reason code); a file or argument problem could not run (exit 2).
+fn import_ap2(args: super::mandate_ap2::ImportAp2Args) -> Result<ExitCode, Failure> {
+    use super::mandate_ap2::{ImportAp2Failure, run};
+    match run(args) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e @ ImportAp2Failure::Refused(_)) => Err(Failure::CheckFailed(e.to_string())),
+        Err(e) => Err(Failure::Input(e.to_string())),
     }
 }
 

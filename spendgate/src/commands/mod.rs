@@ -12,6 +12,7 @@ mod keys;
 mod ledger;
 mod log;
 pub(crate) mod mandate;
+pub(crate) mod mandate_ap2;
 mod mcp;
 mod migrate;
 mod reconcile;
