@@ -34,11 +34,13 @@ pub async fn run(config: &Config, command: MandateCommand) -> Result<ExitCode, F
 /// `import-ap2`: a refused mandate is a failed check (exit 1, the text led
 /// by its reason code); a file or argument problem could not run (exit 2).
 fn import_ap2(args: super::mandate_ap2::ImportAp2Args) -> Result<ExitCode, Failure> {
-    use super::mandate_ap2::{ImportAp2Failure, run};
+    use super::mandate_ap2::run;
     match run(args) {
         Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e @ ImportAp2Failure::Refused(_)) => Err(Failure::CheckFailed(e.to_string())),
-        Err(e) => Err(Failure::Input(e.to_string())),
+        Err(e) => match e.reason() {
+            Some(_) => Err(Failure::CheckFailed(e.to_string())),
+            None => Err(Failure::Input(e.to_string())),
+        },
     }
 }
 
