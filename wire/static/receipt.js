@@ -41,11 +41,12 @@
   // newline before the blank line; each signature line is
   // "\u2014 <name> <base64(key id (4) || signature (64))>".
   async function checkNote(noteText, keyText) {
-    const parts = keyText.split('+');
-    if (parts.length !== 3) {
+    // name+<8 hex>+base64: the name holds no '+', the base64 may.
+    const m = /^([^+\s]+)\+([0-9a-f]{8})\+([A-Za-z0-9+/]+=*)$/.exec(keyText || '');
+    if (!m) {
       throw new Stop('the log key is missing or not name+id+key');
     }
-    const [name, idHex, keyB64] = parts;
+    const [, name, idHex, keyB64] = m;
     const key = fromBase64(keyB64);
     if (key.length !== 33 || key[0] !== 1) {
       throw new Stop('the log key is not an Ed25519 note key');

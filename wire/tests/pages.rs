@@ -24,7 +24,9 @@ use support::*;
 use wire::WireConfig;
 
 const EVENT_CAPTURED: &str = "payment.captured";
-const LOG_SECRET: &[u8] = b"log-key-of-the-pages-tests-0123456789abcdef";
+/// A secret whose acme verifier key has a `+` inside its base64 (checked
+/// below), so the browser's parsing of `name+id+base64` is tested on one.
+const LOG_SECRET: &[u8] = b"spendgate-triage-receipt-log-key-0123456789abcdef";
 
 fn log_key() -> LogKey {
     LogKey::new(LOG_SECRET).expect("long enough")
@@ -374,6 +376,8 @@ async fn in_a_browser_the_console_lists_a_purchase_and_its_receipt_verifies_unti
             .await?
             .token;
     let request = purchase(&s, &agent, &lead).await?;
+    let verifier = log_key().verifier("acme")?.to_text();
+    assert!(verifier.matches('+').count() > 2, "{verifier}");
     gate::service::tlog::sign_checkpoint(s.pool(), &log_key(), "acme", s.gate.now()).await?;
 
     // The console lists the purchase and the refusal, and counts the refusal.
