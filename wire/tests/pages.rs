@@ -113,7 +113,12 @@ async fn an_agent_key_is_refused_on_every_page_and_no_page_route_writes() -> Tes
             .await?
             .token;
     let request = purchase(&s, &agent, &lead).await?;
-    let pages = ["/console".to_owned(), format!("/receipts/{request}")];
+    let pages = [
+        "/console".to_owned(),
+        format!("/receipts/{request}"),
+        "/reports".to_owned(),
+        "/reports/benchmark".to_owned(),
+    ];
     let before = s.snapshot().await?;
     for path in &pages {
         // No key: 401 with the browser's sign-in challenge.

@@ -1,5 +1,5 @@
-//! The read-only pages: `/console`, `/receipts/{request}` and their two
-//! static files, rendered on the server with `maud`.
+//! The read-only pages: `/console`, `/receipts/{request}`, `/reports` and
+//! their two static files, rendered on the server with `maud`.
 //!
 //! Guarantees:
 //! - Nothing here can change anything. Every page route is a GET (any other
@@ -27,6 +27,7 @@
 
 mod console;
 mod receipt;
+pub mod reports;
 pub mod text;
 
 use axum::Router;
@@ -50,9 +51,6 @@ use crate::routes::AppState;
 pub const CSP: &str =
     "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/// Every page path, with an example argument (for tests and the docs).
-pub const PAGE_PATHS: &[&str] = &["/console", "/receipts/{request}"];
-
 const RECEIPT_JS: &str = include_str!("../../static/receipt.js");
 const PAGES_CSS: &str = include_str!("../../static/pages.css");
 
@@ -61,6 +59,8 @@ pub(crate) fn router<P: PaymentProvider + 'static>() -> Router<Arc<AppState<P>>>
     Router::new()
         .route("/console", get(console::page::<P>))
         .route("/receipts/{id}", get(receipt::page::<P>))
+        .route("/reports", get(reports::index::<P>))
+        .route("/reports/{name}", get(reports::report::<P>))
 }
 
 /// The static files of the pages (no data; open to anyone).
@@ -118,6 +118,8 @@ fn document(title: &str, caller: Option<&Caller>, main: Markup) -> Markup {
                         strong { "spendgate" }
                         " · "
                         a href="/console" { "console" }
+                        " · "
+                        a href="/reports" { "reports" }
                     }
                     @if let Some(c) = caller {
                         p.who {
