@@ -254,7 +254,14 @@ struct Driver {
 }
 
 impl Drop for Driver {
+    /// Stops chromedriver and the browsers it started (its process group),
+    /// also when a test fails before it closes its session.
     fn drop(&mut self) {
+        #[cfg(unix)]
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{}", self.child.id())])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -285,7 +292,10 @@ async fn browser() -> Res<Option<(Driver, Client)>> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let child = Command::new(driver)
+    let mut command = Command::new(driver);
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let child = command
         .arg(format!("--port={port}"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
