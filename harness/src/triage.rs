@@ -24,6 +24,7 @@ use crate::report::markdown::{frac, pct};
 use crate::world::StandardWorld;
 
 mod delegation_tour;
+mod receipt_step;
 mod wire_step;
 
 /// The widest line the tour prints.
@@ -101,7 +102,8 @@ pub fn run(args: TriageArgs) -> Result<ExitCode> {
     let db = runtime.block_on(crate::db::Server::open("the database steps"))?;
     let result = runtime
         .block_on(database_steps(&db.url))
-        .and_then(|()| mutation_step(&db.url));
+        .and_then(|()| mutation_step(&db.url))
+        .and_then(|()| runtime.block_on(receipt_step::receipt_step(&db.url)));
     db.close();
     result?;
     Ok(ExitCode::SUCCESS)

@@ -143,6 +143,10 @@ pub enum KeysCommand {
         tenant: String,
         #[arg(long)]
         actor: String,
+        /// A read-only key for a human: the console and receipt pages of
+        /// the tenant, and no gate operation.
+        #[arg(long)]
+        auditor: bool,
     },
     /// Revoke a key, named by the key itself or its 16-hex id.
     Revoke { key: String },

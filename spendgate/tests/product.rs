@@ -303,3 +303,66 @@ fn serve_without_a_database_url_names_the_setting() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_auditor_key_from_the_cli_reads_the_pages_and_calls_no_gate_operation() {
+    let Some(db) = fresh_db().await else { return };
+    let work = tempfile::tempdir().unwrap();
+    let (agent, _) = onboard(&db, work.path());
+    let auditor = ok(spendgate(&db, work.path()).args([
+        "keys",
+        "issue",
+        "--tenant",
+        "acme",
+        "--actor",
+        "finance-lead",
+        "--auditor",
+    ]))
+    .trim()
+    .to_owned();
+    let listed = ok(spendgate(&db, work.path()).args(["keys", "list", "--tenant", "acme"]));
+    assert!(listed.contains("auditor"), "{listed}");
+    // An agent gets no auditor's key.
+    let out = output(spendgate(&db, work.path()).args([
+        "keys",
+        "issue",
+        "--tenant",
+        "acme",
+        "--actor",
+        "buyer-agent",
+        "--auditor",
+    ]));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).is_empty());
+    let served = Served::start({
+        let mut c = spendgate(&db, work.path());
+        c.args(["serve", "--pool", "2"]);
+        c
+    });
+    let (status, body) = call(
+        reqwest::Method::POST,
+        &format!("{}/v1/requests", served.url),
+        &auditor,
+        Some(r#"{"sku":"SNACK-BOX","quantity":1,"purpose":"team snacks"}"#),
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, _) = call(
+        reqwest::Method::GET,
+        &format!("{}/v1/whoami", served.url),
+        &auditor,
+        None,
+    )
+    .await;
+    assert_eq!(status, 403);
+    for (key, want) in [(&auditor, 200), (&agent, 403)] {
+        let page = reqwest::Client::new()
+            .get(format!("{}/console", served.url))
+            .basic_auth("reader", Some(key))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status().as_u16(), want);
+    }
+    served.stop();
+}

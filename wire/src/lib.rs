@@ -34,6 +34,7 @@
 pub mod answer;
 pub mod auth;
 pub mod mcp;
+pub mod pages;
 mod routes;
 
 use std::future::Future;
@@ -72,6 +73,10 @@ pub struct WireConfig {
     /// this deadline before a permit is taken, so a slow client holds no
     /// permit; one that misses it is answered 408 `BODY_TIMEOUT`.
     pub body_deadline: Duration,
+    /// The secret the tenants' log keys derive from: the receipt page shows
+    /// the tenant's public log key (never the secret) so that its verify
+    /// button can check the checkpoint's signature. `None`: no key shown.
+    pub log_key: Option<gate::service::tlog::LogKey>,
 }
 
 impl Default for WireConfig {
@@ -82,6 +87,7 @@ impl Default for WireConfig {
             concurrency_limit: 64,
             webhook_concurrency_limit: 8,
             body_deadline: Duration::from_secs(10),
+            log_key: None,
         }
     }
 }

@@ -63,12 +63,12 @@ macro_rules! try_or_answer {
     };
 }
 
-struct AppState<P> {
-    gate: Arc<Gate<P>>,
-    config: WireConfig,
+pub(crate) struct AppState<P> {
+    pub(crate) gate: Arc<Gate<P>>,
+    pub(crate) config: WireConfig,
 }
 
-type Shared<P> = State<Arc<AppState<P>>>;
+pub(crate) type Shared<P> = State<Arc<AppState<P>>>;
 
 pub(crate) fn router<P: PaymentProvider + 'static>(
     gate: Arc<Gate<P>>,
@@ -105,6 +105,7 @@ pub(crate) fn router<P: PaymentProvider + 'static>(
         .route("/v1/delegations/{id}/revoke", post(revoke::<P>))
         .route("/v1/catalog/{sku}/price", put(set_price::<P>))
         .route("/v1/policy", put(set_policy::<P>))
+        .merge(crate::pages::router::<P>())
         .route_layer(authenticated);
     let provider = Router::new()
         .route("/webhooks/razorpay", post(webhook::<P>))
@@ -112,6 +113,7 @@ pub(crate) fn router<P: PaymentProvider + 'static>(
     let state = Arc::new(AppState { gate, config });
     Router::new()
         .route("/healthz", get(healthz::<P>))
+        .merge(crate::pages::assets::<P>())
         .merge(keyed)
         .merge(provider)
         .fallback(|| async { WireCode::NotFound.response() })
@@ -212,14 +214,16 @@ fn refusal(reason: Reason) -> Response {
         .into_response()
 }
 
-/// The authenticated caller, if it holds `role`.
+/// The authenticated caller, if it holds `role` (any of an agent's or a
+/// human's when `None`). An auditor's key holds neither: it reads the pages
+/// (`crate::pages`) and is refused on every route here.
 async fn caller<P: PaymentProvider>(
     s: &AppState<P>,
     headers: &HeaderMap,
     role: Option<Role>,
 ) -> Result<Caller, Response> {
     match auth::authenticate(&s.gate, headers).await {
-        Ok(c) if role.is_none_or(|r| r == c.role) => Ok(c),
+        Ok(c) if c.role != Role::Auditor && role.is_none_or(|r| r == c.role) => Ok(c),
         Ok(c) => {
             tracing::info!(key = %c.key_id, tenant = %c.tenant, role = c.role.as_str(), "a key used on a route of another role");
             Err(refusal(Reason::ActorNotPermitted))

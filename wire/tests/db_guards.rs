@@ -1,4 +1,5 @@
-//! Every named guard of `migrations/20261201000020_api_keys.sql`, violated
+//! Every named guard of `migrations/20261201000020_api_keys.sql` and
+//! `migrations/20261206000900_auditor_keys.sql`, violated
 //! directly with SQL and refused by name, plus a check that no constraint of
 //! those tables goes untested.
 
@@ -20,9 +21,10 @@ fn key_insert(id: &str, tenant: &str, agent: &str, person: &str, digest: &str) -
             format!("'{v}'")
         }
     };
+    let kind = if agent.is_empty() { "human" } else { "agent" };
     format!(
-        "INSERT INTO api_keys (id, tenant_id, agent_id, person_id, key_sha256, created_at) \
-         VALUES ('{id}', '{tenant}', {}, {}, '{digest}', now())",
+        "INSERT INTO api_keys (id, tenant_id, agent_id, person_id, key_sha256, created_at, kind) \
+         VALUES ('{id}', '{tenant}', {}, {}, '{digest}', now(), '{kind}')",
         opt(agent),
         opt(person)
     )
@@ -59,7 +61,7 @@ async fn every_api_key_guard_refuses_its_violation_by_name() -> TestResult {
     .await?;
     let cases: Vec<(String, &str)> = vec![
         (key_insert("0000000000000001", "acme", "buyer-agent", "", DIGEST_B), "pk_api_keys"),
-        (key_insert("0000000000000002", "nope", "", "", DIGEST_B).replace("NULL, NULL", "'x', NULL"), "fk_api_keys_tenant"),
+        (key_insert("0000000000000002", "nope", "x", "", DIGEST_B), "fk_api_keys_tenant"),
         (key_insert("0000000000000002", "acme", "globex-agent", "", DIGEST_B), "fk_api_keys_agent_same_tenant"),
         (key_insert("0000000000000002", "acme", "", "globex-finance", DIGEST_B), "fk_api_keys_person_same_tenant"),
         (key_insert("0000000000000002", "acme", "", "", DIGEST_B), "ck_api_keys_one_actor"),
@@ -70,6 +72,13 @@ async fn every_api_key_guard_refuses_its_violation_by_name() -> TestResult {
         (
             "UPDATE api_keys SET revoked_at = created_at - interval '1 second' WHERE id = '0000000000000001'".to_owned(),
             "ck_api_keys_revoked_after_created",
+        ),
+        (key_insert("0000000000000002", "acme", "buyer-agent", "", DIGEST_B).replace("'agent')", "'auditor')"), "ck_api_keys_kind"),
+        (key_insert("0000000000000002", "acme", "", "finance-lead", DIGEST_B).replace("'human')", "'agent')"), "ck_api_keys_kind"),
+        (key_insert("0000000000000002", "acme", "", "finance-lead", DIGEST_B).replace("'human')", "'root')"), "ck_api_keys_kind"),
+        (
+            "UPDATE api_keys SET kind = 'human' WHERE id = '0000000000000001'".to_owned(),
+            "api_keys_kind_immutable",
         ),
         (
             "UPDATE api_keys SET agent_id = 'procurement-agent' WHERE id = '0000000000000001'".to_owned(),

@@ -7,7 +7,11 @@
 //!   stored (`api_keys.key_sha256`), bound to one tenant and one actor (an
 //!   agent or a human) by the database; the key itself is returned once.
 //! - A key is issued only for an actor that exists in the tenant (an agent
-//!   or a human, never both: ids are checked in that order). Revoking sets
+//!   or a human, never both: ids are checked in that order). Its kind
+//!   ([`Role`], stored as plain text in `api_keys.kind`) is the actor's:
+//!   `agent` or `human`, or `auditor` for a person's read-only key
+//!   ([`issue_auditor`]), which the service lets read its tenant's pages and
+//!   call no gate operation. Revoking sets
 //!   `revoked_at` once; the database keeps a revocation final
 //!   (`api_keys_binding_immutable`).
 //! - [`authenticate`] finds the row by the key's public id and compares the
@@ -35,6 +39,8 @@ pub const KEY_SECRET_HEX: usize = 64;
 pub enum Role {
     Agent,
     Human,
+    /// A person's read-only key: the tenant's pages, no gate operation.
+    Auditor,
 }
 
 impl Role {
@@ -42,6 +48,17 @@ impl Role {
         match self {
             Role::Agent => "agent",
             Role::Human => "human",
+            Role::Auditor => "auditor",
+        }
+    }
+
+    /// The kind as stored (`api_keys.kind`).
+    pub fn from_kind(kind: &str) -> Option<Role> {
+        match kind {
+            "agent" => Some(Role::Agent),
+            "human" => Some(Role::Human),
+            "auditor" => Some(Role::Auditor),
+            _ => None,
         }
     }
 }
@@ -77,6 +94,7 @@ struct KeyRow {
     tenant_id: String,
     agent_id: Option<String>,
     person_id: Option<String>,
+    kind: String,
     key_sha256: String,
     revoked: bool,
 }
@@ -91,7 +109,7 @@ pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<Caller>, 
         return Ok(None);
     };
     let row: Option<KeyRow> = sqlx::query_as(
-        "SELECT tenant_id, agent_id, person_id, key_sha256, revoked_at IS NOT NULL AS revoked \
+        "SELECT tenant_id, agent_id, person_id, kind, key_sha256, revoked_at IS NOT NULL AS revoked \
          FROM api_keys WHERE id = $1",
     )
     .bind(key_id)
@@ -108,13 +126,13 @@ pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<Caller>, 
     let Some(row) = row.filter(|r| matches && !r.revoked) else {
         return Ok(None);
     };
-    let (actor, role) = match (row.agent_id, row.person_id) {
-        (Some(agent), None) => (agent, Role::Agent),
-        (None, Some(person)) => (person, Role::Human),
-        // ck_api_keys_one_actor makes this unreachable.
+    let (actor, role) = match (row.agent_id, row.person_id, Role::from_kind(&row.kind)) {
+        (Some(agent), None, Some(Role::Agent)) => (agent, Role::Agent),
+        (None, Some(person), Some(role @ (Role::Human | Role::Auditor))) => (person, role),
+        // ck_api_keys_one_actor and ck_api_keys_kind make this unreachable.
         _ => {
             return Err(ServiceError::Corrupt {
-                what: format!("api key {key_id} names no single actor"),
+                what: format!("api key {key_id} names no single actor of its kind"),
             });
         }
     };
@@ -131,6 +149,10 @@ pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<Caller>, 
 pub enum KeyError {
     #[error("tenant {tenant:?} has no agent or human {actor:?}: no key issued")]
     ActorUnknown { tenant: String, actor: String },
+    #[error(
+        "tenant {tenant:?} has no human {actor:?}: an auditor's key is a person's; no key issued"
+    )]
+    AuditorNotAPerson { tenant: String, actor: String },
     #[error("no API key {0:?}")]
     NotFound(String),
     #[error("{0:?} is neither a key id (16 hex) nor a key (sgk_...)")]
@@ -180,11 +202,32 @@ pub fn new_key() -> Result<(String, String), KeyError> {
     Ok((id, token))
 }
 
-/// Issues a key for `actor` of `tenant`.
+/// Issues a key for `actor` of `tenant`: an agent's or a human's, as the actor is.
 pub async fn issue(
     pool: &PgPool,
     tenant: &str,
     actor: &str,
+    now: DateTime<Utc>,
+) -> Result<IssuedKey, KeyError> {
+    issue_kind(pool, tenant, actor, false, now).await
+}
+
+/// Issues an auditor's key (read-only: pages, no gate operation) for the
+/// person `actor` of `tenant`.
+pub async fn issue_auditor(
+    pool: &PgPool,
+    tenant: &str,
+    actor: &str,
+    now: DateTime<Utc>,
+) -> Result<IssuedKey, KeyError> {
+    issue_kind(pool, tenant, actor, true, now).await
+}
+
+async fn issue_kind(
+    pool: &PgPool,
+    tenant: &str,
+    actor: &str,
+    auditor: bool,
     now: DateTime<Utc>,
 ) -> Result<IssuedKey, KeyError> {
     let (is_agent, is_person): (bool, bool) = sqlx::query_as(
@@ -197,7 +240,14 @@ pub async fn issue(
     .await
     .map_err(db("looking up the actor"))?;
     let role = match (is_agent, is_person) {
+        (true, _) if auditor => {
+            return Err(KeyError::AuditorNotAPerson {
+                tenant: tenant.to_owned(),
+                actor: actor.to_owned(),
+            });
+        }
         (true, _) => Role::Agent,
+        (false, true) if auditor => Role::Auditor,
         (false, true) => Role::Human,
         (false, false) => {
             return Err(KeyError::ActorUnknown {
@@ -209,11 +259,11 @@ pub async fn issue(
     let (id, token) = new_key()?;
     let (agent, person) = match role {
         Role::Agent => (Some(actor), None),
-        Role::Human => (None, Some(actor)),
+        Role::Human | Role::Auditor => (None, Some(actor)),
     };
     sqlx::query(
-        "INSERT INTO api_keys (id, tenant_id, agent_id, person_id, key_sha256, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6)",
+        "INSERT INTO api_keys (id, tenant_id, agent_id, person_id, key_sha256, created_at, kind) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(&id)
     .bind(tenant)
@@ -221,6 +271,7 @@ pub async fn issue(
     .bind(person)
     .bind(digest_hex(&token))
     .bind(now)
+    .bind(role.as_str())
     .execute(pool)
     .await
     .map_err(db("storing the key"))?;
@@ -261,7 +312,7 @@ pub async fn revoke(pool: &PgPool, key: &str, now: DateTime<Utc>) -> Result<bool
 pub async fn list(pool: &PgPool, tenant: &str) -> Result<Vec<KeyInfo>, KeyError> {
     sqlx::query_as(
         "SELECT id, tenant_id, COALESCE(agent_id, person_id) AS actor, \
-                CASE WHEN agent_id IS NOT NULL THEN 'agent' ELSE 'human' END AS role, \
+                kind AS role, \
                 created_at, revoked_at \
          FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id",
     )

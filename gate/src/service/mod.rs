@@ -41,6 +41,7 @@ mod invariants;
 pub mod ledger;
 pub(crate) mod lock;
 mod onboard;
+pub mod pages;
 mod pay;
 mod propose;
 mod reconcile;

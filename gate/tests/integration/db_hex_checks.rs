@@ -159,8 +159,8 @@ async fn ck_api_keys_sha256_hex_refuses_anything_but_64_lowercase_hex() -> TestR
     on_world(async |w| {
         let key = |n: u32| {
             format!(
-                "INSERT INTO api_keys (id, tenant_id, agent_id, person_id, key_sha256, created_at) \
-                 VALUES ('{n:016x}', 'acme', 'buyer-agent', NULL, {{v}}, now())"
+                "INSERT INTO api_keys (id, tenant_id, agent_id, person_id, key_sha256, created_at, kind) \
+                 VALUES ('{n:016x}', 'acme', 'buyer-agent', NULL, {{v}}, now(), 'agent')"
             )
         };
         refuses_every_bad_value(w.owner(), key, "ck_api_keys_sha256_hex").await;

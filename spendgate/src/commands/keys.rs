@@ -2,7 +2,8 @@
 //!
 //! Guarantees: `issue` prints the new key on stdout exactly once (only its
 //! SHA-256 is stored; it cannot be shown again) for an agent or a human that
-//! exists in the tenant, and refuses anything else; `revoke` takes the key or
+//! exists in the tenant (with `--auditor`, a person's read-only key: the
+//! pages, no gate operation), and refuses anything else; `revoke` takes the key or
 //! its 16-hex id and ends it for good (a second revoke says so and changes
 //! nothing); `list` shows ids, actors and dates, never a digest.
 
@@ -19,10 +20,15 @@ pub async fn run(config: &Config, command: KeysCommand) -> Result<ExitCode, Fail
     let now = Utc::now();
     let result =
         match command {
-            KeysCommand::Issue { tenant, actor } => gate::service::api_keys::issue(
-                &pool, &tenant, &actor, now,
-            )
-            .await
+            KeysCommand::Issue {
+                tenant,
+                actor,
+                auditor,
+            } => if auditor {
+                gate::service::api_keys::issue_auditor(&pool, &tenant, &actor, now).await
+            } else {
+                gate::service::api_keys::issue(&pool, &tenant, &actor, now).await
+            }
             .map(|key| {
                 eprintln!(
                     "issued key {} for {} {} of tenant {} (shown once; only its SHA-256 is stored)",

@@ -38,6 +38,8 @@ pub async fn run(config: &Config, args: &ServeArgs) -> Result<ExitCode, Failure>
         concurrency_limit: usize::try_from(args.concurrency).unwrap_or(usize::MAX),
         webhook_concurrency_limit: usize::try_from(args.webhook_concurrency).unwrap_or(usize::MAX),
         body_deadline: Duration::from_secs(args.body_deadline_secs),
+        // Only the receipt's public log key needs it; serving goes on without.
+        log_key: super::log_key(config).ok(),
     };
     eprintln!(
         "spendgate listening on http://{local} (provider: {mode}; SIGTERM or Ctrl-C stops it)"
