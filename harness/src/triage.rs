@@ -24,6 +24,7 @@ use crate::report::markdown::{frac, pct};
 use crate::world::StandardWorld;
 
 mod delegation_tour;
+mod mandate_step;
 mod wire_step;
 
 /// The widest line the tour prints.
@@ -135,6 +136,7 @@ async fn database_steps(url: &str) -> Result<()> {
     }
 
     wire_step::wire_step(url).await?;
+    mandate_step::mandate_step(url).await?;
 
     say!("\nStep 4 · the adversarial corpus through the gate");
     let corpus = scenarios::Corpus::load(scenarios::project_dir());
