@@ -96,6 +96,12 @@ fn hex(bytes: &[u8]) -> String {
 /// The built binary with `db`'s URLs, the tests' secrets, the demo provider
 /// and an empty working folder; nothing from the caller's SPENDGATE_*.
 pub fn spendgate(db: &Db, workdir: &Path) -> Command {
+    // The humans' keys file the configuration names; empty until a test's
+    // approvers add theirs (`first_mandates`).
+    let keys = workdir.join("mandate-keys");
+    if !keys.exists() {
+        std::fs::write(&keys, "").unwrap();
+    }
     let mut c = Command::new(env!("CARGO_BIN_EXE_spendgate"));
     for (name, _) in std::env::vars() {
         if name.starts_with("SPENDGATE_") {
@@ -119,8 +125,23 @@ pub fn spendgate(db: &Db, workdir: &Path) -> Command {
 /// mandate, as an operator does; the `--mandate` arguments of `tenant apply`.
 pub fn first_mandates(db: &Db, workdir: &Path) -> Vec<String> {
     let world = workspace_root().join("scenarios/worlds/standard.yaml");
+    signed_first_mandates(
+        db,
+        workdir,
+        &world,
+        &[("acme", "finance-lead"), ("globex", "globex-finance")],
+    )
+}
+
+/// As [`first_mandates`], for the tenants and approvers of `world`.
+pub fn signed_first_mandates(
+    db: &Db,
+    workdir: &Path,
+    world: &Path,
+    approvers: &[(&str, &str)],
+) -> Vec<String> {
     let mut args = Vec::new();
-    for (tenant, person) in [("acme", "finance-lead"), ("globex", "globex-finance")] {
+    for &(tenant, person) in approvers {
         let prefix = workdir.join(tenant);
         let printed = ok(spendgate(db, workdir)
             .args([
@@ -135,7 +156,7 @@ pub fn first_mandates(db: &Db, workdir: &Path) -> Vec<String> {
         std::fs::write(&keys, held).unwrap();
         let draft = ok(spendgate(db, workdir)
             .args(["mandate", "draft", "--tenant", tenant])
-            .arg(&world));
+            .arg(world));
         let doc = workdir.join(format!("{tenant}.json"));
         std::fs::write(&doc, draft).unwrap();
         let signed = workdir.join(format!("{tenant}.mandate"));
