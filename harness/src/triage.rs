@@ -24,6 +24,7 @@ use crate::report::markdown::{frac, pct};
 use crate::world::StandardWorld;
 
 mod delegation_tour;
+mod mandate_step;
 mod receipt_step;
 mod wire_step;
 
@@ -137,6 +138,7 @@ async fn database_steps(url: &str) -> Result<()> {
     }
 
     wire_step::wire_step(url).await?;
+    mandate_step::mandate_step(url).await?;
 
     say!("\nStep 4 · the adversarial corpus through the gate");
     let corpus = scenarios::Corpus::load(scenarios::project_dir());

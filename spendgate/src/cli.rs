@@ -85,6 +85,17 @@ pub enum MandateCommand {
         #[arg(long, value_name = "PREFIX")]
         out: Option<PathBuf>,
     },
+    /// Print a tenant's first mandate document (version 1 of the policy a
+    /// world file holds) for a human to sign.
+    Draft {
+        /// The world file.
+        file: PathBuf,
+        #[arg(long)]
+        tenant: String,
+        /// The signer [default: the tenant's first human who may approve].
+        #[arg(long)]
+        signer: Option<String>,
+    },
     /// Sign a mandate document ({tenant, version, signer, policy}) with a
     /// secret key; writes the signed mandate to stdout or --out.
     Sign {

@@ -129,9 +129,11 @@ async fn apply_is_idempotent_only_adds_and_records_who_applied_it() {
         .args(["tenant", "apply", "--dry-run"])
         .arg(&file));
     assert!(dry.contains("dry run: nothing was written"), "{dry}");
+    let mandates = signed_first_mandates(&db, work.path(), &file, &[("initech", "lumbergh")]);
     let applied = ok(spendgate(&db, work.path())
         .args(["tenant", "apply", "--by", "ops-alice"])
-        .arg(&file));
+        .arg(&file)
+        .args(&mandates));
     assert!(applied.contains("create tenant initech"), "{applied}");
     let again = ok(spendgate(&db, work.path())
         .args(["tenant", "apply"])

@@ -1185,17 +1185,58 @@ async fn a_non_positive_price_is_price_invalid() -> TestResult {
     s.drop().await
 }
 
-/// A policy patch holding NUL (`\u0000`, which Postgres' jsonb cannot store)
-/// is refused as invalid (422), not a database error. Today it is 503.
+/// A signed mandate is published over `PUT /v1/policy` (200, the version);
+/// a flipped bit is `MANDATE_SIGNATURE_INVALID` (403), an older version
+/// `POLICY_INVALID` (422), a bare policy patch `BODY_INVALID` (422), and a
+/// policy holding NUL (`\u0000`, which Postgres' jsonb cannot store) is
+/// refused as invalid (422), never a database error.
 #[tokio::test]
-async fn a_policy_patch_with_nul_is_refused_as_invalid() -> TestResult {
+async fn a_policy_is_published_only_as_a_signed_mandate() -> TestResult {
     let Some(s) = served().await? else {
         return Ok(());
     };
     let lead = s.key("acme", "finance-lead").await?;
-    let body = r#"{"allowed_merchants":["cloudco\u0000"]}"#;
-    let (status, b) = answer(s.put("/v1/policy", Some(&lead), body).await?).await?;
-    assert_eq!(status, 422, "{b}");
+    let (_, policy) = s
+        .gate
+        .policy_document("acme")
+        .await?
+        .ok_or("acme has a policy")?;
+    let key = mandate::world_secret("acme", "finance-lead");
+    let signed = |version: i64, policy: serde_json::Value| {
+        mandate::Mandate::new("acme", version, "finance-lead", policy)
+            .sign(&key)
+            .map_err(|e| e.to_string())
+    };
+    let mut lower = policy.clone();
+    lower["daily_cap_paise"] = 1000.into();
+    let good = serde_json::to_string(&signed(2, lower.clone())?)?;
+    let mut flipped = signed(3, policy.clone())?;
+    let mut bytes = flipped.signature_bytes()?;
+    bytes[7] ^= 0x10;
+    flipped.set_signature_bytes(&bytes);
+    let mut nul = policy.clone();
+    nul["allowed_merchants"] = serde_json::json!(["cloudco\u{0}"]);
+    for (body, want) in [
+        (good.clone(), (200, None)),
+        (good, (422, Some("POLICY_INVALID"))),
+        (
+            serde_json::to_string(&flipped)?,
+            (403, Some("MANDATE_SIGNATURE_INVALID")),
+        ),
+        (
+            r#"{"daily_cap_paise":1}"#.to_owned(),
+            (422, Some("BODY_INVALID")),
+        ),
+        (
+            serde_json::to_string(&signed(4, nul)?)?,
+            (422, Some("POLICY_INVALID")),
+        ),
+    ] {
+        let (status, b) = answer(s.put("/v1/policy", Some(&lead), &body).await?).await?;
+        assert_eq!((status, b["reason"].as_str()), want, "{b}");
+    }
+    let (version, held) = s.gate.policy_document("acme").await?.ok_or("a policy")?;
+    assert_eq!((version, held), (2, lower));
     s.drop().await
 }
 

@@ -244,26 +244,46 @@ async fn a_truncated_catalog_decides_the_next_proposal() -> TestResult {
 
 /// A policy version inserted by plain SQL behind a gate that holds the one
 /// before (`world_stamp_follows_policy`): its next proposal is decided, and
-/// recorded, under the new version.
+/// recorded, under the new version, when the row carries the approver's
+/// signature (the mandate the gate verifies), and refused POLICY_INVALID
+/// when it carries none.
 #[tokio::test]
 async fn a_policy_version_inserted_by_sql_decides_the_next_proposal() -> TestResult {
     on_world(async |w| {
         let p = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(p.decision, Decision::Allow);
         let (_, version) = recorded(w.pool(), &request_id(&p)).await?;
-        exec(
-            w.owner(),
-            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
-             SELECT tenant_id, version + 1, \
-                    jsonb_set(policy, '{allowed_merchants}', '[]'::jsonb), published_at \
-               FROM policy_versions WHERE tenant_id = 'acme' \
-              ORDER BY version DESC LIMIT 1",
+        let (held, mut policy) = w
+            .gate
+            .policy_document("acme")
+            .await?
+            .ok_or("acme has a policy")?;
+        policy["allowed_merchants"] = serde_json::json!([]);
+        let signed = mandate::Mandate::new("acme", i64::from(held) + 1, "finance-lead", policy)
+            .sign(&mandate::world_secret("acme", "finance-lead"))?;
+        sqlx::query(
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at, signer, signature) \
+             VALUES ('acme', $1, $2, now(), 'finance-lead', $3)",
         )
+        .bind(held + 1)
+        .bind(&signed.mandate.policy)
+        .bind(&signed.signature)
+        .execute(w.owner())
         .await?;
         let p = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(p.decision, deny(Reason::MerchantNotAllowed));
         let (_, now) = recorded(w.pool(), &request_id(&p)).await?;
         assert_eq!(now, version.map(|v| v + 1), "the new version decided");
+        exec(
+            w.owner(),
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
+             SELECT tenant_id, version + 1, policy, published_at \
+               FROM policy_versions WHERE tenant_id = 'acme' \
+              ORDER BY version DESC LIMIT 1",
+        )
+        .await?;
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, deny(Reason::PolicyInvalid), "an unsigned row decides nothing");
         Ok(())
     })
     .await

@@ -1,4 +1,4 @@
-//! `spendgate mandate keygen | sign | publish`: a human's key pair, a
+//! `spendgate mandate keygen | draft | sign | publish`: a human's key pair, a
 //! policy signed with it, and its publication.
 //!
 //! Guarantees: a secret key is written only to its own file (mode 0600 on
@@ -25,6 +25,11 @@ pub async fn run(config: &Config, command: MandateCommand) -> Result<ExitCode, F
             person,
             out,
         } => keygen(&tenant, &person, out),
+        MandateCommand::Draft {
+            file,
+            tenant,
+            signer,
+        } => draft(&file, &tenant, signer),
         MandateCommand::Sign { file, key, out } => sign(&file, &key, out.as_deref()),
         MandateCommand::Publish { file } => publish(config, &file).await,
         MandateCommand::ImportAp2(args) => import_ap2(args),
@@ -61,6 +66,35 @@ fn keygen(tenant: &str, person: &str, out: Option<PathBuf>) -> Result<ExitCode, 
         public_path.display()
     );
     print!("{line}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn draft(file: &Path, tenant: &str, signer: Option<String>) -> Result<ExitCode, Failure> {
+    let loaded = crate::world_file::read(file)?;
+    let t = loaded
+        .file
+        .tenants
+        .iter()
+        .find(|t| t.id == tenant)
+        .ok_or_else(|| Failure::Input(format!("{}: no tenant {tenant}", file.display())))?;
+    let signer = signer
+        .or_else(|| {
+            t.people
+                .iter()
+                .find(|p| p.may_approve)
+                .map(|p| p.id.clone())
+        })
+        .ok_or_else(|| {
+            Failure::Input(format!(
+                "{}: {tenant} has no human who may approve",
+                file.display()
+            ))
+        })?;
+    let policy = serde_json::to_value(&t.policy)
+        .map_err(|e| Failure::Other(format!("the policy of {tenant}: {e}")))?;
+    let text = serde_json::to_string_pretty(&Mandate::new(tenant, 1, signer, policy))
+        .map_err(|e| Failure::Other(format!("writing the mandate: {e}")))?;
+    println!("{text}");
     Ok(ExitCode::SUCCESS)
 }
 

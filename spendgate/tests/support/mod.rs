@@ -96,6 +96,12 @@ fn hex(bytes: &[u8]) -> String {
 /// The built binary with `db`'s URLs, the tests' secrets, the demo provider
 /// and an empty working folder; nothing from the caller's SPENDGATE_*.
 pub fn spendgate(db: &Db, workdir: &Path) -> Command {
+    // The humans' keys file the configuration names; empty until a test's
+    // approvers add theirs (`first_mandates`).
+    let keys = workdir.join("mandate-keys");
+    if !keys.exists() {
+        std::fs::write(&keys, "").unwrap();
+    }
     let mut c = Command::new(env!("CARGO_BIN_EXE_spendgate"));
     for (name, _) in std::env::vars() {
         if name.starts_with("SPENDGATE_") {
@@ -109,8 +115,62 @@ pub fn spendgate(db: &Db, workdir: &Path) -> Command {
         .env("SPENDGATE_WEBHOOK_SECRET", WEBHOOK_SECRET)
         .env("SPENDGATE_PROVIDER", "demo")
         .env("SPENDGATE_BIND", "127.0.0.1:0")
+        .env("SPENDGATE_MANDATE_KEYS", workdir.join("mandate-keys"))
         .env("SPENDGATE_LOG", "warn");
     c
+}
+
+/// Each standard-world tenant's first approver gets a key pair (its public
+/// key added to the `mandate_keys` file) and signs the tenant's first
+/// mandate, as an operator does; the `--mandate` arguments of `tenant apply`.
+pub fn first_mandates(db: &Db, workdir: &Path) -> Vec<String> {
+    let world = workspace_root().join("scenarios/worlds/standard.yaml");
+    signed_first_mandates(
+        db,
+        workdir,
+        &world,
+        &[("acme", "finance-lead"), ("globex", "globex-finance")],
+    )
+}
+
+/// As [`first_mandates`], for the tenants and approvers of `world`.
+pub fn signed_first_mandates(
+    db: &Db,
+    workdir: &Path,
+    world: &Path,
+    approvers: &[(&str, &str)],
+) -> Vec<String> {
+    let mut args = Vec::new();
+    for &(tenant, person) in approvers {
+        let prefix = workdir.join(tenant);
+        let printed = ok(spendgate(db, workdir)
+            .args([
+                "mandate", "keygen", "--tenant", tenant, "--person", person, "--out",
+            ])
+            .arg(&prefix));
+        let line = printed.lines().last().unwrap_or_default().to_owned();
+        let keys = workdir.join("mandate-keys");
+        let mut held = std::fs::read_to_string(&keys).unwrap_or_default();
+        held.push_str(&line);
+        held.push('\n');
+        std::fs::write(&keys, held).unwrap();
+        let draft = ok(spendgate(db, workdir)
+            .args(["mandate", "draft", "--tenant", tenant])
+            .arg(world));
+        let doc = workdir.join(format!("{tenant}.json"));
+        std::fs::write(&doc, draft).unwrap();
+        let signed = workdir.join(format!("{tenant}.mandate"));
+        ok(spendgate(db, workdir)
+            .args(["mandate", "sign"])
+            .arg(&doc)
+            .arg("--key")
+            .arg(prefix.with_extension("key"))
+            .arg("--out")
+            .arg(&signed));
+        args.push("--mandate".to_owned());
+        args.push(signed.display().to_string());
+    }
+    args
 }
 
 /// Runs `c` to its end.
@@ -140,7 +200,11 @@ pub fn ok(c: &mut Command) -> String {
 pub fn onboard(db: &Db, workdir: &Path) -> (String, String) {
     ok(spendgate(db, workdir).arg("migrate"));
     let world = workspace_root().join("scenarios/worlds/standard.yaml");
-    ok(spendgate(db, workdir).args(["tenant", "apply"]).arg(world));
+    let mandates = first_mandates(db, workdir);
+    ok(spendgate(db, workdir)
+        .args(["tenant", "apply"])
+        .arg(world)
+        .args(&mandates));
     let key = |actor: &str| {
         ok(spendgate(db, workdir).args(["keys", "issue", "--tenant", "acme", "--actor", actor]))
             .trim()
