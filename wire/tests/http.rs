@@ -1396,13 +1396,17 @@ async fn a_rate_refusal_says_when_to_retry() -> TestResult {
 
     // Velocity: at most 2 proposals in 10 minutes.
     let lead = s.key("acme", "finance-lead").await?;
+    let (version, mut policy) = s
+        .gate
+        .policy_document("acme")
+        .await?
+        .ok_or("acme has a policy")?;
+    policy["velocity"] = serde_json::json!({"max_proposals": 2, "window_minutes": 10});
+    let signed = mandate::Mandate::new("acme", i64::from(version) + 1, "finance-lead", policy)
+        .sign(&mandate::world_secret("acme", "finance-lead"))?;
     let (status, b) = answer(
-        s.put(
-            "/v1/policy",
-            Some(&lead),
-            r#"{"velocity":{"max_proposals":2,"window_minutes":10}}"#,
-        )
-        .await?,
+        s.put("/v1/policy", Some(&lead), &serde_json::to_string(&signed)?)
+            .await?,
     )
     .await?;
     assert_eq!(status, 200, "{b}");
