@@ -135,6 +135,9 @@ reasons! {
     /// A mandate whose signer is not a human of the tenant who may approve
     /// and holds a configured key: nothing is published.
     MandateSignerNotPermitted = "MANDATE_SIGNER_NOT_PERMITTED" => Policy,
+    /// An imported mandate (such as an AP2 open payment mandate) carries a
+    /// constraint the gate cannot enforce: refused whole, nothing published.
+    MandateConstraintUnknown = "MANDATE_CONSTRAINT_UNKNOWN" => Policy,
     // delegation
     DelegationMissing = "DELEGATION_MISSING" => Delegation,
     DelegationBudgetExhausted = "DELEGATION_BUDGET_EXHAUSTED" => Delegation,
@@ -265,6 +268,7 @@ mod tests {
         "APPROVAL_NOT_PENDING",
         "MANDATE_SIGNATURE_INVALID",
         "MANDATE_SIGNER_NOT_PERMITTED",
+        "MANDATE_CONSTRAINT_UNKNOWN",
         "REQUEST_NOT_AUTHORIZED",
         "AUTHORITY_EXPIRED",
         "AUTHORITY_ALREADY_USED",

@@ -53,6 +53,7 @@ pub fn status_of(reason: Reason) -> StatusCode {
         | DelegationChainBroken => StatusCode::FORBIDDEN,
         ApprovalByRequester | ApproverNotPermitted => StatusCode::FORBIDDEN,
         MandateSignatureInvalid | MandateSignerNotPermitted => StatusCode::FORBIDDEN,
+        MandateConstraintUnknown => StatusCode::UNPROCESSABLE_ENTITY,
         ApprovalAlreadyUsed | ApprovalNotPending => StatusCode::CONFLICT,
         RequestNotAuthorized
         | AuthorityAlreadyUsed

@@ -30,7 +30,8 @@ pub fn class_of(reason: Reason) -> &'static str {
         | PolicyInvalid
         | PriceInvalid
         | MandateSignatureInvalid
-        | MandateSignerNotPermitted => "policy.validity-window",
+        | MandateSignerNotPermitted
+        | MandateConstraintUnknown => "policy.validity-window",
         VelocityLimit => "policy.velocity-flood",
         DenialRateLimit => "policy.denial-probing",
         ApprovalRequired => "policy.step-up-evasion",
