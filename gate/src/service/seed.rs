@@ -70,7 +70,7 @@ impl<P: PaymentProvider> Gate<P> {
     pub async fn seed(&self, seed: &Seed) -> Result<(), ServiceError> {
         let now = self.now();
         let rows = SeedRows::of(seed)?;
-        let mut tx = self.begin("seeding").await?;
+        let mut tx = self.begin_onboarding("seeding").await?;
         sqlx::query("INSERT INTO tenants (id) SELECT * FROM UNNEST($1::text[])")
             .bind(&rows.tenants)
             .execute(&mut *tx)

@@ -433,9 +433,11 @@ pub(super) async fn measure(
     for i in 0..most {
         let tenant = tenant_id(i);
         let agent =
-            gate::service::api_keys::issue(gate.pool(), &tenant, "buyer-agent", now).await?;
+            gate::service::api_keys::issue(gate.onboarding_pool(), &tenant, "buyer-agent", now)
+                .await?;
         let human =
-            gate::service::api_keys::issue(gate.pool(), &tenant, "finance-lead", now).await?;
+            gate::service::api_keys::issue(gate.onboarding_pool(), &tenant, "finance-lead", now)
+                .await?;
         keys.push(Keys {
             agent: agent.token,
             human: human.token,

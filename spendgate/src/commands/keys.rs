@@ -4,7 +4,9 @@
 //! SHA-256 is stored; it cannot be shown again) for an agent or a human that
 //! exists in the tenant, and refuses anything else; `revoke` takes the key or
 //! its 16-hex id and ends it for good (a second revoke says so and changes
-//! nothing); `list` shows ids, actors and dates, never a digest.
+//! nothing); `list` shows ids, actors and dates, never a digest. It
+//! connects as the onboarding role (`onboard_database_url`): the gate's own
+//! login cannot insert a key.
 
 use std::process::ExitCode;
 
@@ -15,7 +17,7 @@ use crate::config::Config;
 use crate::error::Failure;
 
 pub async fn run(config: &Config, command: KeysCommand) -> Result<ExitCode, Failure> {
-    let pool = crate::connect::app_pool(config, 1).await?;
+    let pool = crate::connect::onboard_pool(config, 1).await?;
     let now = Utc::now();
     let result =
         match command {

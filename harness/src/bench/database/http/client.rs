@@ -105,7 +105,9 @@ impl Wire {
         let mut keys = BTreeMap::new();
         for tenant in &world.tenants {
             for agent in &tenant.agents {
-                let k = gate::service::api_keys::issue(gate.pool(), &tenant.id, agent, now).await?;
+                let k =
+                    gate::service::api_keys::issue(gate.onboarding_pool(), &tenant.id, agent, now)
+                        .await?;
                 keys.insert(
                     (tenant.id.clone(), agent.clone()),
                     Held {
@@ -116,8 +118,13 @@ impl Wire {
                 );
             }
             for person in &tenant.people {
-                let k = gate::service::api_keys::issue(gate.pool(), &tenant.id, &person.id, now)
-                    .await?;
+                let k = gate::service::api_keys::issue(
+                    gate.onboarding_pool(),
+                    &tenant.id,
+                    &person.id,
+                    now,
+                )
+                .await?;
                 keys.insert(
                     (tenant.id.clone(), person.id.clone()),
                     Held {

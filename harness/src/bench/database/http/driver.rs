@@ -303,7 +303,7 @@ impl HttpDriver<'_> {
                     .wire
                     .key_of(&step_tenant, &actor)
                     .with_context(|| format!("step #{}: {actor} holds no key", i + 1))?;
-                let pool = self.cx.gate.pool();
+                let pool = self.cx.gate.onboarding_pool();
                 let k = gate::service::api_keys::issue(pool, &tenant, &actor, self.cx.gate.now())
                     .await?;
                 gate::service::api_keys::revoke(pool, &k.id, self.cx.gate.now()).await?;
