@@ -133,10 +133,10 @@ async fn main() -> Res<()> {
     db.drop().await?;
 
     let (db, gate) = world(&admin).await?;
-    let key =
-        gate::service::api_keys::issue(gate.onboarding_pool(), "acme", "buyer-agent", gate.now())
-            .await?
-            .token;
+    let key = gate
+        .issue_key("acme", "buyer-agent", gate.now())
+        .await?
+        .token;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/v1/requests", listener.local_addr()?);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -1037,22 +1037,16 @@ async fn the_concurrency_limit_queues_requests_past_it() -> TestResult {
     let Some(s) = served_with(SlowProvider::new(Duration::from_millis(300)), config).await? else {
         return Ok(());
     };
-    let agent = gate::service::api_keys::issue(
-        s.gate.onboarding_pool(),
-        "acme",
-        "buyer-agent",
-        s.gate.now(),
-    )
-    .await?
-    .token;
-    let lead = gate::service::api_keys::issue(
-        s.gate.onboarding_pool(),
-        "acme",
-        "finance-lead",
-        s.gate.now(),
-    )
-    .await?
-    .token;
+    let agent = s
+        .gate
+        .issue_key("acme", "buyer-agent", s.gate.now())
+        .await?
+        .token;
+    let lead = s
+        .gate
+        .issue_key("acme", "finance-lead", s.gate.now())
+        .await?
+        .token;
     let mut authorities = Vec::new();
     for sku in ["CLOUD-STARTER", "SNACK-BOX"] {
         let (status, p) = answer(
@@ -1100,22 +1094,16 @@ async fn shutdown_lets_the_requests_in_flight_finish() -> TestResult {
     else {
         return Ok(());
     };
-    let agent = gate::service::api_keys::issue(
-        s.gate.onboarding_pool(),
-        "acme",
-        "buyer-agent",
-        s.gate.now(),
-    )
-    .await?
-    .token;
-    let lead = gate::service::api_keys::issue(
-        s.gate.onboarding_pool(),
-        "acme",
-        "finance-lead",
-        s.gate.now(),
-    )
-    .await?
-    .token;
+    let agent = s
+        .gate
+        .issue_key("acme", "buyer-agent", s.gate.now())
+        .await?
+        .token;
+    let lead = s
+        .gate
+        .issue_key("acme", "finance-lead", s.gate.now())
+        .await?
+        .token;
     let (_, p) = answer(
         s.post("/v1/requests", Some(&agent), &proposal("CLOUD-STARTER", 1))
             .await?,

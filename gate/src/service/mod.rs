@@ -25,6 +25,7 @@
 mod admin;
 pub mod api_keys;
 mod approve;
+mod audit;
 mod budget;
 #[cfg(test)]
 mod budget_db_refusals;
@@ -65,6 +66,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{PgPool, Postgres, Transaction};
 
+pub use audit::{Disagreement, audit};
 pub use checkout::AUTHORITY_TTL_MINUTES;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::ServiceError;

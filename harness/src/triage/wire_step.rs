@@ -216,14 +216,9 @@ async fn tour<P: PaymentProvider + 'static>(
     let gate = Arc::new(Gate::new(pool.clone(), provider, secret.clone(), clock)?);
     gate.seed(&standard_world().seed()).await?;
     let now = gate.now();
-    let onboard = gate.onboarding_pool().clone();
     let key = |tenant: &'static str, actor: &'static str| {
-        let pool = onboard.clone();
-        async move {
-            gate::service::api_keys::issue(&pool, tenant, actor, now)
-                .await
-                .map(|k| k.token)
-        }
+        let gate = gate.clone();
+        async move { gate.issue_key(tenant, actor, now).await.map(|k| k.token) }
     };
     let agent = key("acme", "buyer-agent").await?;
     let human = key("acme", "finance-lead").await?;

@@ -6,7 +6,8 @@
 //! its 16-hex id and ends it for good (a second revoke says so and changes
 //! nothing); `list` shows ids, actors and dates, never a digest. It
 //! connects as the onboarding role (`onboard_database_url`): the gate's own
-//! login cannot insert a key.
+//! login cannot insert a key. `issue` needs the ledger key: each key row
+//! carries the gate's MAC, and the gate authenticates no row without one.
 
 use std::process::ExitCode;
 
@@ -19,10 +20,11 @@ use crate::error::Failure;
 pub async fn run(config: &Config, command: KeysCommand) -> Result<ExitCode, Failure> {
     let pool = crate::connect::onboard_pool(config, 1).await?;
     let now = Utc::now();
+    let key = super::ledger_key(config)?;
     let result =
         match command {
             KeysCommand::Issue { tenant, actor } => gate::service::api_keys::issue(
-                &pool, &tenant, &actor, now,
+                &pool, &key, &tenant, &actor, now,
             )
             .await
             .map(|key| {
