@@ -185,8 +185,9 @@ async fn verify_names_each_row_the_runtime_login_changed_and_exits_1() {
     assert_eq!(code(&audited), Some(1), "{out}");
     assert!(out.contains("acme: intact"), "{out}");
     assert!(
-        out.lines().any(|l| l.starts_with("acme: DISAGREES daily_spend day=")
-            && l.contains("its requests reserve 25000")),
+        out.lines()
+            .any(|l| l.starts_with("acme: DISAGREES daily_spend day=")
+                && l.contains("its requests reserve 25000")),
         "{out}"
     );
     assert!(
