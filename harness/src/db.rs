@@ -2,10 +2,11 @@
 //!
 //! Guarantees:
 //! - `db up` prints exactly one line on stdout,
-//!   `DATABASE_URL=<app url> MIGRATION_DATABASE_URL=<owner url>`, once a
-//!   throwaway cluster answers, both database roles exist and the database
+//!   `DATABASE_URL=<app url> MIGRATION_DATABASE_URL=<owner url>
+//!   ONBOARD_DATABASE_URL=<onboarding url>`, once a throwaway cluster
+//!   answers, the three database roles exist and the database
 //!   `spendgate`, owned by the owner role, exists (so `export $(harness db
-//!   up)` sets both, and the migrations may create tables on Postgres 15 and
+//!   up)` sets all three, and the migrations may create tables on Postgres 15 and
 //!   later, whose `public` schema only the database's owner may create in);
 //!   if one is already up in the folder it says so and prints the same line.
 //!   Everything else goes to stderr. The cluster outlives the command.
@@ -15,10 +16,11 @@
 //!   the caller's if set, as is (with the caller's `MIGRATION_DATABASE_URL`,
 //!   if any), otherwise a throwaway cluster's, removed afterwards whether CMD
 //!   succeeds, fails, or the harness gets SIGINT or SIGTERM (which is passed
-//!   on to CMD). For a throwaway cluster it creates the two roles
-//!   (`spendgate_owner`, `spendgate_app`) and exports both URLs:
-//!   `DATABASE_URL` the application role's, `MIGRATION_DATABASE_URL` the
-//!   owner's. It exits with CMD's exit code (128 + signal when CMD was killed
+//!   on to CMD). For a throwaway cluster it creates the three roles
+//!   (`spendgate_owner`, `spendgate_app`, `spendgate_onboard`) and exports
+//!   their URLs: `DATABASE_URL` the application role's,
+//!   `MIGRATION_DATABASE_URL` the owner's, `ONBOARD_DATABASE_URL` the
+//!   onboarding role's. It exits with CMD's exit code (128 + signal when CMD was killed
 //!   by one).
 //!
 //! The cluster itself lives in [`cluster`].
@@ -122,9 +124,10 @@ async fn db_up(args: &UpArgs) -> Result<ExitCode> {
         .await
         .context("creating the database roles")?;
     eprintln!(
-        "roles {owner} (migrations) and {app} (the gate) exist",
+        "roles {owner} (migrations), {app} (the gate) and {onboard} (onboarding) exist",
         owner = gate::db::OWNER_ROLE,
         app = gate::db::APP_ROLE,
+        onboard = gate::db::ONBOARD_ROLE,
     );
     let how_to_stop = match &args.dir.dir {
         Some(_) => format!("harness db down --dir {}", dir.display()),
@@ -147,6 +150,10 @@ async fn db_up(args: &UpArgs) -> Result<ExitCode> {
     }
     let app = in_database(&urls.app, SERVED_DATABASE)?;
     let owner = in_database(&urls.owner, SERVED_DATABASE)?;
+    let onboard = in_database(
+        &gate::db::with_user(&urls.app, gate::db::ONBOARD_ROLE)?,
+        SERVED_DATABASE,
+    )?;
     create_owned_database(&running.url, SERVED_DATABASE)
         .await
         .with_context(|| format!("creating the database {SERVED_DATABASE}"))?;
@@ -156,9 +163,10 @@ async fn db_up(args: &UpArgs) -> Result<ExitCode> {
         owner_role = gate::db::OWNER_ROLE,
     );
     println!(
-        "{app_var}={app} {owner_var}={owner}",
+        "{app_var}={app} {owner_var}={owner} {onboard_var}={onboard}",
         app_var = gate::db::DATABASE_URL_ENV,
         owner_var = gate::db::MIGRATION_DATABASE_URL_ENV,
+        onboard_var = gate::db::ONBOARD_DATABASE_URL_ENV,
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -247,13 +255,17 @@ async fn db_run(args: &RunArgs) -> Result<ExitCode> {
         dir.display()
     );
     let outcome = match gate::db::ensure_roles(&running.url).await {
-        Ok(urls) => {
-            let env = [
-                (gate::db::DATABASE_URL_ENV, urls.app),
-                (gate::db::MIGRATION_DATABASE_URL_ENV, urls.owner),
-            ];
-            run_child(&args.command, &env, &mut interrupt, &mut terminate).await
-        }
+        Ok(urls) => match gate::db::with_user(&urls.app, gate::db::ONBOARD_ROLE) {
+            Ok(onboard) => {
+                let env = [
+                    (gate::db::DATABASE_URL_ENV, urls.app),
+                    (gate::db::MIGRATION_DATABASE_URL_ENV, urls.owner),
+                    (gate::db::ONBOARD_DATABASE_URL_ENV, onboard),
+                ];
+                run_child(&args.command, &env, &mut interrupt, &mut terminate).await
+            }
+            Err(err) => Err(anyhow::Error::new(err).context("the onboarding role's URL")),
+        },
         Err(err) => Err(anyhow::Error::new(err).context("creating the database roles")),
     };
     match (&outcome, cluster::stop(&dir)) {

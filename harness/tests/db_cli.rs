@@ -36,15 +36,17 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// `db up --dir`, which must succeed and print exactly
-/// `DATABASE_URL=<app url> MIGRATION_DATABASE_URL=<owner url>`: the owner's URL.
+/// `DATABASE_URL=<app url> MIGRATION_DATABASE_URL=<owner url>
+/// ONBOARD_DATABASE_URL=<onboarding url>`: the owner's URL.
 fn up(dir: &Path) -> (String, String) {
     url_printed_by(run(harness().args(["db", "up", "--dir"]).arg(dir)))
 }
 
 /// The owner's URL and stderr of a successful `db up`, which prints exactly
-/// one line: `DATABASE_URL=<app url> MIGRATION_DATABASE_URL=<owner url>`,
-/// both naming the database `spendgate`, the application role's and the
-/// owner role's.
+/// one line: `DATABASE_URL=<app url> MIGRATION_DATABASE_URL=<owner url>
+/// ONBOARD_DATABASE_URL=<onboarding url>`, each naming the database
+/// `spendgate`, the application role's, the owner role's and the onboarding
+/// role's.
 fn url_printed_by(out: Output) -> (String, String) {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "db up failed: {stderr}");
@@ -52,17 +54,25 @@ fn url_printed_by(out: Output) -> (String, String) {
         .strip_suffix('\n')
         .filter(|line| !line.contains('\n'))
         .unwrap_or_else(|| panic!("db up printed {stdout:?}, not one line"));
-    let (app, owner) = line
-        .split_once(' ')
-        .and_then(|(a, o)| {
-            Some((
-                a.strip_prefix("DATABASE_URL=")?,
-                o.strip_prefix("MIGRATION_DATABASE_URL=")?,
-            ))
-        })
-        .unwrap_or_else(|| {
-            panic!("db up printed {line:?}, not DATABASE_URL=... MIGRATION_DATABASE_URL=...")
-        });
+    let parts: Vec<&str> = line.split(' ').collect();
+    let (app, owner, onboard) = match parts.as_slice() {
+        [a, o, b] => a
+            .strip_prefix("DATABASE_URL=")
+            .zip(o.strip_prefix("MIGRATION_DATABASE_URL="))
+            .zip(b.strip_prefix("ONBOARD_DATABASE_URL="))
+            .map(|((a, o), b)| (a, o, b)),
+        _ => None,
+    }
+    .unwrap_or_else(|| {
+        panic!(
+            "db up printed {line:?}, not DATABASE_URL=... MIGRATION_DATABASE_URL=... \
+             ONBOARD_DATABASE_URL=..."
+        )
+    });
+    assert!(
+        onboard.contains("spendgate_onboard@") && onboard.ends_with("/spendgate"),
+        "{onboard}"
+    );
     assert!(
         app.contains("spendgate_app@") && app.ends_with("/spendgate"),
         "{app}"

@@ -4,8 +4,9 @@
 //! - Every setting has one name ([`Name`]). It is read from the file (the
 //!   path from `--config` or `SPENDGATE_CONFIG`; `spendgate.toml` in the
 //!   working directory when that exists) and overridden by
-//!   `SPENDGATE_<KEY>`; the two database URLs also by `DATABASE_URL` and
-//!   `MIGRATION_DATABASE_URL`, which the rest of the Postgres world uses.
+//!   `SPENDGATE_<KEY>`; the three database URLs also by `DATABASE_URL`,
+//!   `MIGRATION_DATABASE_URL` and `ONBOARD_DATABASE_URL`, which the rest of
+//!   the Postgres world (and `harness db`) uses.
 //! - A file that does not parse, or holds a key that is not a setting, is
 //!   refused with the file, the line and the key. A named file that does
 //!   not exist is refused; nothing is guessed.
@@ -41,6 +42,7 @@ pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 pub enum Name {
     DatabaseUrl,
     MigrationDatabaseUrl,
+    OnboardDatabaseUrl,
     Bind,
     LedgerKey,
     LogKey,
@@ -58,6 +60,7 @@ impl Name {
     pub const ALL: [Name; 12] = [
         Name::DatabaseUrl,
         Name::MigrationDatabaseUrl,
+        Name::OnboardDatabaseUrl,
         Name::Bind,
         Name::LedgerKey,
         Name::LogKey,
@@ -75,6 +78,7 @@ impl Name {
         match self {
             Name::DatabaseUrl => "database_url",
             Name::MigrationDatabaseUrl => "migration_database_url",
+            Name::OnboardDatabaseUrl => "onboard_database_url",
             Name::Bind => "bind",
             Name::LedgerKey => "ledger_key",
             Name::LogKey => "log_key",
@@ -98,6 +102,7 @@ impl Name {
         match self {
             Name::DatabaseUrl => Some("DATABASE_URL"),
             Name::MigrationDatabaseUrl => Some("MIGRATION_DATABASE_URL"),
+            Name::OnboardDatabaseUrl => Some("ONBOARD_DATABASE_URL"),
             _ => None,
         }
     }
@@ -116,7 +121,10 @@ impl Name {
 
     /// Whether its value is a database URL (shown with the password redacted).
     fn is_database_url(self) -> bool {
-        matches!(self, Name::DatabaseUrl | Name::MigrationDatabaseUrl)
+        matches!(
+            self,
+            Name::DatabaseUrl | Name::MigrationDatabaseUrl | Name::OnboardDatabaseUrl
+        )
     }
 
     /// The value used when nothing sets it.
@@ -136,7 +144,12 @@ impl Name {
             }
             Name::MigrationDatabaseUrl => {
                 "the owner role's URL, postgres://spendgate_owner:PASSWORD@HOST/spendgate \
-                 (only `spendgate migrate` and the onboarding commands use it)"
+                 (only `spendgate migrate` uses it)"
+            }
+            Name::OnboardDatabaseUrl => {
+                "the onboarding role's URL, postgres://spendgate_onboard:PASSWORD@HOST/spendgate \
+                 (only `spendgate tenant apply` and `spendgate keys` use it: the gate's own \
+                 login cannot create tenants, people, agents, merchants, keys or root delegations)"
             }
             Name::Bind => "the address to listen on, e.g. 127.0.0.1:8080",
             Name::LedgerKey => {
@@ -345,7 +358,12 @@ impl Config {
         self.required(Name::DatabaseUrl).map(|s| s.value)
     }
 
-    /// The owner role's database URL (migrations, onboarding).
+    /// The onboarding role's database URL (`tenant apply`, `keys`).
+    pub fn onboard_database_url(&self) -> Result<String, ConfigError> {
+        self.required(Name::OnboardDatabaseUrl).map(|s| s.value)
+    }
+
+    /// The owner role's database URL (migrations).
     pub fn migration_database_url(&self) -> Result<String, ConfigError> {
         self.required(Name::MigrationDatabaseUrl).map(|s| s.value)
     }

@@ -1,8 +1,10 @@
 //! The database connections a command holds.
 //!
 //! Guarantees: the gate's commands connect as the application role
-//! (`database_url`) and never migrate; `spendgate migrate` alone connects as
-//! the owner (`migration_database_url`). A gate is served only on a schema
+//! (`database_url`) and never migrate; the onboarding commands (`tenant
+//! apply`, `keys`) connect as the onboarding role (`onboard_database_url`);
+//! `spendgate migrate` alone connects as the owner
+//! (`migration_database_url`). A gate is served only on a schema
 //! whose migrations are all applied: otherwise the command stops and says to
 //! run `spendgate migrate`. Errors show URLs redacted.
 
@@ -14,11 +16,19 @@ use crate::error::Failure;
 
 /// A pool of `size` connections as the application role, on a current schema.
 pub async fn app_pool(config: &Config, size: u32) -> Result<PgPool, Failure> {
-    let url = config.database_url()?;
+    pool_at(config.database_url()?, size).await
+}
+
+/// A pool of `size` connections as the onboarding role, on a current schema.
+pub async fn onboard_pool(config: &Config, size: u32) -> Result<PgPool, Failure> {
+    pool_at(config.onboard_database_url()?, size).await
+}
+
+async fn pool_at(url: String, size: u32) -> Result<PgPool, Failure> {
     let shown = gate::db::redact_url(&url);
     let options: PgConnectOptions = url
         .parse()
-        .map_err(|e| Failure::Input(format!("database_url {shown} is not a Postgres URL: {e}")))?;
+        .map_err(|e| Failure::Input(format!("{shown} is not a Postgres URL: {e}")))?;
     let pool = gate::db::pool_options(size)
         .connect_with(options)
         .await

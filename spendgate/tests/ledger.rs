@@ -141,3 +141,58 @@ async fn an_anchor_names_a_cut_tail_that_a_plain_verify_cannot_see() {
     assert_eq!(code(&absent), Some(2));
     assert!(text(&absent.stderr).contains("cannot read the anchor file"));
 }
+
+/// What the runtime login changes outside the gate, `ledger verify` names:
+/// a day's reservation reset and a policy version published with no ledger
+/// entry, each with its table and key, and it exits 1 though every chain
+/// is intact.
+#[tokio::test(flavor = "multi_thread")]
+async fn verify_names_each_row_the_runtime_login_changed_and_exits_1() {
+    let Some(db) = fresh_db().await else { return };
+    let work = tempfile::tempdir().unwrap();
+    let (agent, _) = onboard(&db, work.path());
+    let served = Served::start({
+        let mut c = spendgate(&db, work.path());
+        c.arg("serve");
+        c
+    });
+    let (status, body) = call(
+        reqwest::Method::POST,
+        &format!("{}/v1/requests", served.url),
+        &agent,
+        Some(r#"{"sku":"SNACK-BOX","quantity":1,"purpose":"team snacks"}"#),
+    )
+    .await;
+    assert!((200..300).contains(&status), "{status}: {body}");
+    served.stop();
+    let verify = || output(spendgate(&db, work.path()).args(["ledger", "verify"]));
+    let clean = verify();
+    assert_eq!(code(&clean), Some(0), "{}", text(&clean.stdout));
+
+    let runtime = gate::db::connect(&db.app).await.unwrap();
+    runtime
+        .execute(
+            "UPDATE daily_spend SET reserved_paise = 0 WHERE tenant_id = 'acme'; \
+             INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
+             SELECT tenant_id, 2, policy, published_at FROM policy_versions \
+              WHERE tenant_id = 'acme' AND version = 1",
+        )
+        .await
+        .unwrap();
+    runtime.close().await;
+    let audited = verify();
+    let out = text(&audited.stdout);
+    assert_eq!(code(&audited), Some(1), "{out}");
+    assert!(out.contains("acme: intact"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("acme: DISAGREES daily_spend day=")
+                && l.contains("its requests reserve 25000")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("acme: DISAGREES policy_versions version=2")),
+        "{out}"
+    );
+}

@@ -79,6 +79,7 @@ async fn the_readmes_quick_start_reaches_captured() {
             .env("PATH", path)
             .env("DATABASE_URL", &db.app)
             .env("MIGRATION_DATABASE_URL", &db.owner)
+            .env("ONBOARD_DATABASE_URL", &db.onboard)
             .env("SPENDGATE_LOG", "warn"),
     );
     let stdout = text(&out.stdout);

@@ -133,7 +133,8 @@ async fn main() -> Res<()> {
     db.drop().await?;
 
     let (db, gate) = world(&admin).await?;
-    let key = gate::service::api_keys::issue(gate.pool(), "acme", "buyer-agent", gate.now())
+    let key = gate
+        .issue_key("acme", "buyer-agent", gate.now())
         .await?
         .token;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

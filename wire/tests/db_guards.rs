@@ -194,8 +194,10 @@ async fn an_issued_key_is_stored_only_as_its_digest() -> TestResult {
     let Some(s) = served().await? else {
         return Ok(());
     };
-    let issued =
-        gate::service::api_keys::issue(s.pool(), "acme", "buyer-agent", s.gate.now()).await?;
+    let issued = s
+        .gate
+        .issue_key("acme", "buyer-agent", s.gate.now())
+        .await?;
     let row: String =
         sqlx::query_scalar("SELECT row_to_json(k)::text FROM api_keys k WHERE id = $1")
             .bind(&issued.id)
@@ -213,7 +215,7 @@ async fn an_issued_key_is_stored_only_as_its_digest() -> TestResult {
         ("nope", "buyer-agent"),
     ] {
         assert!(matches!(
-            gate::service::api_keys::issue(s.pool(), tenant, actor, s.gate.now()).await,
+            s.gate.issue_key(tenant, actor, s.gate.now()).await,
             Err(gate::service::api_keys::KeyError::ActorUnknown { .. })
         ));
     }

@@ -139,7 +139,9 @@ async fn unauthenticated_calls_are_401_echo_nothing_and_write_nothing() -> TestR
     };
     let agent = s.key("acme", "buyer-agent").await?;
     let revoked = s.key("acme", "finance-lead").await?;
-    assert!(gate::service::api_keys::revoke(s.pool(), &revoked, s.gate.now()).await?);
+    assert!(
+        gate::service::api_keys::revoke(s.gate.onboarding_pool(), &revoked, s.gate.now()).await?
+    );
     // The right id with a secret one character off.
     let mut wrong_secret = agent.clone();
     let last = wrong_secret.pop().ok_or("empty key")?;
@@ -205,9 +207,9 @@ async fn a_revoked_key_stops_working_at_once() -> TestResult {
         .post("/v1/requests", Some(&key), &proposal("CLOUD-STARTER", 1))
         .await?;
     assert_eq!(r.status().as_u16(), 201);
-    assert!(gate::service::api_keys::revoke(s.pool(), &key, s.gate.now()).await?);
+    assert!(gate::service::api_keys::revoke(s.gate.onboarding_pool(), &key, s.gate.now()).await?);
     assert!(
-        !gate::service::api_keys::revoke(s.pool(), &key, s.gate.now()).await?,
+        !gate::service::api_keys::revoke(s.gate.onboarding_pool(), &key, s.gate.now()).await?,
         "revoking twice changes nothing"
     );
     let r = s
@@ -1035,10 +1037,14 @@ async fn the_concurrency_limit_queues_requests_past_it() -> TestResult {
     let Some(s) = served_with(SlowProvider::new(Duration::from_millis(300)), config).await? else {
         return Ok(());
     };
-    let agent = gate::service::api_keys::issue(s.pool(), "acme", "buyer-agent", s.gate.now())
+    let agent = s
+        .gate
+        .issue_key("acme", "buyer-agent", s.gate.now())
         .await?
         .token;
-    let lead = gate::service::api_keys::issue(s.pool(), "acme", "finance-lead", s.gate.now())
+    let lead = s
+        .gate
+        .issue_key("acme", "finance-lead", s.gate.now())
         .await?
         .token;
     let mut authorities = Vec::new();
@@ -1088,10 +1094,14 @@ async fn shutdown_lets_the_requests_in_flight_finish() -> TestResult {
     else {
         return Ok(());
     };
-    let agent = gate::service::api_keys::issue(s.pool(), "acme", "buyer-agent", s.gate.now())
+    let agent = s
+        .gate
+        .issue_key("acme", "buyer-agent", s.gate.now())
         .await?
         .token;
-    let lead = gate::service::api_keys::issue(s.pool(), "acme", "finance-lead", s.gate.now())
+    let lead = s
+        .gate
+        .issue_key("acme", "finance-lead", s.gate.now())
         .await?
         .token;
     let (_, p) = answer(

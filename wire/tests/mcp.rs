@@ -339,7 +339,7 @@ async fn the_tools_propose_report_and_notify_for_their_own_agent_only() -> TestR
     .await?;
     assert!(!ok && text.contains("NOT_FOUND"), "{text}");
     // Revoking the key stops the very next call.
-    assert!(gate::service::api_keys::revoke(s.pool(), &key, s.gate.now()).await?);
+    assert!(gate::service::api_keys::revoke(s.gate.onboarding_pool(), &key, s.gate.now()).await?);
     let (ok, text) = call(&client, "list_catalog", json!({})).await?;
     assert!(!ok && text.contains("UNAUTHENTICATED"), "{text}");
     // A human's key, a revoked one, or a service that is not there cannot start the tools.

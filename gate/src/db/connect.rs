@@ -35,6 +35,9 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 pub const DATABASE_URL_ENV: &str = "DATABASE_URL";
 /// The variable naming the owner's URL (the role the migrations run as).
 pub const MIGRATION_DATABASE_URL_ENV: &str = "MIGRATION_DATABASE_URL";
+/// The variable naming the onboarding role's URL (tenants, keys, root
+/// delegations).
+pub const ONBOARD_DATABASE_URL_ENV: &str = "ONBOARD_DATABASE_URL";
 
 /// How long to wait for a connection before calling the server unreachable.
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -106,7 +106,7 @@ mod tests {
             "constraint:tenants:ck_tenants_id_not_blank,trigger:ledger_entries:ledger_append_only";
         drop_guards(db.owner_pool(), wanted, Some(&log)).await?;
         sqlx::query("INSERT INTO tenants (id) VALUES ('  ')")
-            .execute(db.pool())
+            .execute(db.owner_pool())
             .await?;
         sqlx::query("DELETE FROM ledger_entries")
             .execute(db.owner_pool())

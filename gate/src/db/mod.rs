@@ -8,7 +8,7 @@
 //!   - `error`: [`DbError`], the one error type; URLs always shown redacted;
 //!   - `connect`: [`MIGRATOR`], [`connect()`], [`migrate`], [`pool_options`],
 //!     the URL variables, [`redact_url`], [`with_user`];
-//!   - `roles`: [`OWNER_ROLE`], [`APP_ROLE`], [`server_urls`],
+//!   - `roles`: [`OWNER_ROLE`], [`APP_ROLE`], [`ONBOARD_ROLE`], [`server_urls`],
 //!     [`ensure_roles`];
 //!   - `factory` (`test-support`): `FreshDatabase`, `fresh_database`,
 //!     `fresh_database_with`, `empty_database`, `fresh_test_database`,
@@ -40,8 +40,8 @@ mod roles;
 mod spares;
 
 pub use connect::{
-    DATABASE_URL_ENV, MIGRATION_DATABASE_URL_ENV, MIGRATOR, connect, migrate, pool_options,
-    redact_url, with_user,
+    DATABASE_URL_ENV, MIGRATION_DATABASE_URL_ENV, MIGRATOR, ONBOARD_DATABASE_URL_ENV, connect,
+    migrate, pool_options, redact_url, with_user,
 };
 #[cfg(any(test, feature = "test-support"))]
 pub use drop_guards::{DROP_GUARDS_ENV, DROP_GUARDS_LOG_ENV};
@@ -53,4 +53,4 @@ pub use factory::{
 };
 #[cfg(any(test, feature = "test-support"))]
 pub use reset::Reset;
-pub use roles::{APP_ROLE, OWNER_ROLE, ServerUrls, ensure_roles, server_urls};
+pub use roles::{APP_ROLE, ONBOARD_ROLE, OWNER_ROLE, ServerUrls, ensure_roles, server_urls};

@@ -1,9 +1,13 @@
-//! The two roles of a spendgate database and which URL connects as which.
+//! The three roles of a spendgate database and which URL connects as which.
 //!
 //! Guarantees:
-//! - Two roles ([`OWNER_ROLE`], [`APP_ROLE`]): the migrations run as the
-//!   owner, the gate connects as the application role, which owns nothing and
-//!   holds only the privileges the gate uses (`migrations/*_roles.sql`).
+//! - Three roles ([`OWNER_ROLE`], [`APP_ROLE`], [`ONBOARD_ROLE`]): the
+//!   migrations run as the owner, the gate connects as the application role,
+//!   which owns nothing and holds only the privileges the gate uses
+//!   (`migrations/*_roles.sql`); onboarding (tenants, people, agents,
+//!   merchants, API keys, root delegations) connects as the onboarding role,
+//!   which holds what the application role holds and those INSERTs
+//!   (`migrations/*_onboarding_role.sql`).
 //! - [`server_urls`] resolves the pair of URLs ([`ServerUrls`]): both from the
 //!   environment when `MIGRATION_DATABASE_URL` is set (and not blank);
 //!   otherwise the one URL given is taken for an administrator's (the
@@ -27,6 +31,10 @@ use super::error::{DbError, connect_error, query_error};
 pub const OWNER_ROLE: &str = "spendgate_owner";
 /// The role the gate connects as: owns nothing, holds only what the gate uses.
 pub const APP_ROLE: &str = "spendgate_app";
+/// The role onboarding connects as (`spendgate tenant apply`, `spendgate
+/// keys`): the application role's privileges and the INSERTs that create a
+/// tenant, its actors, its keys and its root delegations.
+pub const ONBOARD_ROLE: &str = "spendgate_onboard";
 
 /// The two URLs of one server: the application role's and the owner's.
 #[derive(Clone, PartialEq, Eq)]
@@ -96,12 +104,14 @@ pub async fn ensure_roles(admin_url: &str) -> Result<ServerUrls, DbError> {
 struct RoleNames<'n> {
     owner: &'n str,
     app: &'n str,
+    onboard: &'n str,
 }
 
 /// [`OWNER_ROLE`] and [`APP_ROLE`].
 const ROLES: RoleNames<'static> = RoleNames {
     owner: OWNER_ROLE,
     app: APP_ROLE,
+    onboard: ONBOARD_ROLE,
 };
 
 /// The advisory lock key [`ensure_roles`] serializes on ("spendgate roles").
@@ -128,7 +138,11 @@ async fn create_roles(
     .fetch_one(&mut *tx)
     .await
     .map_err(query_error("reading the connected role"))?;
-    for (role, attributes) in [(names.owner, "LOGIN CREATEDB"), (names.app, "LOGIN")] {
+    for (role, attributes) in [
+        (names.owner, "LOGIN CREATEDB"),
+        (names.app, "LOGIN"),
+        (names.onboard, "LOGIN"),
+    ] {
         let exists: bool =
             sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
                 .bind(role)
@@ -144,9 +158,9 @@ async fn create_roles(
                 message: format!(
                     "{MIGRATION_DATABASE_URL_ENV} is not set, so this URL was taken for an \
                      administrator's, but role {role} does not exist and {me} may not create \
-                     it: create {} and {} (README, \"Deploying\") and set \
+                     it: create {}, {} and {} (README, \"Deploying\") and set \
                      {DATABASE_URL_ENV} and {MIGRATION_DATABASE_URL_ENV}",
-                    names.owner, names.app
+                    names.owner, names.app, names.onboard
                 ),
             });
         }
@@ -170,6 +184,13 @@ async fn create_roles(
             names.owner,
             names.app,
             "making the owner a member of the application role",
+        )
+        .await?;
+        grant_membership(
+            &mut tx,
+            names.owner,
+            names.onboard,
+            "making the owner a member of the onboarding role",
         )
         .await?;
         // DROP DATABASE .. WITH (FORCE) also ends an autovacuum worker busy in
@@ -300,9 +321,11 @@ mod tests {
         }
         let tag = format!("{}_{}", std::process::id(), line!());
         let (owner, app) = (format!("sg_test_owner_{tag}"), format!("sg_test_app_{tag}"));
+        let onboard = format!("sg_test_onboard_{tag}");
         let names = RoleNames {
             owner: &owner,
             app: &app,
+            onboard: &onboard,
         };
         let check = async |conn: &mut PgConnection| -> Result<(), Box<dyn std::error::Error>> {
             let made: Vec<(String, bool, bool)> = sqlx::query_as(
@@ -336,7 +359,7 @@ mod tests {
             Ok::<(), Box<dyn std::error::Error>>(())
         }
         .await;
-        for role in [&app, &owner] {
+        for role in [&app, &onboard, &owner] {
             conn.execute(sqlx::AssertSqlSafe(format!("DROP ROLE IF EXISTS {role}")))
                 .await?;
         }

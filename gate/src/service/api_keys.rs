@@ -19,6 +19,11 @@
 //!   compared against a dummy digest so that both paths do the same work. A
 //!   malformed, unknown or revoked key is `None`, all alike. The
 //!   [`Caller`]'s tenant and actor are the key row's.
+//! - Each key row carries the gate's MAC (`row_mac`, keyed with the ledger
+//!   key, which the database never holds) over its id, tenant, actor kind
+//!   (as text), actor and digest, written by [`issue`]. A row whose MAC does
+//!   not verify is no key ([`KeyCheck::Forged`]): a row a database login
+//!   inserted or rebound authenticates no one.
 
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
@@ -26,6 +31,7 @@ use sqlx::PgPool;
 use subtle::ConstantTimeEq;
 
 use super::error::ServiceError;
+use super::ledger::{self, LedgerKey};
 
 /// The fixed prefix of every key.
 pub const KEY_PREFIX: &str = "sgk_";
@@ -97,20 +103,63 @@ struct KeyRow {
     kind: String,
     key_sha256: String,
     revoked: bool,
+    row_mac: Option<String>,
+}
+
+impl KeyRow {
+    /// Whether the row's MAC is the one the gate gives for its binding.
+    fn mac_holds(&self, key: &LedgerKey, key_id: &str) -> bool {
+        let actor = match (&self.agent_id, &self.person_id) {
+            (Some(agent), None) => agent.as_str(),
+            (None, Some(person)) => person.as_str(),
+            _ => return false,
+        };
+        let fields = ledger::api_key_mac_fields(
+            key_id,
+            &self.tenant_id,
+            &self.kind,
+            actor,
+            &self.key_sha256,
+        );
+        ledger::row_mac_holds(
+            key,
+            "api_keys",
+            &ledger::as_strs(&fields),
+            self.row_mac.as_deref(),
+        )
+    }
+}
+
+/// What a presented key is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyCheck {
+    /// A key the gate issued, live: its caller.
+    Caller(Caller),
+    /// Malformed, unknown or revoked, all alike.
+    Unknown,
+    /// The digest matches a live row whose MAC does not verify: a row the
+    /// gate never wrote. No key; the tenant's ledger records the attempt.
+    Forged { tenant: String, key_id: String },
 }
 
 /// A digest no key has (`ck_api_keys_sha256_hex` allows it, `issue` never makes it).
 const DUMMY_DIGEST: [u8; 32] = [0u8; 32];
 
-/// The caller a key given as is (without its `Bearer ` scheme) belongs
-/// to; `None` for a malformed, unknown or revoked key, all alike.
-pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<Caller>, ServiceError> {
+/// What a key given as is (without its `Bearer ` scheme) is: the caller
+/// it belongs to, [`KeyCheck::Unknown`] for a malformed, unknown or revoked
+/// key, all alike, or [`KeyCheck::Forged`] for a row whose MAC does not
+/// verify under `key`.
+pub async fn authenticate(
+    pool: &PgPool,
+    key: &LedgerKey,
+    token: &str,
+) -> Result<KeyCheck, ServiceError> {
     let Some(key_id) = key_id_of(token) else {
-        return Ok(None);
+        return Ok(KeyCheck::Unknown);
     };
     let row: Option<KeyRow> = sqlx::query_as(
-        "SELECT tenant_id, agent_id, person_id, kind, key_sha256, revoked_at IS NOT NULL AS revoked \
-         FROM api_keys WHERE id = $1",
+        "SELECT tenant_id, agent_id, person_id, kind, key_sha256, revoked_at IS NOT NULL AS revoked, \
+         row_mac FROM api_keys WHERE id = $1",
     )
     .bind(key_id)
     .fetch_optional(pool)
@@ -124,8 +173,14 @@ pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<Caller>, 
         .unwrap_or(DUMMY_DIGEST);
     let matches: bool = presented.ct_eq(&stored).into();
     let Some(row) = row.filter(|r| matches && !r.revoked) else {
-        return Ok(None);
+        return Ok(KeyCheck::Unknown);
     };
+    if !row.mac_holds(key, key_id) {
+        return Ok(KeyCheck::Forged {
+            tenant: row.tenant_id,
+            key_id: key_id.to_owned(),
+        });
+    }
     let (actor, role) = match (row.agent_id, row.person_id, Role::from_kind(&row.kind)) {
         (Some(agent), None, Some(Role::Agent)) => (agent, Role::Agent),
         (None, Some(person), Some(role @ (Role::Human | Role::Auditor))) => (person, role),
@@ -136,7 +191,7 @@ pub async fn authenticate(pool: &PgPool, token: &str) -> Result<Option<Caller>, 
             });
         }
     };
-    Ok(Some(Caller {
+    Ok(KeyCheck::Caller(Caller {
         key_id: key_id.to_owned(),
         tenant: row.tenant_id,
         actor,
@@ -202,29 +257,34 @@ pub fn new_key() -> Result<(String, String), KeyError> {
     Ok((id, token))
 }
 
-/// Issues a key for `actor` of `tenant`: an agent's or a human's, as the actor is.
+/// Issues a key for `actor` of `tenant` (an agent's or a human's, as the
+/// actor is), its row MACed with `key` (the gate's ledger key): the gate
+/// authenticates only rows it can verify.
 pub async fn issue(
     pool: &PgPool,
+    key: &LedgerKey,
     tenant: &str,
     actor: &str,
     now: DateTime<Utc>,
 ) -> Result<IssuedKey, KeyError> {
-    issue_kind(pool, tenant, actor, false, now).await
+    issue_kind(pool, key, tenant, actor, false, now).await
 }
 
 /// Issues an auditor's key (read-only: pages, no gate operation) for the
 /// person `actor` of `tenant`.
 pub async fn issue_auditor(
     pool: &PgPool,
+    key: &LedgerKey,
     tenant: &str,
     actor: &str,
     now: DateTime<Utc>,
 ) -> Result<IssuedKey, KeyError> {
-    issue_kind(pool, tenant, actor, true, now).await
+    issue_kind(pool, key, tenant, actor, true, now).await
 }
 
 async fn issue_kind(
     pool: &PgPool,
+    key: &LedgerKey,
     tenant: &str,
     actor: &str,
     auditor: bool,
@@ -261,17 +321,21 @@ async fn issue_kind(
         Role::Agent => (Some(actor), None),
         Role::Human | Role::Auditor => (None, Some(actor)),
     };
+    let digest = digest_hex(&token);
+    let fields = ledger::api_key_mac_fields(&id, tenant, role.as_str(), actor, &digest);
+    let row_mac = ledger::row_mac(key, "api_keys", &ledger::as_strs(&fields));
     sqlx::query(
-        "INSERT INTO api_keys (id, tenant_id, agent_id, person_id, key_sha256, created_at, kind) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO api_keys (id, tenant_id, agent_id, person_id, key_sha256, created_at, kind, \
+         row_mac) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(&id)
     .bind(tenant)
     .bind(agent)
     .bind(person)
-    .bind(digest_hex(&token))
+    .bind(&digest)
     .bind(now)
     .bind(role.as_str())
+    .bind(&row_mac)
     .execute(pool)
     .await
     .map_err(db("storing the key"))?;

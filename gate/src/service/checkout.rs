@@ -22,7 +22,7 @@ use sqlx::PgConnection;
 
 use super::error::{Ctx, ServiceError};
 use super::identity;
-use super::ledger::Entry;
+use super::ledger::{self, Entry};
 use super::lock::{RequestKey, lock};
 use super::request_state::RequestState;
 use super::requests::Transition;
@@ -164,11 +164,23 @@ impl<P: PaymentProvider> Gate<P> {
         }
 
         let authority_id = self.authority_id(&tenant, request_id, now);
-        let expires_at = now + Duration::minutes(AUTHORITY_TTL_MINUTES);
+        let expires_at = ledger::stored_instant(now + Duration::minutes(AUTHORITY_TTL_MINUTES));
+        let row_mac = ledger::AuthorityTerms {
+            tenant: &tenant,
+            id: &authority_id,
+            request: request_id,
+            digest: &digest,
+            amount_paise: amount,
+            currency: &currency,
+            merchant: &merchant,
+            policy_version: version,
+            expires_at,
+        }
+        .mac(self.ledger_key());
         sqlx::query(
             "INSERT INTO checkout_authorities (tenant_id, id, request_id, issued_by, merchant_id, \
-             amount_paise, currency, purchase_digest, policy_version, issued_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+             amount_paise, currency, purchase_digest, policy_version, issued_at, expires_at, \
+             row_mac) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(&tenant)
         .bind(&authority_id)
@@ -181,6 +193,7 @@ impl<P: PaymentProvider> Gate<P> {
         .bind(version)
         .bind(now)
         .bind(expires_at)
+        .bind(&row_mac)
         .execute(&mut *tx)
         .await
         .ctx("issuing the checkout authority")?;

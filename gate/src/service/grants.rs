@@ -152,9 +152,9 @@ pub(crate) async fn insert_delegation(
                     "ck_delegation_depth" => Reason::DelegationDepthExceeded,
                     // A concurrent twin took the id first.
                     "pk_delegations" => Reason::DelegationInvalid,
-                    "fk_delegation_grantor_same_tenant" | "fk_delegation_parent_same_tenant" => {
-                        Reason::DelegationGrantorNotPermitted
-                    }
+                    "fk_delegation_grantor_same_tenant"
+                    | "fk_delegation_parent_same_tenant"
+                    | "delegation_root_by_onboarding" => Reason::DelegationGrantorNotPermitted,
                     _ => return None,
                 };
                 Some((reason, name))
@@ -183,7 +183,12 @@ impl<P: PaymentProvider> Gate<P> {
         hop: &HopTerms,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("granting a delegation").await?;
+        // A root hop is onboarding: the runtime role may not insert one
+        // (delegation_root_by_onboarding).
+        let mut tx = match parent {
+            None => self.begin_onboarding("granting a root delegation").await?,
+            Some(_) => self.begin("granting a delegation").await?,
+        };
         let refusal = self
             .grant_refusal(&mut tx, tenant, caller, parent, hop, now)
             .await?;

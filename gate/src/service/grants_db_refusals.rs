@@ -157,9 +157,20 @@ async fn each_database_refusal_of_a_grant_comes_back_as_its_reason_and_guard() -
         ),
         (
             "an id already taken (a concurrent twin's)",
-            grant("d-buyer", "finance-lead", "buyer-agent", 1000),
-            true,
+            grant("d-buyer", "d-buyer", "buyer-agent", 1000),
+            false,
             refused(DelegationInvalid, "pk_delegations"),
+        ),
+        // A root hop is the onboarding role's; this connection is the
+        // runtime role's.
+        (
+            "a root hop inserted as the runtime role",
+            grant("d-new-root", "finance-lead", "buyer-agent", 1000),
+            true,
+            refused(
+                DelegationGrantorNotPermitted,
+                "delegation_root_by_onboarding",
+            ),
         ),
     ];
     on_standard_world(async |conn| {

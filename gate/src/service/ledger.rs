@@ -78,6 +78,9 @@ const BLOCK: usize = 64;
 #[derive(Clone)]
 pub struct LedgerKey {
     mac: Hmac<Sha256>,
+    /// Keys [`row_mac`]: `HMAC-SHA256(ledger key, ROW_MAC_DOMAIN)`, so no
+    /// row MAC is ever a chain hash.
+    row: Hmac<Sha256>,
     last_heads: Arc<Mutex<HashMap<String, LedgerHeadRow>>>,
 }
 
@@ -113,8 +116,10 @@ impl LedgerKey {
         if bytes.len() < Self::MIN_LEN {
             return Err(LedgerKeyError::TooShort { len: bytes.len() });
         }
+        let mac = hmac_with(bytes);
         Ok(LedgerKey {
-            mac: hmac_with(bytes),
+            row: row_key(&mac),
+            mac,
             last_heads: Arc::default(),
         })
     }
@@ -135,8 +140,10 @@ impl LedgerKey {
     pub fn derived_from_secret(secret: &[u8]) -> Self {
         let mut mac = hmac_with(secret);
         mac.update(KEY_DOMAIN);
+        let mac = hmac_with(&mac.finalize().into_bytes());
         LedgerKey {
-            mac: hmac_with(&mac.finalize().into_bytes()),
+            row: row_key(&mac),
+            mac,
             last_heads: Arc::default(),
         }
     }
@@ -167,6 +174,108 @@ impl LedgerKey {
             .unwrap_or_else(PoisonError::into_inner);
         heads.insert(tenant.to_owned(), head);
     }
+}
+
+/// The domain of the key [`row_mac`] is computed with.
+const ROW_MAC_DOMAIN: &[u8] = b"spendgate/row-mac/v1";
+
+/// The row MAC key of a ledger key: `HMAC-SHA256(ledger key, ROW_MAC_DOMAIN)`.
+fn row_key(ledger: &Hmac<Sha256>) -> Hmac<Sha256> {
+    let mut mac = ledger.clone();
+    mac.update(ROW_MAC_DOMAIN);
+    hmac_with(&mac.finalize().into_bytes())
+}
+
+/// The MAC of one row that authorizes money (an API key, a checkout
+/// authority), keyed with the ledger key's row key: `HMAC-SHA256(row key,
+/// table || field ...)`, each part preceded by its length (8 bytes, big
+/// endian), so no two lists of fields share an input. Lower-case hex.
+pub fn row_mac(key: &LedgerKey, table: &str, fields: &[&str]) -> String {
+    let mut mac = key.row.clone();
+    for part in std::iter::once(table).chain(fields.iter().copied()) {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part.as_bytes());
+    }
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// Whether `stored` is the MAC [`row_mac`] gives for the row, compared in
+/// constant time; a missing MAC verifies as nothing.
+pub fn row_mac_holds(key: &LedgerKey, table: &str, fields: &[&str], stored: Option<&str>) -> bool {
+    use subtle::ConstantTimeEq;
+    let Some(stored) = stored else {
+        return false;
+    };
+    let expected = row_mac(key, table, fields);
+    expected.len() == stored.len() && bool::from(expected.as_bytes().ct_eq(stored.as_bytes()))
+}
+
+/// The terms of a checkout authority its MAC covers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AuthorityTerms<'a> {
+    pub tenant: &'a str,
+    pub id: &'a str,
+    pub request: &'a str,
+    pub digest: &'a str,
+    pub amount_paise: i64,
+    pub currency: &'a str,
+    pub merchant: &'a str,
+    pub policy_version: i32,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl AuthorityTerms<'_> {
+    fn fields(&self) -> [String; 9] {
+        [
+            self.tenant.to_owned(),
+            self.id.to_owned(),
+            self.request.to_owned(),
+            self.digest.to_owned(),
+            self.amount_paise.to_string(),
+            self.currency.to_owned(),
+            self.merchant.to_owned(),
+            self.policy_version.to_string(),
+            self.expires_at.timestamp_micros().to_string(),
+        ]
+    }
+
+    /// The MAC the gate stores with the authority.
+    pub fn mac(&self, key: &LedgerKey) -> String {
+        row_mac(key, "checkout_authorities", &as_strs(&self.fields()))
+    }
+
+    /// Whether `stored` is this authority's MAC.
+    pub fn verifies(&self, key: &LedgerKey, stored: Option<&str>) -> bool {
+        row_mac_holds(
+            key,
+            "checkout_authorities",
+            &as_strs(&self.fields()),
+            stored,
+        )
+    }
+}
+
+/// An API key row's MAC fields, in their one order: `kind` is text, so any
+/// kind of actor is covered.
+pub fn api_key_mac_fields(
+    id: &str,
+    tenant: &str,
+    kind: &str,
+    actor: &str,
+    digest: &str,
+) -> [String; 5] {
+    [
+        id.to_owned(),
+        tenant.to_owned(),
+        kind.to_owned(),
+        actor.to_owned(),
+        digest.to_owned(),
+    ]
+}
+
+/// `fields` as the `&str`s [`row_mac`] takes.
+pub(crate) fn as_strs<const N: usize>(fields: &[String; N]) -> [&str; N] {
+    std::array::from_fn(|i| fields[i].as_str())
 }
 
 impl fmt::Debug for LedgerKey {
@@ -223,7 +332,7 @@ pub fn chain_hash(key: &LedgerKey, prev_hash: &str, entry: &str) -> String {
 }
 
 /// The instant as stored: microsecond precision, like `timestamptz`.
-fn stored_instant(at: DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn stored_instant(at: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(at.timestamp_micros()).unwrap_or(at)
 }
 

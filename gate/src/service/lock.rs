@@ -437,7 +437,7 @@ mod tests {
         };
         let pool = db.pool().clone();
         sqlx::query("INSERT INTO tenants (id) VALUES ('acme')")
-            .execute(&pool)
+            .execute(db.owner_pool())
             .await?;
         // The tenant's ledger head is made with it, at 0.
         let mut first = pool.acquire().await?;

@@ -25,6 +25,7 @@
 mod admin;
 pub mod api_keys;
 mod approve;
+mod audit;
 mod budget;
 #[cfg(test)]
 mod budget_db_refusals;
@@ -67,6 +68,7 @@ use mandate::Keyring;
 use serde::Serialize;
 use sqlx::{PgPool, Postgres, Transaction};
 
+pub use audit::{Disagreement, audit};
 pub use checkout::AUTHORITY_TTL_MINUTES;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::ServiceError;
@@ -99,6 +101,10 @@ pub const DEFAULT_PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The gate: a pool, a provider, the webhook secrets, the ledger key and a clock.
 pub struct Gate<P> {
     pool: PgPool,
+    /// The onboarding role's pool, for the operations that create what a
+    /// tenant holds (seed, extend, root grants); `None`: the gate's own pool,
+    /// on which the database refuses them.
+    onboard: Option<PgPool>,
     provider: P,
     secret: Vec<u8>,
     previous_secret: Option<Vec<u8>>,
@@ -144,6 +150,7 @@ impl<P: PaymentProvider> Gate<P> {
         webhook::check_secret("current", &secret)?;
         Ok(Gate {
             pool,
+            onboard: None,
             provider,
             ledger_key,
             mandate_keys: Keyring::empty(),
@@ -173,7 +180,30 @@ impl<P: PaymentProvider> Gate<P> {
     ) -> Result<Self, WebhookSecretError> {
         let secret = webhook_secret.into();
         let key = LedgerKey::derived_from_secret(&secret);
-        Ok(Self::open(pool, provider, secret, key, clock)?.with_mandate_keys(Keyring::world()))
+        let onboard = crate::db::pool_options(2).connect_lazy_with(
+            pool.connect_options()
+                .as_ref()
+                .clone()
+                .username(crate::db::ONBOARD_ROLE),
+        );
+        Ok(Self::open(pool, provider, secret, key, clock)?
+            .with_mandate_keys(Keyring::world())
+            .with_onboarding_pool(onboard))
+    }
+
+    /// The onboarding role's pool ([`crate::db::ONBOARD_ROLE`]): seeding a
+    /// world, extending a tenant and granting a root delegation run on it.
+    /// Without one they run on the gate's own pool, where the database
+    /// refuses them (the runtime role cannot onboard).
+    pub fn with_onboarding_pool(mut self, pool: PgPool) -> Self {
+        self.onboard = Some(pool);
+        self
+    }
+
+    /// The onboarding pool: for tests, the corpus and the benchmark only.
+    #[cfg(any(test, feature = "test-support"))]
+    pub fn onboarding_pool(&self) -> &PgPool {
+        self.onboard.as_ref().unwrap_or(&self.pool)
     }
 
     /// Also accepts events signed with the previous webhook secret (rotation:
@@ -234,6 +264,9 @@ impl<P: PaymentProvider> Gate<P> {
     /// Closes the gate's connections (waiting for those in use).
     pub async fn close(&self) {
         self.pool.close().await;
+        if let Some(onboard) = &self.onboard {
+            onboard.close().await;
+        }
     }
 
     pub fn provider(&self) -> &P {
@@ -305,6 +338,25 @@ impl<P: PaymentProvider> Gate<P> {
         let mut tried = 1;
         loop {
             match self.pool.begin().await {
+                Err(cause) if error::connection_lost(&cause) && tried < tries => tried += 1,
+                begun => return begun.ctx(action),
+            }
+        }
+    }
+}
+
+impl<P: PaymentProvider> Gate<P> {
+    /// A transaction on the onboarding pool (the gate's own without one),
+    /// for `action`: begun as [`Gate::begin`] begins one.
+    pub(crate) async fn begin_onboarding(
+        &self,
+        action: &'static str,
+    ) -> Result<Transaction<'static, Postgres>, ServiceError> {
+        let pool = self.onboard.as_ref().unwrap_or(&self.pool);
+        let tries = pool.options().get_max_connections().saturating_add(1);
+        let mut tried = 1;
+        loop {
+            match pool.begin().await {
                 Err(cause) if error::connection_lost(&cause) && tried < tries => tried += 1,
                 begun => return begun.ctx(action),
             }

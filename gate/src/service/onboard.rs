@@ -170,7 +170,7 @@ impl<P: PaymentProvider> Gate<P> {
             return Ok(());
         }
         let now = self.now();
-        let mut tx = self.begin("extending a tenant").await?;
+        let mut tx = self.begin_onboarding("extending a tenant").await?;
         let person_ids: Vec<&str> = additions.people.iter().map(|p| p.id.as_str()).collect();
         let approves: Vec<bool> = additions.people.iter().map(|p| p.may_approve).collect();
         let operates: Vec<bool> = additions.people.iter().map(|p| p.is_operator).collect();

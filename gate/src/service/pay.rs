@@ -3,7 +3,12 @@
 //! Guarantees: the authority is read under its lock, in the statement that
 //! locks it (with the agent that asked for its request); a consumed one is
 //! `AUTHORITY_ALREADY_USED`, one past its 15 minutes `AUTHORITY_EXPIRED`
-//! (the request then EXPIRES and its budgets come back). The policy version,
+//! (the request then EXPIRES and its budgets come back). An authority
+//! whose terms do not verify against the gate's MAC (`row_mac`, keyed with
+//! the ledger key, which the database never holds) is
+//! `AUTHORITY_PURCHASE_CHANGED` (recorded; the request is left as it is,
+//! nothing released on an edited row's word) before the purchase is
+//! re-derived or any provider is called. The policy version,
 //! the purchase's hash and the whole delegation chain are checked again at
 //! consumption (`AUTHORITY_POLICY_CHANGED`, `AUTHORITY_PURCHASE_CHANGED`,
 //! `DELEGATION_*`; the request is then CANCELLED and released). The
@@ -177,6 +182,12 @@ impl<P: PaymentProvider> Gate<P> {
             Some((Reason::RequestNotAuthorized, None))
         } else if expired {
             Some((Reason::AuthorityExpired, Some(RequestState::Expired)))
+        } else if !authority.mac_holds(self.ledger_key()) {
+            // Terms the gate did not write (an edited amount, merchant,
+            // currency, digest or expiry): never sent to the provider. The
+            // request is left as it is: what its row says it reserves may
+            // be edited too, so nothing is released on its word.
+            Some((Reason::AuthorityPurchaseChanged, None))
         } else {
             still_valid(
                 &mut tx,

@@ -143,15 +143,36 @@ pub(crate) struct AuthorityRow {
     pub policy_version: i32,
     pub expires_at: DateTime<Utc>,
     pub consumptions: i16,
+    /// The gate's MAC over the authority's terms (`ledger::row_mac`).
+    pub row_mac: Option<String>,
+}
+
+impl AuthorityRow {
+    /// Whether the stored MAC is the one `key` gives for the row's terms:
+    /// an authority whose terms a database login edited does not verify.
+    pub(crate) fn mac_holds(&self, key: &super::ledger::LedgerKey) -> bool {
+        super::ledger::AuthorityTerms {
+            tenant: &self.tenant_id,
+            id: &self.id,
+            request: &self.request_id,
+            digest: &self.purchase_digest,
+            amount_paise: self.amount_paise,
+            currency: &self.currency,
+            merchant: &self.merchant_id,
+            policy_version: self.policy_version,
+            expires_at: self.expires_at,
+        }
+        .verifies(key, self.row_mac.as_deref())
+    }
 }
 
 pub(crate) const AUTHORITY_COLUMNS: &str = "tenant_id, id, request_id, merchant_id, amount_paise, \
-    currency, purchase_digest, policy_version, expires_at, consumptions";
+    currency, purchase_digest, policy_version, expires_at, consumptions, row_mac";
 
 impl Lockable for AuthorityRow {
     type Key<'k> = AuthorityKey<'k>;
     const SELECT: &'static str = "SELECT tenant_id, id, request_id, merchant_id, amount_paise, \
-        currency, purchase_digest, policy_version, expires_at, consumptions \
+        currency, purchase_digest, policy_version, expires_at, consumptions, row_mac \
         FROM checkout_authorities";
 }
 
@@ -171,7 +192,7 @@ impl Lockable for AuthorityWithRequester {
     /// subquery, which a row-lock clause does not reach (the request is
     /// locked after the authority, in the lock order).
     const SELECT: &'static str = "SELECT tenant_id, id, request_id, merchant_id, amount_paise, \
-        currency, purchase_digest, policy_version, expires_at, consumptions, \
+        currency, purchase_digest, policy_version, expires_at, consumptions, row_mac, \
         (SELECT r.agent_id FROM payment_requests r \
           WHERE r.tenant_id = a.tenant_id AND r.id = a.request_id) AS requester \
         FROM checkout_authorities a";

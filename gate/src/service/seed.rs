@@ -143,7 +143,7 @@ impl<P: PaymentProvider> Gate<P> {
             rows.signatures
                 .push(signed.signature.clone().unwrap_or_default());
         }
-        let mut tx = self.begin("seeding").await?;
+        let mut tx = self.begin_onboarding("seeding").await?;
         sqlx::query("INSERT INTO tenants (id) SELECT * FROM UNNEST($1::text[])")
             .bind(&rows.tenants)
             .execute(&mut *tx)

@@ -325,12 +325,58 @@ impl<P: crate::provider::PaymentProvider> super::Gate<P> {
             .map_err(|e| ServiceError::from_sqlx("asking the database whether it answers", e))
     }
 
-    /// The caller a bearer key belongs to (see [`super::api_keys::authenticate`]).
+    /// The caller a bearer key belongs to (see [`super::api_keys::authenticate`]);
+    /// `None` for anything that is not a live key the gate issued. A key
+    /// row whose MAC does not verify is refused as unknown, and the attempt
+    /// is recorded on its tenant's ledger (`api_key.refused`).
     pub async fn authenticate(
         &self,
         token: &str,
     ) -> Result<Option<super::api_keys::Caller>, ServiceError> {
-        super::api_keys::authenticate(&self.pool, token).await
+        use super::api_keys::KeyCheck;
+        match super::api_keys::authenticate(&self.pool, self.ledger_key(), token).await? {
+            KeyCheck::Caller(caller) => Ok(Some(caller)),
+            KeyCheck::Unknown => Ok(None),
+            KeyCheck::Forged { tenant, key_id } => {
+                let now = self.now();
+                let tx = self.begin("recording a forged key").await?;
+                let entry = super::ledger::Entry::new(
+                    Some(&tenant),
+                    "api_key.refused",
+                    &key_id,
+                    serde_json::json!({
+                        "key": key_id,
+                        "problem": "the key row's MAC does not verify: a row the gate never wrote",
+                    }),
+                );
+                self.close_refused(tx, now, entry).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Issues a key for `actor` of `tenant` on the onboarding pool, MACed
+    /// with the gate's ledger key (see [`super::api_keys::issue`]).
+    pub async fn issue_key(
+        &self,
+        tenant: &str,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<super::api_keys::IssuedKey, super::api_keys::KeyError> {
+        let pool = self.onboard.as_ref().unwrap_or(&self.pool);
+        super::api_keys::issue(pool, self.ledger_key(), tenant, actor, now).await
+    }
+
+    /// Issues an auditor's key (read-only) for the person `actor` of
+    /// `tenant`, as [`Gate::issue_key`] does.
+    pub async fn issue_auditor_key(
+        &self,
+        tenant: &str,
+        actor: &str,
+        now: DateTime<Utc>,
+    ) -> Result<super::api_keys::IssuedKey, super::api_keys::KeyError> {
+        let pool = self.onboard.as_ref().unwrap_or(&self.pool);
+        super::api_keys::issue_auditor(pool, self.ledger_key(), tenant, actor, now).await
     }
 }
 

@@ -116,7 +116,7 @@ async fn many_callers_at_once_each_get_an_empty_database_of_their_own() -> TestR
     for _ in 0..4 {
         if let Some(db) = fresh_test_database().await? {
             sqlx::query("INSERT INTO tenants (id) VALUES ('acme')")
-                .execute(db.pool())
+                .execute(db.owner_pool())
                 .await?;
             shelved.push(db);
         }

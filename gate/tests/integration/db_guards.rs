@@ -253,7 +253,7 @@ async fn fk_delegation_grantee_same_tenant_refuses_another_tenants_agent() -> Te
     on_world(async |w| {
     assert_refused_by(
         exec(
-            w.pool(),
+            w.onboard(),
             "INSERT INTO delegations (tenant_id, id, grantor_id, grantee_id, budget_paise, created_at) \
              VALUES ('acme', 'd-x', 'finance-lead', 'globex-agent', 1000, now())",
         )
@@ -844,7 +844,7 @@ async fn fk_delegation_grantor_same_tenant_refuses_another_tenants_human() -> Te
     .await?;
     assert_refused_by(
         exec(
-            w.pool(),
+            w.onboard(),
             "INSERT INTO delegations (tenant_id, id, grantor_id, grantee_id, budget_paise, created_at) \
              VALUES ('acme', 'd-x', 'globex-finance', 'buyer-agent', 1000, now())",
         )
@@ -877,7 +877,7 @@ async fn fk_delegation_revoker_same_tenant_refuses_another_tenants_human() -> Te
 async fn fk_request_merchant_same_tenant_refuses_another_tenants_merchant() -> TestResult {
     on_world(async |w| {
         exec(
-        w.pool(),
+        w.onboard(),
         "INSERT INTO merchants (tenant_id, id, display_name) VALUES ('globex', 'globex-only', 'G')",
     )
     .await?;
@@ -1131,7 +1131,7 @@ async fn fk_ledger_entry_head_refuses_an_entry_outside_every_chain() -> TestResu
 #[tokio::test]
 async fn ledger_head_for_new_tenant_starts_every_tenant_an_empty_chain() -> TestResult {
     on_world(async |w| {
-        exec(w.pool(), "INSERT INTO tenants (id) VALUES ('initech')").await?;
+        exec(w.onboard(), "INSERT INTO tenants (id) VALUES ('initech')").await?;
         let head: Option<(i64, String)> =
             sqlx::query_as("SELECT seq, hash FROM ledger_head WHERE tenant_id = 'initech'")
                 .fetch_optional(w.pool())

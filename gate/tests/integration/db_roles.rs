@@ -26,9 +26,11 @@ const MANIFEST: &[(&str, &str)] = &[
     // The migrations' bookkeeping: read, so a served gate can refuse a
     // schema that lacks one of its migrations; never written.
     ("_sqlx_migrations", "SELECT"),
-    ("agents", "SELECT INSERT"),
+    // Onboarding (agents, people, merchants, tenants, keys) is the
+    // onboarding role's: the runtime role only reads them.
+    ("agents", "SELECT"),
     // A key is revoked in place (wire); nothing else about it changes.
-    ("api_keys", "SELECT INSERT UPDATE(revoked_at)"),
+    ("api_keys", "SELECT UPDATE(revoked_at)"),
     // An agent's request for approval: written once.
     ("approval_notes", "SELECT INSERT"),
     ("approvals", "SELECT INSERT UPDATE"),
@@ -44,9 +46,9 @@ const MANIFEST: &[(&str, &str)] = &[
     ("log_checkpoints", "SELECT INSERT"),
     // Seeded by its migration, then only moved (and locked).
     ("ledger_head", "SELECT UPDATE"),
-    ("merchants", "SELECT INSERT"),
+    ("merchants", "SELECT"),
     ("payment_requests", "SELECT INSERT UPDATE"),
-    ("people", "SELECT INSERT"),
+    ("people", "SELECT"),
     // Published versions are append-only.
     ("policy_versions", "SELECT INSERT"),
     ("provider_events", "SELECT INSERT"),
@@ -54,7 +56,7 @@ const MANIFEST: &[(&str, &str)] = &[
     ("provider_payments", "SELECT INSERT UPDATE"),
     ("provider_orders", "SELECT INSERT UPDATE"),
     // Only ever locked (SELECT .. FOR UPDATE needs UPDATE on one column).
-    ("tenants", "SELECT INSERT UPDATE(id)"),
+    ("tenants", "SELECT UPDATE(id)"),
 ];
 
 /// Sequences the application role draws ids from (USAGE, nothing more):
@@ -508,6 +510,99 @@ async fn a_table_added_later_gets_select_and_insert_only() -> TestResult {
         assert_denied(
             exec(w.pool(), "DELETE FROM later_table").await,
             "DELETE of a later table",
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// Who onboards is not who runs: the runtime role may not create a tenant
+/// (and so no ledger head), a person, an agent, a merchant or an API key
+/// (42501), nor a root delegation (delegation_root_by_onboarding); the
+/// onboarding role may do each, and a hop below a root stays the runtime's.
+#[tokio::test]
+async fn the_runtime_role_cannot_onboard_and_the_onboarding_role_can() -> TestResult {
+    on_world(async |w| {
+        for (what, sql) in [
+            ("a tenant", "INSERT INTO tenants (id) VALUES ('stolen')"),
+            (
+                "a ledger head",
+                "INSERT INTO ledger_head (tenant_id, seq, hash) VALUES ('acme', 0, repeat('0', 64))",
+            ),
+            (
+                "a person",
+                "INSERT INTO people (tenant_id, id, display_name, may_approve) \
+                 VALUES ('acme', 'mallory', 'mallory', true)",
+            ),
+            ("an agent", "INSERT INTO agents (tenant_id, id) VALUES ('acme', 'rogue-agent')"),
+            (
+                "a merchant",
+                "INSERT INTO merchants (tenant_id, id, display_name) VALUES ('acme', 'shell', 'shell')",
+            ),
+            (
+                "an API key",
+                "INSERT INTO api_keys (id, tenant_id, person_id, key_sha256, created_at) \
+                 VALUES ('00000000000000aa', 'acme', 'finance-lead', repeat('a', 64), now())",
+            ),
+        ] {
+            assert_denied(exec(w.pool(), sql).await, &format!("INSERT of {what}"));
+        }
+        let root = "INSERT INTO delegations (tenant_id, id, grantor_id, grantee_id, budget_paise, \
+                    created_at) VALUES ('acme', 'd-stolen', 'finance-lead', 'procurement-agent', \
+                    900000000, now())";
+        assert_sql_refused_by(w.pool(), root, "delegation_root_by_onboarding").await;
+        // The onboarding role holds each of them.
+        let onboard = w.gate.onboarding_pool();
+        let me: String = sqlx::query_scalar("SELECT current_user::text")
+            .fetch_one(onboard)
+            .await?;
+        assert_eq!(me, gate::db::ONBOARD_ROLE);
+        exec(onboard, "INSERT INTO tenants (id) VALUES ('onboarded')").await?;
+        let heads: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM ledger_head WHERE tenant_id = 'onboarded'")
+                .fetch_one(w.pool())
+                .await?;
+        assert_eq!(heads, 1, "a tenant the onboarding role creates has its head");
+        exec(onboard, root).await?;
+        // Below a root, a hop is the runtime's to grant.
+        exec(
+            w.pool(),
+            "INSERT INTO delegations (tenant_id, id, parent_id, grantee_id, budget_paise, \
+             created_at) VALUES ('acme', 'd-below', 'd-stolen', 'procurement-agent', 1000, now())",
+        )
+        .await?;
+        Ok(())
+    })
+    .await
+}
+
+/// A root grant through a gate without the onboarding role's pool is
+/// refused by the database and recorded as the grantor not permitted.
+#[tokio::test]
+async fn a_root_grant_on_the_runtime_login_is_refused_by_the_guard() -> TestResult {
+    on_world(async |w| {
+        let runtime = gate::service::Gate::open(
+            w.pool().clone(),
+            gate::provider::InProcessProvider::default(),
+            vec![7u8; 32],
+            gate::service::LedgerKey::derived_from_secret(&[7u8; 32]),
+            w.gate.clock().clone(),
+        )?;
+        let terms = gate::service::HopTerms {
+            id: "d-runtime-root".into(),
+            to: "procurement-agent".into(),
+            budget_paise: 1000,
+            skus: None,
+            expires_at: None,
+        };
+        let o = runtime.grant("acme", "finance-lead", None, &terms).await?;
+        assert_eq!(
+            o.decision,
+            gate::reason::Decision::Deny(gate::reason::Reason::DelegationGrantorNotPermitted)
+        );
+        assert_eq!(
+            o.constraint.as_deref(),
+            Some("delegation_root_by_onboarding")
         );
         Ok(())
     })

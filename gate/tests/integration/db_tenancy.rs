@@ -119,7 +119,7 @@ async fn concurrent_fresh_databases_are_distinct_and_isolated() {
     let names: BTreeSet<&str> = made.iter().map(FreshDatabase::name).collect();
     assert_eq!(names.len(), made.len(), "names repeat: {names:?}");
     sqlx::query("INSERT INTO tenants (id) VALUES ('acme')")
-        .execute(made[0].pool())
+        .execute(made[0].owner_pool())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     for other in &made[1..] {
@@ -155,7 +155,7 @@ async fn futures_join(n: usize) -> Vec<FreshDatabase> {
 #[tokio::test]
 async fn a_catalog_item_cannot_point_at_another_tenants_merchant() -> TestResult {
     on_fresh(async |db| {
-        seed(db.pool()).await;
+        seed(db.owner_pool()).await;
         // cloudco exists for acme only: globex may not list it, even though the id matches.
         assert_sql_refused_by(
             db.pool(),
@@ -180,7 +180,7 @@ async fn a_catalog_item_cannot_point_at_another_tenants_merchant() -> TestResult
 #[tokio::test]
 async fn rows_need_an_existing_tenant() -> TestResult {
     on_fresh(async |db| {
-        seed(db.pool()).await;
+        seed(db.owner_pool()).await;
         let cases = [
             (
                 "INSERT INTO people (tenant_id, id, display_name) VALUES ('initech', 'bob', 'Bob')",
@@ -196,7 +196,7 @@ async fn rows_need_an_existing_tenant() -> TestResult {
             ),
         ];
         for (sql, constraint) in cases {
-            assert_sql_refused_by(db.pool(), sql, constraint).await;
+            assert_sql_refused_by(db.owner_pool(), sql, constraint).await;
         }
         // As the owner: the application role may not DELETE tenants at all.
         assert_sql_refused_by(
@@ -213,7 +213,7 @@ async fn rows_need_an_existing_tenant() -> TestResult {
 #[tokio::test]
 async fn every_check_constraint_refuses_a_violating_row() -> TestResult {
     on_fresh(async |db| {
-        seed(db.pool()).await;
+        seed(db.owner_pool()).await;
         let item = |tenant_sku: &str, price: &str, currency: &str, category: &str, max: &str| {
             format!(
                 "INSERT INTO catalog_items
@@ -284,7 +284,7 @@ async fn every_check_constraint_refuses_a_violating_row() -> TestResult {
         ];
         let mut tested = BTreeSet::new();
         for (sql, constraint) in &cases {
-            assert_sql_refused_by(db.pool(), sql, constraint).await;
+            assert_sql_refused_by(db.owner_pool(), sql, constraint).await;
             tested.insert(constraint.to_string());
         }
         // A CHECK added to these tables without a case above fails this test.

@@ -820,7 +820,7 @@ async fn the_printed_anchor_reads_back_and_verifies() -> TestResult {
     on_world(async |w| {
         history(w).await?;
         // A tenant with an empty chain is anchored at 0, and that holds.
-        w.pool()
+        w.onboard()
             .execute("INSERT INTO tenants (id) VALUES ('initech')")
             .await?;
         let anchor = w.gate.verify_ledger().await?.anchor();

@@ -46,5 +46,6 @@ mod razorpay_keys_env;
 mod razorpay_live;
 mod registry_gaps;
 mod row_locks;
+mod stolen_login;
 mod tenant_turns;
 mod webhook_envelope;

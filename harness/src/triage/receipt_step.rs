@@ -56,13 +56,13 @@ async fn receipt(pool: sqlx::PgPool) -> Result<()> {
     )?);
     gate.seed(&standard_world().seed()).await?;
     let now = gate.now();
-    let agent = gate::service::api_keys::issue(&pool, "acme", "buyer-agent", now)
+    let agent = gate.issue_key("acme", "buyer-agent", now)
         .await?
         .token;
-    let human = gate::service::api_keys::issue(&pool, "acme", "finance-lead", now)
+    let human = gate.issue_key("acme", "finance-lead", now)
         .await?
         .token;
-    let auditor = gate::service::api_keys::issue_auditor(&pool, "acme", "finance-lead", now)
+    let auditor = gate.issue_auditor_key("acme", "finance-lead", now)
         .await?
         .token;
     let log_key = LogKey::new(LOG_SECRET)?;

@@ -217,12 +217,8 @@ async fn tour<P: PaymentProvider + 'static>(
     gate.seed(&standard_world().seed()).await?;
     let now = gate.now();
     let key = |tenant: &'static str, actor: &'static str| {
-        let pool = pool.clone();
-        async move {
-            gate::service::api_keys::issue(&pool, tenant, actor, now)
-                .await
-                .map(|k| k.token)
-        }
+        let gate = gate.clone();
+        async move { gate.issue_key(tenant, actor, now).await.map(|k| k.token) }
     };
     let agent = key("acme", "buyer-agent").await?;
     let human = key("acme", "finance-lead").await?;

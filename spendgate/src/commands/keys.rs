@@ -5,7 +5,10 @@
 //! exists in the tenant (with `--auditor`, a person's read-only key: the
 //! pages, no gate operation), and refuses anything else; `revoke` takes the key or
 //! its 16-hex id and ends it for good (a second revoke says so and changes
-//! nothing); `list` shows ids, actors and dates, never a digest.
+//! nothing); `list` shows ids, actors and dates, never a digest. It
+//! connects as the onboarding role (`onboard_database_url`): the gate's own
+//! login cannot insert a key. `issue` needs the ledger key: each key row
+//! carries the gate's MAC, and the gate authenticates no row without one.
 
 use std::process::ExitCode;
 
@@ -16,8 +19,9 @@ use crate::config::Config;
 use crate::error::Failure;
 
 pub async fn run(config: &Config, command: KeysCommand) -> Result<ExitCode, Failure> {
-    let pool = crate::connect::app_pool(config, 1).await?;
+    let pool = crate::connect::onboard_pool(config, 1).await?;
     let now = Utc::now();
+    let key = super::ledger_key(config)?;
     let result =
         match command {
             KeysCommand::Issue {
@@ -25,9 +29,9 @@ pub async fn run(config: &Config, command: KeysCommand) -> Result<ExitCode, Fail
                 actor,
                 auditor,
             } => if auditor {
-                gate::service::api_keys::issue_auditor(&pool, &tenant, &actor, now).await
+                gate::service::api_keys::issue_auditor(&pool, &key, &tenant, &actor, now).await
             } else {
-                gate::service::api_keys::issue(&pool, &tenant, &actor, now).await
+                gate::service::api_keys::issue(&pool, &key, &tenant, &actor, now).await
             }
             .map(|key| {
                 eprintln!(

@@ -4,8 +4,13 @@
 //! nothing to verify with, an error, never "intact"). `verify` prints one
 //! line per chain, its entries and head when intact or its FIRST broken
 //! entry and what is wrong with it, and with `--anchor FILE` also names a
-//! chain cut below, or rewritten at, its anchored head: exit 0 when every
-//! chain is intact, 1 when one is not. `anchor` prints the heads as JSON only
+//! chain cut below, or rewritten at, its anchored head. It then audits the
+//! money (`gate::service::audit`): every row of the money-bearing tables
+//! that disagrees with the ledger or with the gate's MAC is printed with its
+//! table, its key and what disagrees (a key the gate never issued, an edited
+//! authority, a reset counter, a payment without its event, a policy
+//! version or tenant or root delegation without its entry). Exit 0 when
+//! every chain is intact and no row disagrees, 1 otherwise. `anchor` prints the heads as JSON only
 //! when every chain is intact. A malformed anchor file is named with its
 //! field (exit 2).
 
@@ -30,8 +35,16 @@ pub async fn run(config: &Config, command: LedgerCommand) -> Result<ExitCode, Fa
     let pool = crate::connect::app_pool(config, 1).await?;
     let report = gate::service::verify_ledger(&pool, &key, tenant.as_deref(), anchor.as_ref())
         .await
-        .map_err(|e| Failure::database("reading the ledger", e))?;
+        .map_err(|e| Failure::database("reading the ledger", e));
+    let audited = match (&report, print_anchor) {
+        (Ok(_), false) => gate::service::audit(&pool, &key, tenant.as_deref())
+            .await
+            .map(Some)
+            .map_err(|e| Failure::database("auditing the money", e)),
+        _ => Ok(None),
+    };
     pool.close().await;
+    let (report, audited) = (report?, audited?);
     if print_anchor {
         if !report.intact() {
             for broken in report.breaks() {
@@ -47,10 +60,28 @@ pub async fn run(config: &Config, command: LedgerCommand) -> Result<ExitCode, Fa
         println!("{}", report.anchor().to_json());
         return Ok(ExitCode::SUCCESS);
     }
-    if print_report(&report) {
-        Ok(ExitCode::SUCCESS)
+    let intact = print_report(&report);
+    let disagreements = audited.unwrap_or_default();
+    for d in &disagreements {
+        println!(
+            "{}: DISAGREES {} {}: {}",
+            d.tenant, d.table, d.key, d.problem
+        );
+    }
+    if disagreements.is_empty() {
+        println!("money audit: every money-bearing row agrees with the ledger and its MAC");
     } else {
-        Err(Failure::CheckFailed("the ledger is broken".into()))
+        println!(
+            "money audit: {} row(s) disagree with the ledger or their MAC",
+            disagreements.len()
+        );
+    }
+    match (intact, disagreements.is_empty()) {
+        (true, true) => Ok(ExitCode::SUCCESS),
+        (false, _) => Err(Failure::CheckFailed("the ledger is broken".into())),
+        (true, false) => Err(Failure::CheckFailed(
+            "rows disagree with the ledger or their MAC".into(),
+        )),
     }
 }
 

@@ -21,6 +21,9 @@
 //!   one `tenant.applied` entry naming who applied which changes. Changes
 //!   are applied in order, each in its own transaction; an apply that stops
 //!   half way is completed by running it again.
+//! - It connects as the onboarding role (`onboard_database_url`), the one
+//!   login that may create tenants, people, agents, merchants and root
+//!   delegations.
 
 use std::process::ExitCode;
 
@@ -143,7 +146,9 @@ pub async fn run(config: &Config, command: TenantCommand) -> Result<ExitCode, Fa
         .or_else(|| std::env::var("USER").ok())
         .filter(|b| !b.trim().is_empty())
         .unwrap_or_else(|| "operator".to_owned());
-    let pool = crate::connect::app_pool(config, 2).await?;
+    // Onboarding runs as the onboarding role: the gate's own login cannot
+    // create a tenant, its actors or its root delegations.
+    let pool = crate::connect::onboard_pool(config, 2).await?;
     let gate = super::open_gate(config, pool)?;
     let mut plan = Vec::new();
     let mut conflicts = Vec::new();

@@ -46,6 +46,9 @@ pub fn with_database(url: &str, name: &str) -> String {
 pub struct Db {
     pub app: String,
     pub owner: String,
+    /// The onboarding role's: `ONBOARD_DATABASE_URL`, or the application
+    /// role's URL with the user changed.
+    pub onboard: String,
     pub name: String,
 }
 
@@ -75,7 +78,15 @@ pub async fn fresh_db() -> Option<Db> {
         .await
         .unwrap_or_else(|e| panic!("creating {name}: {e}"));
     pool.close().await;
+    let onboard = std::env::var("ONBOARD_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| {
+            gate::db::with_user(&app, gate::db::ONBOARD_ROLE)
+                .unwrap_or_else(|e| panic!("the onboarding role's URL: {e}"))
+        });
     Some(Db {
+        onboard: with_database(&onboard, &name),
         app: with_database(&app, &name),
         owner: with_database(&owner, &name),
         name,
@@ -111,6 +122,7 @@ pub fn spendgate(db: &Db, workdir: &Path) -> Command {
     c.current_dir(workdir)
         .env("DATABASE_URL", &db.app)
         .env("MIGRATION_DATABASE_URL", &db.owner)
+        .env("ONBOARD_DATABASE_URL", &db.onboard)
         .env("SPENDGATE_LEDGER_KEY", LEDGER_KEY)
         .env("SPENDGATE_WEBHOOK_SECRET", WEBHOOK_SECRET)
         .env("SPENDGATE_PROVIDER", "demo")

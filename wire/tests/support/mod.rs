@@ -137,11 +137,11 @@ impl<P: PaymentProvider + 'static> Served<P> {
 
     /// A new key for `actor` of `tenant`.
     pub async fn key(&self, tenant: &str, actor: &str) -> Res<String> {
-        Ok(
-            gate::service::api_keys::issue(self.pool(), tenant, actor, self.gate.now())
-                .await?
-                .token,
-        )
+        Ok(self
+            .gate
+            .issue_key(tenant, actor, self.gate.now())
+            .await?
+            .token)
     }
 
     /// POST `body` as JSON with `key` (if any).

@@ -33,6 +33,12 @@ impl World {
         self.gate.pool()
     }
 
+    /// The onboarding role's pool, for a statement only onboarding may make
+    /// (a tenant, a person, an agent, a merchant, a key, a root delegation).
+    pub fn onboard(&self) -> &PgPool {
+        self.gate.onboarding_pool()
+    }
+
     /// The owner's pool, for a guard violated by a statement the application
     /// role may not even issue (it would be refused for want of privilege
     /// before the guard is reached).

@@ -105,7 +105,7 @@ impl Wire {
         let mut keys = BTreeMap::new();
         for tenant in &world.tenants {
             for agent in &tenant.agents {
-                let k = gate::service::api_keys::issue(gate.pool(), &tenant.id, agent, now).await?;
+                let k = gate.issue_key(&tenant.id, agent, now).await?;
                 keys.insert(
                     (tenant.id.clone(), agent.clone()),
                     Held {
@@ -116,8 +116,7 @@ impl Wire {
                 );
             }
             for person in &tenant.people {
-                let k = gate::service::api_keys::issue(gate.pool(), &tenant.id, &person.id, now)
-                    .await?;
+                let k = gate.issue_key(&tenant.id, &person.id, now).await?;
                 keys.insert(
                     (tenant.id.clone(), person.id.clone()),
                     Held {

@@ -303,8 +303,11 @@ impl HttpDriver<'_> {
                     .wire
                     .key_of(&step_tenant, &actor)
                     .with_context(|| format!("step #{}: {actor} holds no key", i + 1))?;
-                let pool = self.cx.gate.pool();
-                let k = gate::service::api_keys::issue(pool, &tenant, &actor, self.cx.gate.now())
+                let pool = self.cx.gate.onboarding_pool();
+                let k = self
+                    .cx
+                    .gate
+                    .issue_key(&tenant, &actor, self.cx.gate.now())
                     .await?;
                 gate::service::api_keys::revoke(pool, &k.id, self.cx.gate.now()).await?;
                 req.token = Some(k.token);

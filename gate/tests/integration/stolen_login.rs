@@ -1,0 +1,328 @@
+//! A stolen database login moves no money: the red team's attempts,
+//! replayed as the gate's runtime role (`spendgate_app`, the login `serve`
+//! holds). Each is refused by a named guard (SQLSTATE 42501 for a privilege
+//! the role lacks, or the guard's name), or the money audit that
+//! `spendgate ledger verify` runs (`gate::service::audit`) names the row it
+//! changed. Step 2, inflate and pay, creates no provider order.
+//!
+//! Two of the red team's findings are outside this replay: locking every
+//! tenant's rows (`SELECT … FOR UPDATE`) and reading them. Neither moves
+//! money; both need row-level security, which is not built.
+
+use crate::support::*;
+use gate::service::{Disagreement, LedgerKey, audit};
+use gate::{Decision, Reason};
+
+const INSUFFICIENT_PRIVILEGE: &str = "42501";
+
+/// Asserts that `result` is refused for want of privilege (42501).
+fn assert_denied<T: std::fmt::Debug>(result: Result<T, sqlx::Error>, what: &str) {
+    match result {
+        Ok(v) => panic!("{what}: the runtime role was allowed ({v:?})"),
+        Err(e) => {
+            let code = e
+                .as_database_error()
+                .and_then(|d| d.code())
+                .map(|c| c.into_owned());
+            assert_eq!(
+                code.as_deref(),
+                Some(INSUFFICIENT_PRIVILEGE),
+                "{what}: expected insufficient_privilege, got {e}"
+            );
+        }
+    }
+}
+
+fn key() -> LedgerKey {
+    LedgerKey::derived_from_secret(SECRET)
+}
+
+/// The audit's findings for `table`, as (key, problem).
+async fn named(w: &World, table: &str) -> Result<Vec<Disagreement>, sqlx::Error> {
+    Ok(audit(w.pool(), &key(), None)
+        .await?
+        .into_iter()
+        .filter(|d| d.table == table)
+        .collect())
+}
+
+/// A checked-out SNACK-BOX x1 (25,000 paise, below the approval
+/// threshold): (request id, authority id).
+async fn checked_out(
+    w: &World,
+) -> Result<(String, String), Box<dyn std::error::Error + Send + Sync>> {
+    let p = w.propose("SNACK-BOX", 1).await?;
+    assert_eq!(p.decision, Decision::Allow, "{p:?}");
+    let request = request_id(&p);
+    let c = w.gate.checkout("acme", &request, "finance-lead").await?;
+    assert!(c.is_ok(), "{c:?}");
+    Ok((request, id(&c)))
+}
+
+/// Attempt 1: a human key of the login's own making.
+#[tokio::test]
+async fn attempt_01_a_minted_api_key_is_refused_and_named() -> TestResult {
+    on_world(async |w| {
+        let digest = gate::service::api_keys::digest_hex(
+            "sgk_00000000000000aa_0000000000000000000000000000000000000000000000000000000000000000",
+        );
+        let sql = format!(
+            "INSERT INTO api_keys (id, tenant_id, person_id, key_sha256, created_at) \
+             VALUES ('00000000000000aa', 'acme', 'finance-lead', '{digest}', now())"
+        );
+        assert_denied(exec(w.pool(), &sql).await, "a minted key");
+        // A login that could write it anyway (the onboarding role's) mints
+        // no key: the gate refuses the row, and the audit names it.
+        exec(w.onboard(), &sql).await?;
+        let token =
+            "sgk_00000000000000aa_0000000000000000000000000000000000000000000000000000000000000000";
+        assert_eq!(w.gate.authenticate(token).await?, None);
+        let found = named(w, "api_keys").await?;
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].key, "id=00000000000000aa");
+        Ok(())
+    })
+    .await
+}
+
+/// Attempt 2: multiply an issued authority's amount by 100, with its
+/// request's, then pay. Refused by the money-terms guards; and where a
+/// login gets past them, pay refuses AUTHORITY_PURCHASE_CHANGED before the
+/// provider is called, and the audit names the authority.
+#[tokio::test]
+async fn attempt_02_inflate_and_pay_creates_no_provider_order() -> TestResult {
+    on_world(async |w| {
+        let (request, authority) = checked_out(w).await?;
+        let inflate = format!(
+            "WITH a AS (UPDATE checkout_authorities SET amount_paise = amount_paise * 100 \
+                         WHERE id = '{authority}' RETURNING 1) \
+             UPDATE payment_requests SET amount_paise = amount_paise * 100, \
+                    reserved_paise = reserved_paise * 100 WHERE id = '{request}'"
+        );
+        let refused = exec(w.pool(), &inflate).await;
+        let guard = refused
+            .as_ref()
+            .err()
+            .and_then(|e| e.as_database_error())
+            .and_then(|d| d.constraint())
+            .map(str::to_owned);
+        assert!(
+            matches!(
+                guard.as_deref(),
+                Some("authority_terms_immutable" | "request_terms_immutable")
+            ),
+            "{refused:?}"
+        );
+        // Past the guards (as the owner, with them switched off): the MAC.
+        exec(
+            w.owner(),
+            "ALTER TABLE checkout_authorities DISABLE TRIGGER authority_terms_immutable; \
+             ALTER TABLE payment_requests DISABLE TRIGGER request_terms_immutable",
+        )
+        .await?;
+        let inflated = exec(w.owner(), &inflate).await?;
+        assert_eq!(inflated, 1);
+        let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+        assert_eq!(
+            paid.decision,
+            Decision::Deny(Reason::AuthorityPurchaseChanged),
+            "{paid:?}"
+        );
+        assert!(
+            w.gate.provider().orders().is_empty(),
+            "a provider order was created: {:?}",
+            w.gate.provider().orders()
+        );
+        let found = named(w, "checkout_authorities").await?;
+        assert!(
+            found.iter().any(|d| d.key == format!("id={authority}")
+                && d.problem.contains("MAC does not verify")
+                && d.problem.contains("2500000")),
+            "{found:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// Attempts 3 to 7: a tenant (and its ledger head), a person, an agent, a
+/// merchant, and a root delegation of any budget.
+#[tokio::test]
+async fn attempts_03_to_07_onboarding_rows_are_refused() -> TestResult {
+    on_world(async |w| {
+        for (what, sql) in [
+            ("a tenant", "INSERT INTO tenants (id) VALUES ('shadow')"),
+            (
+                "a ledger head",
+                "INSERT INTO ledger_head (tenant_id, seq, hash) VALUES ('acme', 0, repeat('0', 64))",
+            ),
+            (
+                "a person",
+                "INSERT INTO people (tenant_id, id, display_name, may_approve) \
+                 VALUES ('acme', 'mallory', 'mallory', true)",
+            ),
+            ("an agent", "INSERT INTO agents (tenant_id, id) VALUES ('acme', 'rogue')"),
+            (
+                "a merchant",
+                "INSERT INTO merchants (tenant_id, id, display_name) VALUES ('acme', 'shell', 'x')",
+            ),
+        ] {
+            assert_denied(exec(w.pool(), sql).await, what);
+        }
+        assert_sql_refused_by(
+            w.pool(),
+            "INSERT INTO delegations (tenant_id, id, grantor_id, grantee_id, budget_paise, \
+             created_at) VALUES ('acme', 'd-any', 'finance-lead', 'buyer-agent', 900000000, now())",
+            "delegation_root_by_onboarding",
+        )
+        .await;
+        Ok(())
+    })
+    .await
+}
+
+/// Attempt 8: a policy version with no gate call and no ledger entry.
+#[tokio::test]
+async fn attempt_08_a_policy_version_without_a_ledger_entry_is_named() -> TestResult {
+    on_world(async |w| {
+        exec(
+            w.pool(),
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
+             SELECT tenant_id, 2, jsonb_set(policy, '{approval_threshold_paise}', '900000000'), \
+                    published_at FROM policy_versions WHERE tenant_id = 'acme' AND version = 1",
+        )
+        .await?;
+        let found = named(w, "policy_versions").await?;
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            (found[0].tenant.as_str(), found[0].key.as_str()),
+            ("acme", "version=2")
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// Attempts 9 and 10: a day's reservation and cap, and a hop's spend, set
+/// to 0.
+#[tokio::test]
+async fn attempts_09_10_reset_counters_are_named() -> TestResult {
+    on_world(async |w| {
+        checked_out(w).await?;
+        exec(
+            w.pool(),
+            "UPDATE daily_spend SET reserved_paise = 0, cap_paise = 0 WHERE tenant_id = 'acme'",
+        )
+        .await?;
+        exec(
+            w.pool(),
+            "UPDATE delegations SET spent_paise = 0 WHERE tenant_id = 'acme' AND id = 'd-buyer'",
+        )
+        .await?;
+        let days = named(w, "daily_spend").await?;
+        assert_eq!(days.len(), 1, "{days:?}");
+        assert!(
+            days[0].problem.contains("its requests reserve 25000"),
+            "{days:?}"
+        );
+        let hops = named(w, "delegations").await?;
+        assert!(
+            hops.iter()
+                .any(|d| d.key == "id=d-buyer" && d.problem.contains("its requests reserve 25000")),
+            "{hops:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// Attempt 11: an authority's consumption reset. Paying it again is
+/// refused (its request is no longer CHECKOUT_ISSUED), no second order is
+/// made, and the audit names the authority.
+#[tokio::test]
+async fn attempt_11_a_reset_consumption_pays_nothing_and_is_named() -> TestResult {
+    on_world(async |w| {
+        let (_request, authority) = checked_out(w).await?;
+        let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+        assert!(paid.is_ok(), "{paid:?}");
+        exec(
+            w.pool(),
+            &format!(
+                "UPDATE checkout_authorities SET consumptions = 0, consumed_at = NULL, \
+                 consumed_by = NULL WHERE id = '{authority}'"
+            ),
+        )
+        .await?;
+        let again = w.gate.pay("acme", &authority, "finance-lead").await?;
+        assert_eq!(again.decision, Decision::Deny(Reason::RequestNotAuthorized));
+        assert_eq!(w.gate.provider().orders().len(), 1);
+        let found = named(w, "checkout_authorities").await?;
+        assert!(
+            found
+                .iter()
+                .any(|d| d.key == format!("id={authority}") && d.problem.contains("consumed")),
+            "{found:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// Attempts 12 and 13: a captured payment no provider sent, and CAPTURED
+/// without a payment.
+#[tokio::test]
+async fn attempts_12_13_a_captured_payment_without_its_event_is_named() -> TestResult {
+    on_world(async |w| {
+        let (request, _authority, order) = paid_order(w).await?;
+        assert_sql_refused_by(
+            w.pool(),
+            &format!("UPDATE payment_requests SET state = 'CAPTURED' WHERE id = '{request}'"),
+            "request_captured_by_event",
+        )
+        .await;
+        exec(
+            w.pool(),
+            &format!(
+                "INSERT INTO provider_payments (tenant_id, provider_payment_id, provider_order_id, \
+                 request_id, amount_paise, currency, status, source, recorded_at) \
+                 SELECT tenant_id, 'pay_forged', provider_order_id, request_id, amount_paise, \
+                        currency, 'captured', 'webhook', now() \
+                 FROM provider_orders WHERE provider_order_id = '{order}'"
+            ),
+        )
+        .await?;
+        let found = named(w, "provider_payments").await?;
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].key, "provider_payment_id=pay_forged");
+        Ok(())
+    })
+    .await
+}
+
+/// Attempt 14: an API key rebound to another human keeps no key: the
+/// binding guard refuses it.
+#[tokio::test]
+async fn attempt_14_a_rebound_key_is_refused() -> TestResult {
+    on_world(async |w| {
+        let k = w
+            .gate
+            .issue_key("acme", "buyer-agent", w.gate.now())
+            .await?;
+        assert_denied(
+            exec(
+                w.pool(),
+                &format!(
+                    "UPDATE api_keys SET agent_id = NULL, person_id = 'finance-lead' \
+                     WHERE id = '{}'",
+                    k.id
+                ),
+            )
+            .await,
+            "a rebound key",
+        );
+        assert!(w.gate.authenticate(&k.token).await?.is_some());
+        assert!(named(w, "api_keys").await?.is_empty());
+        Ok(())
+    })
+    .await
+}
