@@ -57,7 +57,7 @@ pub enum Name {
 
 impl Name {
     /// Every key, in the order `config check` prints them.
-    pub const ALL: [Name; 12] = [
+    pub const ALL: [Name; 13] = [
         Name::DatabaseUrl,
         Name::MigrationDatabaseUrl,
         Name::OnboardDatabaseUrl,

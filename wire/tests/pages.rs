@@ -108,10 +108,11 @@ async fn an_agent_key_is_refused_on_every_page_and_no_page_route_writes() -> Tes
     };
     let agent = s.key("acme", "buyer-agent").await?;
     let lead = s.key("acme", "finance-lead").await?;
-    let auditor =
-        s.gate.issue_auditor_key("acme", "finance-lead", s.gate.now())
-            .await?
-            .token;
+    let auditor = s
+        .gate
+        .issue_auditor_key("acme", "finance-lead", s.gate.now())
+        .await?
+        .token;
     let request = purchase(&s, &agent, &lead).await?;
     let pages = [
         "/console".to_owned(),
@@ -386,10 +387,11 @@ async fn in_a_browser_the_console_lists_a_purchase_and_its_receipt_verifies_unti
     };
     let agent = s.key("acme", "buyer-agent").await?;
     let lead = s.key("acme", "finance-lead").await?;
-    let auditor =
-        s.gate.issue_auditor_key("acme", "finance-lead", s.gate.now())
-            .await?
-            .token;
+    let auditor = s
+        .gate
+        .issue_auditor_key("acme", "finance-lead", s.gate.now())
+        .await?
+        .token;
     let request = purchase(&s, &agent, &lead).await?;
     let verifier = log_key().verifier("acme")?.to_text();
     assert!(verifier.matches('+').count() > 2, "{verifier}");

@@ -22,7 +22,6 @@
 use serde::Serialize;
 use sqlx::{PgPool, Postgres, Transaction};
 
-use super::api_keys::Role;
 use super::ledger::{self, AuthorityTerms, LedgerKey};
 
 /// One row that disagrees with the ledger or its MAC.
@@ -124,7 +123,8 @@ async fn keys(
                 table: "api_keys",
                 key: format!("id={}", r.id),
                 problem: format!(
-                    "its MAC does not verify: the gate never issued this key (for {kind} {actor})"
+                    "its MAC does not verify: the gate never issued this key (for {} {actor})",
+                    r.kind
                 ),
             });
         }

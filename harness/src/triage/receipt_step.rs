@@ -56,13 +56,10 @@ async fn receipt(pool: sqlx::PgPool) -> Result<()> {
     )?);
     gate.seed(&standard_world().seed()).await?;
     let now = gate.now();
-    let agent = gate.issue_key("acme", "buyer-agent", now)
-        .await?
-        .token;
-    let human = gate.issue_key("acme", "finance-lead", now)
-        .await?
-        .token;
-    let auditor = gate.issue_auditor_key("acme", "finance-lead", now)
+    let agent = gate.issue_key("acme", "buyer-agent", now).await?.token;
+    let human = gate.issue_key("acme", "finance-lead", now).await?.token;
+    let auditor = gate
+        .issue_auditor_key("acme", "finance-lead", now)
         .await?
         .token;
     let log_key = LogKey::new(LOG_SECRET)?;
