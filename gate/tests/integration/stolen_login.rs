@@ -67,8 +67,8 @@ async fn attempt_01_a_minted_api_key_is_refused_and_named() -> TestResult {
             "sgk_00000000000000aa_0000000000000000000000000000000000000000000000000000000000000000",
         );
         let sql = format!(
-            "INSERT INTO api_keys (id, tenant_id, person_id, key_sha256, created_at) \
-             VALUES ('00000000000000aa', 'acme', 'finance-lead', '{digest}', now())"
+            "INSERT INTO api_keys (id, tenant_id, person_id, key_sha256, created_at, kind) \
+             VALUES ('00000000000000aa', 'acme', 'finance-lead', '{digest}', now(), 'human')"
         );
         assert_denied(exec(w.pool(), &sql).await, "a minted key");
         // A login that could write it anyway (the onboarding role's) mints
