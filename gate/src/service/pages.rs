@@ -151,7 +151,10 @@ pub struct Receipt {
     pub unproved: Option<String>,
 }
 
-async fn json_rows(
+/// The rows of `sql` (one of this module's record queries: it selects
+/// `to_jsonb(..)::text` and binds the tenant as `$1` and the request as
+/// `$2`), as JSON values. `spendgate evidence` reads its bundle with it too.
+pub async fn json_rows(
     pool: &PgPool,
     sql: &'static str,
     tenant: &str,
@@ -181,21 +184,23 @@ fn one(mut values: Vec<Value>) -> Value {
     }
 }
 
-const REQUEST_SQL: &str =
+pub const REQUEST_SQL: &str =
     "SELECT to_jsonb(r)::text FROM payment_requests r WHERE r.tenant_id = $1 AND r.id = $2";
-const POLICY_SQL: &str = "SELECT to_jsonb(p)::text FROM policy_versions p \
+pub const POLICY_SQL: &str = "SELECT to_jsonb(p)::text FROM policy_versions p \
      JOIN payment_requests r ON r.tenant_id = p.tenant_id AND r.policy_version = p.version \
      WHERE r.tenant_id = $1 AND r.id = $2";
-const DELEGATION_SQL: &str = "SELECT to_jsonb(d)::text FROM delegations d \
+pub const DELEGATION_SQL: &str = "SELECT to_jsonb(d)::text FROM delegations d \
      JOIN payment_requests r ON r.tenant_id = d.tenant_id AND r.delegation_id = d.id \
      WHERE r.tenant_id = $1 AND r.id = $2";
-const APPROVALS_SQL: &str = "SELECT to_jsonb(a)::text FROM approvals a \
+pub const APPROVALS_SQL: &str = "SELECT to_jsonb(a)::text FROM approvals a \
      WHERE a.tenant_id = $1 AND a.request_id = $2 ORDER BY a.approved_at, a.id";
-const AUTHORITY_SQL: &str = "SELECT to_jsonb(c)::text FROM checkout_authorities c \
+pub const AUTHORITY_SQL: &str = "SELECT to_jsonb(c)::text FROM checkout_authorities c \
      WHERE c.tenant_id = $1 AND c.request_id = $2";
-const ORDERS_SQL: &str = "SELECT to_jsonb(o)::text FROM provider_orders o \
+pub const ORDERS_SQL: &str = "SELECT to_jsonb(o)::text FROM provider_orders o \
      WHERE o.tenant_id = $1 AND o.request_id = $2 ORDER BY o.created_at";
-const EVENTS_SQL: &str = "SELECT to_jsonb(e)::text FROM provider_events e \
+pub const PAYMENTS_SQL: &str = "SELECT to_jsonb(p)::text FROM provider_payments p \
+     WHERE p.tenant_id = $1 AND p.request_id = $2 ORDER BY p.recorded_at";
+pub const EVENTS_SQL: &str = "SELECT to_jsonb(e)::text FROM provider_events e \
      WHERE e.tenant_id = $1 AND e.request_id = $2 ORDER BY e.received_at";
 
 #[derive(sqlx::FromRow)]

@@ -26,6 +26,10 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use gate::service::pages::{
+    self, APPROVALS_SQL, AUTHORITY_SQL, DELEGATION_SQL, EVENTS_SQL, ORDERS_SQL, PAYMENTS_SQL,
+    POLICY_SQL, REQUEST_SQL,
+};
 use gate::service::tlog;
 use serde_json::Value;
 use spendgate_verify::bundle_dir::{CHECKPOINT, ENTRIES, ENTRY_EXT, PROOF_EXT};
@@ -36,27 +40,16 @@ use crate::cli::EvidenceArgs;
 use crate::config::Config;
 use crate::error::Failure;
 
-/// The rows of `sql` (which selects `to_jsonb(..)::text` and binds the
-/// tenant as `$1` and the request as `$2`), as JSON values.
+/// The rows of one of the gate's record queries ([`pages`]) for `request`.
 async fn rows(
     pool: &PgPool,
     sql: &'static str,
     tenant: &str,
     request: &str,
 ) -> Result<Vec<Value>, Failure> {
-    let texts: Vec<String> = sqlx::query_scalar(sql)
-        .bind(tenant)
-        .bind(request)
-        .fetch_all(pool)
+    pages::json_rows(pool, sql, tenant, request)
         .await
-        .map_err(|e| Failure::database("reading the request's records", e))?;
-    texts
-        .iter()
-        .map(|t| {
-            serde_json::from_str(t)
-                .map_err(|e| Failure::Other(format!("a record is not JSON: {e}")))
-        })
-        .collect()
+        .map_err(|e| Failure::database("reading the request's records", e))
 }
 
 fn json_file(dir: &Path, name: &str, value: &Value) -> Result<(), Failure> {
@@ -76,23 +69,6 @@ fn one_or_null(mut values: Vec<Value>) -> Value {
     }
 }
 
-const REQUEST_SQL: &str =
-    "SELECT to_jsonb(r)::text FROM payment_requests r WHERE r.tenant_id = $1 AND r.id = $2";
-const POLICY_SQL: &str = "SELECT to_jsonb(p)::text FROM policy_versions p \
-     JOIN payment_requests r ON r.tenant_id = p.tenant_id AND r.policy_version = p.version \
-     WHERE r.tenant_id = $1 AND r.id = $2";
-const DELEGATION_SQL: &str = "SELECT to_jsonb(d)::text FROM delegations d \
-     JOIN payment_requests r ON r.tenant_id = d.tenant_id AND r.delegation_id = d.id \
-     WHERE r.tenant_id = $1 AND r.id = $2";
-const APPROVALS_SQL: &str = "SELECT to_jsonb(a)::text FROM approvals a \
-     WHERE a.tenant_id = $1 AND a.request_id = $2 ORDER BY a.approved_at, a.id";
-const AUTHORITY_SQL: &str = "SELECT to_jsonb(c)::text FROM checkout_authorities c \
-     WHERE c.tenant_id = $1 AND c.request_id = $2";
-const ORDERS_SQL: &str = "SELECT to_jsonb(o)::text FROM provider_orders o \
-     WHERE o.tenant_id = $1 AND o.request_id = $2 ORDER BY o.created_at";
-const PAYMENTS_SQL: &str = "SELECT to_jsonb(p)::text FROM provider_payments p \
-     WHERE p.tenant_id = $1 AND p.request_id = $2 ORDER BY p.recorded_at";
-const EVENTS_SQL: &str = "SELECT to_jsonb(e)::text FROM provider_events e WHERE e.tenant_id = $1 AND e.request_id = $2 ORDER BY e.received_at";
 pub async fn run(config: &Config, args: &EvidenceArgs) -> Result<ExitCode, Failure> {
     let key = super::log_key(config)?;
     let pool = crate::connect::app_pool(config, 1).await?;
