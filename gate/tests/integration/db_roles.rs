@@ -17,7 +17,7 @@ use gate::service::webhook::EVENT_CAPTURED;
 use sqlx::{Executor, PgPool};
 
 /// Postgres SQLSTATE `insufficient_privilege`.
-const INSUFFICIENT_PRIVILEGE: &str = "42501";
+pub(crate) const INSUFFICIENT_PRIVILEGE: &str = "42501";
 
 /// What the application role may do, table by table: the table-level
 /// privileges, then `UPDATE(col, ..)` for a column-level UPDATE. Everything
@@ -80,7 +80,7 @@ async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
 }
 
 /// Asserts that `result` is a refusal for want of privilege (42501).
-fn assert_denied<T: std::fmt::Debug>(result: Result<T, sqlx::Error>, what: &str) {
+pub(crate) fn assert_denied<T: std::fmt::Debug>(result: Result<T, sqlx::Error>, what: &str) {
     match result {
         Ok(v) => panic!("{what}: the application role was allowed ({v:?})"),
         Err(e) => {

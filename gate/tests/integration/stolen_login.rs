@@ -13,25 +13,7 @@ use crate::support::*;
 use gate::service::{Disagreement, LedgerKey, audit};
 use gate::{Decision, Reason};
 
-const INSUFFICIENT_PRIVILEGE: &str = "42501";
-
-/// Asserts that `result` is refused for want of privilege (42501).
-fn assert_denied<T: std::fmt::Debug>(result: Result<T, sqlx::Error>, what: &str) {
-    match result {
-        Ok(v) => panic!("{what}: the runtime role was allowed ({v:?})"),
-        Err(e) => {
-            let code = e
-                .as_database_error()
-                .and_then(|d| d.code())
-                .map(|c| c.into_owned());
-            assert_eq!(
-                code.as_deref(),
-                Some(INSUFFICIENT_PRIVILEGE),
-                "{what}: expected insufficient_privilege, got {e}"
-            );
-        }
-    }
-}
+use crate::db_roles::assert_denied;
 
 fn key() -> LedgerKey {
     LedgerKey::derived_from_secret(SECRET)
