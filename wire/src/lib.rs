@@ -36,6 +36,7 @@ pub mod auth;
 pub mod mcp;
 pub mod pages;
 mod routes;
+mod state;
 
 use std::future::Future;
 use std::sync::Arc;

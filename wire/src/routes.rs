@@ -39,6 +39,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::answer::{WireCode, decision_status, engine_error, outcome, status_of};
 use crate::auth::{self, AuthFailure, Caller, Role};
+use crate::state::{AppState, Shared};
 use crate::{BODY_LIMIT_BYTES, PROPOSE_LIMIT_BYTES, WireConfig};
 use gate::service::views::{Noted, Object, is_plausible_id};
 
@@ -62,13 +63,6 @@ macro_rules! try_or_answer {
         }
     };
 }
-
-pub(crate) struct AppState<P> {
-    pub(crate) gate: Arc<Gate<P>>,
-    pub(crate) config: WireConfig,
-}
-
-pub(crate) type Shared<P> = State<Arc<AppState<P>>>;
 
 pub(crate) fn router<P: PaymentProvider + 'static>(
     gate: Arc<Gate<P>>,

@@ -13,9 +13,9 @@
 use chrono::NaiveDate;
 use sqlx::PgConnection;
 
+use super::current_policy::CurrentPolicy;
 use super::error::{Ctx, ServiceError};
 use super::rows::RequestRow;
-use super::world::CurrentPolicy;
 use crate::reason::Reason;
 
 /// What an authorized request holds.

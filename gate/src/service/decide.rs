@@ -12,7 +12,8 @@
 
 use chrono::{DateTime, Utc};
 
-use super::world::{self, CurrentPolicy};
+use super::current_policy::CurrentPolicy;
+use super::world;
 use crate::catalog::Catalog;
 use crate::delegation::DelegationChain;
 use crate::policy::{Evaluation, Inputs, evaluate};

@@ -35,13 +35,14 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, Postgres};
 
 use super::budget::Day;
+use super::chain_hops::{ChainHop, chains_of};
+use super::current_policy::CurrentPolicy;
 use super::decide::Counted;
 use super::error::{Ctx, ServiceError};
 use super::identity::{Lookup, Who};
-use super::rows::DelegationRow;
-use super::world::{CatalogRow, CurrentPolicy, MAX_CHAIN_DEPTH, Recent, policy_read};
+use super::world::{CatalogRow, MAX_CHAIN_DEPTH, Recent, policy_read};
 use super::world_cache::World;
-use crate::delegation::{DelegationChain, DelegationHop};
+use crate::delegation::DelegationChain;
 use crate::reason::Reason;
 
 /// What to lock and read for one decision.
@@ -83,32 +84,6 @@ pub(crate) struct State {
     /// The agent's proposals [`Ask::counted`] names, newest first, at most
     /// its limits; empty without it.
     pub recent: Recent,
-}
-
-/// One hop as the function returns it: the hop and the leaf it is above.
-/// Its instants come as microseconds since 1970 (any year Postgres stores
-/// that chrono holds, where JSON's timestamp text stops at 9999).
-#[derive(Deserialize)]
-pub(crate) struct ChainHop {
-    leaf_id: String,
-    #[serde(flatten)]
-    row: DelegationRow,
-    #[serde(default, with = "chrono::serde::ts_microseconds_option")]
-    expires_at_us: Option<DateTime<Utc>>,
-    #[serde(default, with = "chrono::serde::ts_microseconds_option")]
-    revoked_at_us: Option<DateTime<Utc>>,
-}
-
-impl ChainHop {
-    /// The hop as the engine sees it.
-    pub(crate) fn to_hop(&self) -> DelegationHop {
-        DelegationRow {
-            expires_at: self.expires_at_us,
-            revoked_at: self.revoked_at_us,
-            ..self.row.clone()
-        }
-        .to_hop()
-    }
 }
 
 /// The function's reply: one row.
@@ -271,28 +246,10 @@ fn state_of(
     })
 }
 
-/// Hops in the function's order (leaf by leaf, root first) grouped into one
-/// chain per leaf, the leaves in the same order.
-fn chains_of(hops: Vec<ChainHop>) -> Vec<(String, DelegationChain)> {
-    let mut chains: Vec<(String, Vec<DelegationHop>)> = Vec::new();
-    for hop in hops {
-        match chains.last_mut() {
-            Some((leaf, hops)) if *leaf == hop.leaf_id => hops.push(hop.to_hop()),
-            _ => {
-                let first = hop.to_hop();
-                chains.push((hop.leaf_id, vec![first]));
-            }
-        }
-    }
-    chains
-        .into_iter()
-        .map(|(leaf, hops)| (leaf, DelegationChain::new(hops)))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::decide;
+    use super::super::rows::DelegationRow;
     use super::*;
 
     fn hop(leaf: &str, id: &str, parent: Option<&str>) -> ChainHop {

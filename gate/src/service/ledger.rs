@@ -56,7 +56,7 @@ use sqlx::{PgConnection, PgPool, Postgres};
 
 use super::error::{Ctx, ServiceError};
 use super::lock::{LedgerHeadKey, lock};
-use super::rows::LedgerHeadRow;
+use super::rows::{AuthorityRow, LedgerHeadRow};
 
 /// The hash before the first entry of every chain.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -252,6 +252,25 @@ impl AuthorityTerms<'_> {
             &as_strs(&self.fields()),
             stored,
         )
+    }
+}
+
+impl AuthorityRow {
+    /// Whether the stored MAC is the one `key` gives for the row's terms:
+    /// an authority whose terms a database login edited does not verify.
+    pub(crate) fn mac_holds(&self, key: &LedgerKey) -> bool {
+        AuthorityTerms {
+            tenant: &self.tenant_id,
+            id: &self.id,
+            request: &self.request_id,
+            digest: &self.purchase_digest,
+            amount_paise: self.amount_paise,
+            currency: &self.currency,
+            merchant: &self.merchant_id,
+            policy_version: self.policy_version,
+            expires_at: self.expires_at,
+        }
+        .verifies(key, self.row_mac.as_deref())
     }
 }
 

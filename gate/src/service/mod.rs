@@ -29,8 +29,10 @@ mod audit;
 mod budget;
 #[cfg(test)]
 mod budget_db_refusals;
+mod chain_hops;
 mod checkout;
 pub mod clock;
+mod current_policy;
 mod decide;
 mod decision_state;
 mod error;

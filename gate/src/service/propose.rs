@@ -26,6 +26,7 @@ use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 
 use super::budget;
+use super::current_policy::CurrentPolicy;
 use super::decide::{self, Moment, refused};
 use super::decision_state::{self, Ask, FirstRequest, ProposalState, State};
 use super::error::{Ctx, ServiceError};
@@ -34,7 +35,6 @@ use super::ledger::{self, Entry};
 use super::lock::lock_idempotency_key;
 use super::request_state::RequestState;
 use super::requests::{self, Birth, NewRequest};
-use super::world::CurrentPolicy;
 use super::world_cache::World;
 use super::{Gate, ProposeOutcome};
 use crate::catalog::Catalog;

@@ -147,25 +147,6 @@ pub(crate) struct AuthorityRow {
     pub row_mac: Option<String>,
 }
 
-impl AuthorityRow {
-    /// Whether the stored MAC is the one `key` gives for the row's terms:
-    /// an authority whose terms a database login edited does not verify.
-    pub(crate) fn mac_holds(&self, key: &super::ledger::LedgerKey) -> bool {
-        super::ledger::AuthorityTerms {
-            tenant: &self.tenant_id,
-            id: &self.id,
-            request: &self.request_id,
-            digest: &self.purchase_digest,
-            amount_paise: self.amount_paise,
-            currency: &self.currency,
-            merchant: &self.merchant_id,
-            policy_version: self.policy_version,
-            expires_at: self.expires_at,
-        }
-        .verifies(key, self.row_mac.as_deref())
-    }
-}
-
 pub(crate) const AUTHORITY_COLUMNS: &str = "tenant_id, id, request_id, merchant_id, amount_paise, \
     currency, purchase_digest, policy_version, expires_at, consumptions, row_mac";
 

@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::world::CurrentPolicy;
+use super::current_policy::CurrentPolicy;
 use crate::catalog::Catalog;
 
 /// At most this many tenants' worlds are kept.

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::text::visible;
 use super::{document, money, reader, reason_words, respond, unavailable};
 use crate::auth::Caller;
-use crate::routes::Shared;
+use crate::state::Shared;
 
 /// The query string; an empty value is "any".
 #[derive(Debug, Default, Deserialize)]

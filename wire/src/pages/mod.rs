@@ -45,7 +45,7 @@ use maud::{DOCTYPE, Markup, html};
 use std::sync::Arc;
 
 use crate::auth::{Caller, Role};
-use crate::routes::AppState;
+use crate::state::AppState;
 
 /// The policy every page is served under.
 pub const CSP: &str =

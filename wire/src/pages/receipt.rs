@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::text::visible;
 use super::{document, money, problem, reader, reason_words, respond, unavailable};
 use crate::auth::Caller;
-use crate::routes::Shared;
+use crate::state::Shared;
 
 pub(crate) async fn page<P: PaymentProvider>(
     State(s): Shared<P>,

@@ -14,7 +14,7 @@ use maud::{Markup, PreEscaped, html};
 use pulldown_cmark::{Event, Options, Parser};
 
 use super::{document, problem, reader, respond};
-use crate::routes::Shared;
+use crate::state::Shared;
 
 /// The reports served: name, title, Markdown.
 pub const REPORTS: &[(&str, &str, &str)] = &[
