@@ -19,9 +19,9 @@
 
 use std::path::{Path, PathBuf};
 
-use gate::proposal::{MAX_BODY_BYTES, MAX_PURPOSE_CHARS, MAX_QUANTITY};
-use gate::service::sign_webhook;
-use gate::service::webhook::signature_is_valid;
+use gate_core::proposal::{MAX_BODY_BYTES, MAX_PURPOSE_CHARS, MAX_QUANTITY};
+use gate_core::webhook_signature::sign_webhook;
+use gate_core::webhook_signature::signature_is_valid;
 use mutations::Error as MutationsError;
 use mutations::registry::Registry;
 use scenarios::{Corpus, LoadOptions};
@@ -41,7 +41,7 @@ pub fn run(name: &str, data: &[u8]) -> Option<String> {
     }
 }
 
-/// Target 1: an agent's proposal body, `gate::parse_proposal`.
+/// Target 1: an agent's proposal body, `gate_core::parse_proposal`.
 ///
 /// Checks: the answer is `Ok` or a `Reason`; an accepted proposal keeps the
 /// boundary's promises (body within `MAX_BODY_BYTES`, quantity in
@@ -50,11 +50,15 @@ pub fn run(name: &str, data: &[u8]) -> Option<String> {
 /// bidirectional overrides); the same bytes read through `read_body` get the
 /// same answer; and the answer does not change on a second call.
 pub fn proposal(data: &[u8]) -> String {
-    let answer = gate::parse_proposal(data);
-    assert_eq!(answer, gate::parse_proposal(data), "parse is deterministic");
-    if let Ok(body) = gate::proposal::read_body(data) {
+    let answer = gate_core::parse_proposal(data);
+    assert_eq!(
+        answer,
+        gate_core::parse_proposal(data),
+        "parse is deterministic"
+    );
+    if let Ok(body) = gate_core::proposal::read_body(data) {
         assert_eq!(
-            gate::parse_proposal(&body),
+            gate_core::parse_proposal(&body),
             answer,
             "read_body then parse_proposal answers as parse_proposal alone"
         );
@@ -140,7 +144,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Target 2: a webhook delivery, headers and raw body, through the gate's
-/// signature check (`gate::service::webhook::signature_is_valid`).
+/// signature check (`gate_core::webhook_signature::signature_is_valid`).
 ///
 /// Checks: the check answers for any header value; it accepts a signature
 /// only if it is the HMAC-SHA256 of exactly these bytes under the secret (any

@@ -17,23 +17,31 @@
 
 pub mod catalog;
 pub mod delegation;
+pub mod grant;
 pub mod ident;
+pub mod mismatch;
 pub mod mutant;
 pub mod policy;
 pub mod proposal;
 pub mod reason;
 pub mod redact;
+pub mod request_state;
+pub mod seed;
 pub mod spend;
 pub mod text;
+pub mod webhook_signature;
 
 #[cfg(test)]
 mod standard_world;
 
 pub use catalog::{Catalog, CatalogItem, Purchase};
 pub use delegation::{DelegationChain, DelegationHop};
+pub use grant::{Grant, HopTerms};
 #[doc(hidden)]
 pub use mutant::mutant_active;
 pub use policy::{Evaluation, Inputs, Policy, PolicyPatch, evaluate};
 pub use proposal::{PurchaseProposal, parse_proposal};
 pub use reason::{Decision, Layer, Reason};
+pub use request_state::{RequestState, UnknownState};
+pub use seed::{PersonSeed, Seed, TenantSeed};
 pub use spend::SpendState;

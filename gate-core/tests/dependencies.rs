@@ -18,14 +18,14 @@ const FORBIDDEN: &[&str] = &[
     "rmcp",
 ];
 
-/// The package names in `cargo tree -p gate-core -e normal`, one per line.
-fn normal_dependencies() -> Vec<String> {
+/// The package names in `cargo tree -p <package> -e normal`, one per line.
+fn normal_dependencies(package: &str) -> Vec<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .args([
             "tree",
             "-p",
-            "gate-core",
+            package,
             "-e",
             "normal",
             "--prefix",
@@ -51,7 +51,7 @@ fn normal_dependencies() -> Vec<String> {
 
 #[test]
 fn the_core_links_no_database_runtime_network_or_http_crate() {
-    let deps = normal_dependencies();
+    let deps = normal_dependencies("gate-core");
     assert!(
         deps.iter().any(|d| d == "gate-core") && deps.iter().any(|d| d == "serde"),
         "cargo tree did not list the core and its dependencies: {deps:?}"
@@ -89,4 +89,20 @@ fn the_gate_builds_on_the_core() {
         text.lines().any(|l| l.starts_with("gate-core ")),
         "gate does not depend on gate-core:\n{text}"
     );
+}
+
+#[test]
+fn the_corpus_and_the_fuzz_targets_use_the_core_not_the_service() {
+    for package in ["scenarios", "fuzz"] {
+        let deps = normal_dependencies(package);
+        assert!(
+            deps.iter().any(|d| d == "gate-core"),
+            "{package} does not use the core: {deps:?}"
+        );
+        let hits: Vec<&String> = deps
+            .iter()
+            .filter(|d| *d == "gate" || ["sqlx", "tokio", "reqwest", "axum"].contains(&d.as_str()))
+            .collect();
+        assert!(hits.is_empty(), "{package} links {hits:?}");
+    }
 }

@@ -12,7 +12,10 @@ pub mod db;
 pub mod provider;
 pub mod service;
 
-pub use gate_core::{catalog, delegation, ident, policy, proposal, reason, redact, spend, text};
+pub use gate_core::{
+    catalog, delegation, grant, ident, mismatch, policy, proposal, reason, redact, request_state,
+    seed, spend, text, webhook_signature,
+};
 
 pub use catalog::{Catalog, CatalogItem, Purchase};
 pub use delegation::{DelegationChain, DelegationHop};

@@ -1,7 +1,7 @@
 //! What a step is expected to come out as.
 //!
 //! Guarantees: a decision is one of `allow`, `step_up`, `deny`, `ok`; a
-//! reason is a code of the closed `gate::Reason` set; `reason` and
+//! reason is a code of the closed `gate_core::Reason` set; `reason` and
 //! `reason_any` never both appear; a `concurrent` step's expectation is a
 //! set of counts. Unknown keys and unknown codes are refused with the key or
 //! code named.
@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 
 use crate::yaml::Value;
-use gate::Reason;
+use gate_core::Reason;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{LoadErrorKind, ParseError};

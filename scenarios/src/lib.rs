@@ -3,9 +3,10 @@
 //! Guarantees: every type here mirrors `shared/spec/scenarios.md` key for
 //! key and refuses unknown keys; [`load_corpus`] / [`Corpus::load`] refuse
 //! every malformed scenario with its file, id and offending key or value,
-//! and lose nothing else. Data flows one way: this crate uses the gate's
-//! own vocabulary (reasons, policies, seed types, grants, request states)
-//! and the gate knows nothing of it.
+//! and lose nothing else. Data flows one way: this crate uses the decision
+//! core's vocabulary (`gate-core`: reasons, policies, seed types, grants,
+//! request states), never the gate's database service, and neither knows
+//! anything of it.
 #![forbid(unsafe_code)]
 
 pub mod clock;
@@ -29,10 +30,10 @@ pub mod yaml;
 
 pub use error::{LoadError, LoadErrorKind};
 pub use expect::{Counts, DecisionKind, Expect, StepExpect};
-/// The policy types are the gate's own: a world file and a `set_policy` step
+pub use gate_core::RequestState;
+/// The policy types are the decision core's: a world file and a `set_policy` step
 /// deserialize straight into them.
-pub use gate::policy::{DenialRate, Policy, PolicyPatch, Velocity};
-pub use gate::service::RequestState;
+pub use gate_core::policy::{DenialRate, Policy, PolicyPatch, Velocity};
 pub use loader::{Corpus, LoadOptions, Origin, load_corpus, project_dir};
 pub use scenario::{Invariants, Label, Scenario};
 pub use step::{Concurrent, Step, VERBS, Verb};

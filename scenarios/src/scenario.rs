@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use crate::yaml::Value;
-use gate::service::RequestState;
+use gate_core::RequestState;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{LoadErrorKind, ParseError};

@@ -216,7 +216,7 @@ fn replace_all(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
 }
 
 /// `grant`: a delegation hop made by the tenant's operator.
-pub use gate::service::Grant;
+pub use gate_core::Grant;
 
 /// `revoke`: revoke one hop.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,7 +256,7 @@ pub enum MandateSignature {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct SetPolicy {
     #[serde(flatten)]
-    pub patch: gate::PolicyPatch,
+    pub patch: gate_core::PolicyPatch,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signed_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -379,7 +379,7 @@ impl ProviderMode {
 
 /// The field in which a `mismatch` answer differs from the order asked
 /// for: the gate's own (its in-process provider answers so).
-pub use gate::provider::MismatchField;
+pub use gate_core::mismatch::MismatchField;
 
 /// Every mismatch field, as the corpus spells them.
 pub const MISMATCH_FIELDS: [(MismatchField, &str); 5] = [

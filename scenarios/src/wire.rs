@@ -5,7 +5,7 @@
 //! `status`, `reason`); `key` is one of `none`, `malformed`, `revoked`,
 //! `unknown`; a header name is a valid HTTP token and every value is visible
 //! ASCII or spaces (so each one can be sent as written); `status` is
-//! 100..=599; `reason` is a code of `gate::Reason` or one of the service's
+//! 100..=599; `reason` is a code of `gate_core::Reason` or one of the service's
 //! own [`WIRE_CODES`]. A step with a `wire` block and no `expect` is
 //! *wire-only* ([`crate::Step::wire_only`]): it must say the `status` it
 //! expects and may not be named, and engines other than the HTTP one (and the
@@ -121,7 +121,7 @@ impl WireStep {
             return Some(format!("status {status} is not an HTTP status"));
         }
         if let Some(reason) = &self.reason
-            && gate::Reason::from_str(reason).is_err()
+            && gate_core::Reason::from_str(reason).is_err()
             && !WIRE_CODES.contains(&reason.as_str())
         {
             return Some(format!(

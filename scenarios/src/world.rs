@@ -2,8 +2,8 @@
 //! scenario starts from, and the clock it starts at.
 //!
 //! Guarantees: a world file deserializes straight into the gate's own seed
-//! types ([`TenantSeed`], [`gate::service::PersonSeed`],
-//! [`gate::service::Grant`], [`gate::CatalogItem`], [`gate::Policy`]), every
+//! types ([`TenantSeed`], [`gate_core::PersonSeed`],
+//! [`gate_core::Grant`], [`gate_core::CatalogItem`], [`gate_core::Policy`]), every
 //! one of which refuses unknown keys; [`World::check`] reports every internal
 //! inconsistency (duplicate ids, a catalog item from an unknown merchant, a
 //! delegation whose grantor or grantee is not in its tenant) so a world that
@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use gate::service::{Grant, Seed, TenantSeed};
+use gate_core::{Grant, Seed, TenantSeed};
 use serde::{Deserialize, Serialize};
 
 /// A world file, e.g. `scenarios/worlds/standard.yaml`.

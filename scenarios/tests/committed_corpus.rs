@@ -119,7 +119,7 @@ fn the_spec_example_is_in_the_corpus() {
         .expect("the spec's example scenario");
     assert_eq!(s.class.as_deref(), Some("tool-boundary.extra-field"));
     let e = s.steps[0].expect_decision().unwrap();
-    assert_eq!(e.reason, Some(gate::Reason::ProposalUnknownField));
+    assert_eq!(e.reason, Some(gate_core::Reason::ProposalUnknownField));
 }
 
 #[test]

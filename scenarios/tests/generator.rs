@@ -119,7 +119,7 @@ fn families_labels_and_classes_are_all_exercised() {
 #[test]
 fn every_reason_maps_to_a_committed_class() {
     let corpus = load_corpus(project_dir()).unwrap();
-    for reason in gate::Reason::ALL {
+    for reason in gate_core::Reason::ALL {
         let class = class_of(*reason);
         assert!(corpus.taxonomy.contains(class), "{reason} -> {class}");
     }

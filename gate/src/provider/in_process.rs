@@ -46,17 +46,7 @@ pub enum Mode {
     Mismatch(MismatchField),
 }
 
-/// The field in which a `mismatch` answer differs from the order asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MismatchField {
-    Amount,
-    Currency,
-    Merchant,
-    Receipt,
-    /// The id of another receipt's order.
-    Id,
-}
+pub use gate_core::mismatch::MismatchField;
 
 #[derive(Debug, Default)]
 struct State {

@@ -19,7 +19,6 @@ use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
 use super::lock::{RequestKey, TenantKey, lock};
-use super::request_state::RequestState;
 use super::requests::{self, Transition};
 use super::rows::{REQUEST_LIFETIME_HOURS, RequestRow, TenantRow};
 use super::{Gate, Outcome};
@@ -29,6 +28,7 @@ use crate::policy::Policy;
 use crate::policy::PolicyPatch;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
+use crate::request_state::RequestState;
 #[cfg(any(test, feature = "test-support"))]
 use mandate::Mandate;
 use mandate::{MandateError, SignedMandate};

@@ -23,7 +23,6 @@ use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
 use super::lock::{RequestKey, lock};
-use super::request_state::RequestState;
 use super::requests::{self, Transition};
 use super::rows::RequestRow;
 use super::world;
@@ -31,6 +30,7 @@ use super::{Gate, Outcome};
 use crate::proposal::PurchaseProposal;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
+use crate::request_state::RequestState;
 
 impl<P: PaymentProvider> Gate<P> {
     /// `approver` approves the step-up request `request_id`. Allow: the request

@@ -24,7 +24,6 @@ use super::error::{Ctx, ServiceError};
 use super::identity;
 use super::ledger::{self, Entry};
 use super::lock::{RequestKey, lock};
-use super::request_state::RequestState;
 use super::requests::Transition;
 use super::rows::RequestRow;
 use super::world;
@@ -35,6 +34,7 @@ use crate::ident::is_ident;
 use crate::proposal::PurchaseProposal;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
+use crate::request_state::RequestState;
 
 /// How long a checkout authority lives.
 pub const AUTHORITY_TTL_MINUTES: i64 = 15;

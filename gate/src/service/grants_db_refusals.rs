@@ -16,8 +16,9 @@ use chrono::Duration;
 use sqlx::Connection;
 
 use super::clock::ManualClock;
-use super::grants::{Grant, Under, insert_delegation};
+use super::grants::{Under, insert_delegation};
 use super::{Gate, standard};
+use crate::grant::Grant;
 use crate::provider::InProcessProvider;
 use crate::reason::Reason;
 

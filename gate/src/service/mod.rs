@@ -49,7 +49,6 @@ mod pay;
 mod propose;
 mod reconcile;
 mod refusal;
-mod request_state;
 mod requests;
 mod rows;
 mod seed;
@@ -74,7 +73,9 @@ pub use audit::{Disagreement, audit};
 pub use checkout::AUTHORITY_TTL_MINUTES;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::ServiceError;
-pub use grants::{Grant, HopTerms};
+pub use gate_core::grant::{Grant, HopTerms};
+pub use gate_core::request_state::{RequestState, UnknownState};
+pub use gate_core::seed::{PersonSeed, Seed, TenantSeed};
 pub use invariants::Invariants;
 pub use ledger::{
     Anchor, AnchorError, ChainHead, ChainReport, LedgerBreak, LedgerKey, LedgerKeyError,
@@ -82,8 +83,6 @@ pub use ledger::{
 };
 pub use onboard::{TenantAdditions, TenantHoldings};
 pub use reconcile::{Books, Reconciled};
-pub use request_state::{RequestState, UnknownState};
-pub use seed::{PersonSeed, Seed, TenantSeed};
 pub use webhook::{
     MIN_WEBHOOK_SECRET_BYTES, NEEDS_REVIEW, ProviderEvent, WebhookSecretError, razorpay_envelope,
     sign_webhook,

@@ -19,10 +19,10 @@ use serde_json::{Value, json};
 use super::Gate;
 use super::error::{Ctx, ServiceError};
 use super::ledger::{self, Entry};
-use super::seed::PersonSeed;
 use crate::catalog::CatalogItem;
 use crate::ident::is_ident;
 use crate::provider::PaymentProvider;
+use crate::seed::PersonSeed;
 
 /// A tenant's rows, as onboarding compares them with a file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -39,12 +39,12 @@ use super::error::{Ctx, ServiceError};
 use super::identity::{self, Who};
 use super::ledger::{self, Entry};
 use super::lock::{AuthorityKey, RequestKey, lock};
-use super::request_state::RequestState;
 use super::requests::Transition;
 use super::rows::{AuthorityRow, AuthorityWithRequester, RequestRow};
 use super::{Gate, Outcome};
 use crate::provider::{OrderRequest, PaymentProvider, ProviderError, ProviderOrder};
 use crate::reason::{Decision, Reason};
+use crate::request_state::RequestState;
 
 impl<P: PaymentProvider> Gate<P> {
     /// `actor` consumes the authority `authority_id` of `tenant`; the

@@ -33,7 +33,6 @@ use super::error::{Ctx, ServiceError};
 use super::identity;
 use super::ledger::{self, Entry};
 use super::lock::lock_idempotency_key;
-use super::request_state::RequestState;
 use super::requests::{self, Birth, NewRequest};
 use super::world_cache::World;
 use super::{Gate, ProposeOutcome};
@@ -42,6 +41,7 @@ use crate::ident::Ident;
 use crate::proposal::parse_proposal;
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
+use crate::request_state::RequestState;
 use crate::spend::{SpendState, reopens_at};
 
 impl<P: PaymentProvider> Gate<P> {

@@ -38,14 +38,14 @@ use super::error::{Ctx, ServiceError};
 use super::ledger::{self, Entry};
 use super::lock::{RequestKey, lock};
 use super::pay::{insert_order, matches_request};
-use super::request_state::RequestState;
-use super::requests::Transition;
+use super::requests::{self, Transition};
 use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, OrderRow, RequestRow};
 use super::webhook::{Applied, Source, apply_payment, find_order};
 use super::{Gate, Outcome};
 use crate::ident::is_ident;
 use crate::provider::{OrderRequest, OrderSnapshot, PaymentProvider, PaymentStatus, ProviderError};
 use crate::reason::Reason;
+use crate::request_state::RequestState;
 
 /// What one reconcile run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -383,14 +383,7 @@ impl<P: PaymentProvider> Gate<P> {
         .await
         .ctx("settling kept captures")?;
         settled.kept_settled = kept.rows_affected();
-        let to: Option<RequestState> = sqlx::query_scalar(
-            "SELECT state FROM payment_requests WHERE tenant_id = $1 AND id = $2",
-        )
-        .bind(&tenant)
-        .bind(&authority.request_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .ctx("reading the reconciled state")?;
+        let to = requests::state_of(&mut tx, &tenant, &authority.request_id).await?;
         settled.pending = to == Some(RequestState::ProviderPending);
         let changed = settled.order_recorded
             || !settled.refunded.is_empty()

@@ -21,12 +21,12 @@ use sqlx::PgConnection;
 use super::budget::{self, Reservation};
 use super::error::{Ctx, ServiceError};
 use super::ledger::{self, Chained, Entry, LedgerKey};
-use super::request_state::RequestState;
 use super::rows::{REQUEST_COLUMNS, RequestRow};
 use crate::catalog::Purchase;
 use crate::ident::is_ident;
 use crate::proposal::PurchaseProposal;
 use crate::reason::{Decision, Reason};
+use crate::request_state::RequestState;
 
 /// A proposal about to be recorded.
 pub(crate) struct NewRequest<'a> {
@@ -161,7 +161,7 @@ pub(crate) async fn insert(
         .bind(new.purchase.map(Purchase::digest))
         .bind(new.decision.kind())
         .bind(new.decision.reason().map(Reason::code))
-        .bind(state)
+        .bind(state.as_str())
         .bind(state_reason)
         .bind(new.policy_version)
         .bind(held.map_or(0, |r| r.amount_paise))
@@ -193,6 +193,30 @@ pub(crate) async fn find(
         .fetch_optional(conn)
         .await
         .ctx("reading a request")
+}
+
+/// The state of the request with this id in `tenant`, `None` when there is
+/// none; a stored spelling that is no state is [`ServiceError::Corrupt`].
+pub(crate) async fn state_of(
+    conn: &mut PgConnection,
+    tenant: &str,
+    id: &str,
+) -> Result<Option<RequestState>, ServiceError> {
+    let text: Option<String> =
+        sqlx::query_scalar("SELECT state FROM payment_requests WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(conn)
+            .await
+            .ctx("reading a request's state")?;
+    text.map(|t| {
+        t.parse().map_err(
+            |e: crate::request_state::UnknownState| ServiceError::Corrupt {
+                what: e.to_string(),
+            },
+        )
+    })
+    .transpose()
 }
 
 /// How a transition changes what the request holds.
@@ -350,7 +374,7 @@ impl<'a> Transition<'a> {
                 )
                 .bind(&request.tenant_id)
                 .bind(&request.id)
-                .bind(self.to)
+                .bind(self.to.as_str())
                 .bind(counted)
                 .bind(note)
                 .bind(now)
@@ -405,7 +429,7 @@ impl<'a> Transition<'a> {
         let answer = query
             .bind(&request.tenant_id)
             .bind(&request.id)
-            .bind(self.to)
+            .bind(self.to.as_str())
             .bind(note)
             .bind(reserved)
             .bind(day)

@@ -11,8 +11,8 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::lock::{
     AuthorityKey, BranchKey, LedgerHeadKey, Lockable, RequestKey, Strength, TenantKey,
 };
-use super::request_state::RequestState;
 use crate::delegation::DelegationHop;
+use crate::request_state::RequestState;
 
 /// A tenant row (locked to serialize policy publication).
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -58,6 +58,7 @@ pub(crate) struct RequestRow {
     pub currency: Option<String>,
     pub amount_paise: Option<i64>,
     pub purchase_digest: Option<String>,
+    #[sqlx(try_from = "String")]
     pub state: RequestState,
     pub policy_version: Option<i32>,
     pub delegation_id: Option<String>,

@@ -12,9 +12,9 @@
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use super::seed::{Seed, TenantSeed};
 use crate::catalog::CatalogItem;
 use crate::policy::Policy;
+use crate::seed::{Seed, TenantSeed};
 
 /// The world file, compiled in.
 pub const STANDARD_YAML: &str = include_str!("../../../scenarios/worlds/standard.yaml");

@@ -49,7 +49,7 @@
 //! A browser callback never reaches this code: only signed provider events move state.
 
 use chrono::{DateTime, Duration, Utc};
-use hmac::{Hmac, KeyInit, Mac};
+pub use gate_core::webhook_signature::{sign_webhook, signature_is_valid};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -58,13 +58,13 @@ use sqlx::PgConnection;
 use super::error::{Ctx, ServiceError};
 use super::ledger::{self, Entry, LedgerKey};
 use super::lock::{RequestKey, lock};
-use super::request_state::RequestState;
-use super::requests::Transition;
+use super::requests::{self, Transition};
 use super::rows::{AUTHORITY_COLUMNS, AuthorityRow, OrderRow, RequestRow};
 use super::{Gate, Outcome};
 use crate::ident::is_ident;
 use crate::provider::{OrderStatus, Payment, PaymentProvider, PaymentStatus, ProviderOrder};
 use crate::reason::{Decision, Reason};
+use crate::request_state::RequestState;
 
 /// The event that captures a payment.
 pub const EVENT_CAPTURED: &str = "payment.captured";
@@ -103,30 +103,6 @@ pub fn check_secret(which: &'static str, secret: &[u8]) -> Result<(), WebhookSec
         });
     }
     Ok(())
-}
-
-/// The hex HMAC-SHA256 of `body` under `secret`: what a provider sends as the signature.
-pub fn sign_webhook(secret: &[u8], body: &[u8]) -> String {
-    match Hmac::<Sha256>::new_from_slice(secret) {
-        Ok(mut mac) => {
-            mac.update(body);
-            hex::encode(mac.finalize().into_bytes())
-        }
-        // HMAC takes a key of any length; this branch cannot be reached.
-        Err(_) => String::new(),
-    }
-}
-
-/// Constant-time check of a hex signature over the raw bytes.
-pub fn signature_is_valid(secret: &[u8], body: &[u8], signature: Option<&str>) -> bool {
-    let Some(given) = signature.and_then(|s| hex::decode(s.trim()).ok()) else {
-        return false;
-    };
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
-        return false;
-    };
-    mac.update(body);
-    mac.verify_slice(&given).is_ok()
 }
 
 /// The hex SHA-256 of an event id's bytes: how it is deduplicated.
@@ -956,14 +932,7 @@ impl<P: PaymentProvider> Gate<P> {
         if let Some(reason) = problem {
             return Ok(Err((tenant, reason)));
         }
-        let state: Option<RequestState> = sqlx::query_scalar(
-            "SELECT state FROM payment_requests WHERE tenant_id = $1 AND id = $2",
-        )
-        .bind(&order.tenant_id)
-        .bind(&order.request_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .ctx("reading the authorisation's request")?;
+        let state = requests::state_of(&mut tx, &order.tenant_id, &order.request_id).await?;
         tx.rollback()
             .await
             .ctx("ending an authorisation's look-ups")?;
@@ -1081,22 +1050,6 @@ fn applied_body(event: &Parsed, digest: &str, request: &RequestRow, applied: App
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_signature_over_the_raw_bytes_verifies_and_anything_else_does_not() {
-        let body = br#"{"entity":"event"}"#;
-        let sig = sign_webhook(b"secret", body);
-        assert!(signature_is_valid(b"secret", body, Some(&sig)));
-        assert!(!signature_is_valid(b"other", body, Some(&sig)));
-        assert!(!signature_is_valid(
-            b"secret",
-            br#"{"entity":"event "}"#,
-            Some(&sig)
-        ));
-        assert!(!signature_is_valid(b"secret", body, None));
-        assert!(!signature_is_valid(b"secret", body, Some("not hex")));
-        assert!(!signature_is_valid(b"secret", body, Some(&sig[..10])));
-    }
 
     fn captured() -> ProviderEvent {
         ProviderEvent {

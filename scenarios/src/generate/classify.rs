@@ -4,7 +4,7 @@
 //! maps to a class id that exists in `scenarios/taxonomy.yaml` (a test
 //! checks this against the committed taxonomy).
 
-use gate::Reason;
+use gate_core::Reason;
 
 /// The taxonomy class of an attack whose decisive refusal is `reason`.
 pub fn class_of(reason: Reason) -> &'static str {

@@ -14,7 +14,7 @@ use super::build::*;
 use crate::step::Step;
 use crate::verbs::Signature;
 use crate::world::World;
-use gate::CatalogItem;
+use gate_core::CatalogItem;
 
 /// How a finished scenario is labelled from the oracle's trace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -120,7 +120,7 @@ fn finish(world: &World, seed: u64, n: usize, draft: Draft) -> Scenario {
         let reason = o.reason.expect("a refusal has a reason");
         s.label = Label::Attack;
         s.class = Some(match (&step.verb, reason) {
-            (Verb::Grant(_), gate::Reason::DelegationBudgetExhausted) => {
+            (Verb::Grant(_), gate_core::Reason::DelegationBudgetExhausted) => {
                 "delegation.sibling-oversubscription".into()
             }
             _ => class_of(reason).to_string(),

@@ -10,10 +10,10 @@
 //! its parent (budget, skus, expiry), or when the parent's free budget
 //! (budget minus own reservations minus children's allocations) is short.
 
-use gate::Reason;
+use gate_core::Reason;
 
 use super::state::{DelegationState, State};
-use gate::service::Grant;
+use gate_core::Grant;
 
 /// The hops from the agent's delegation up to its root, leaf first.
 fn chain<'a>(state: &'a State, leaf: &str) -> Vec<&'a DelegationState> {

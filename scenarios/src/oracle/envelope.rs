@@ -14,7 +14,7 @@
 //! `WEBHOOK_MALFORMED`; an order id outside the identifier grammar is
 //! `WEBHOOK_UNKNOWN_ORDER`. Written independently of the gate's parser.
 
-use gate::Reason;
+use gate_core::Reason;
 use serde_json::Value as Json;
 
 /// The events the gate acts on.

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use gate::Reason;
+use gate_core::Reason;
 
 use super::chain;
 use super::flow;
@@ -228,7 +228,7 @@ fn result(r: Result<(), Reason>) -> Outcome {
 /// non-negative caps and threshold, known merchants, a window that starts
 /// before it ends, and rate windows of at most [`MAX_RATE_WINDOW_MINUTES`]
 /// with a positive length.
-fn policy_valid(p: &gate::Policy, merchants: &[String]) -> bool {
+fn policy_valid(p: &gate_core::Policy, merchants: &[String]) -> bool {
     let currency_ok = p.currency.len() == 3 && p.currency.bytes().all(|b| b.is_ascii_uppercase());
     let money_ok = p.per_transaction_cap_paise >= 0
         && p.daily_cap_paise >= 0

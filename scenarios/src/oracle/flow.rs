@@ -27,7 +27,7 @@
 //! authority, by the requesting agent or an approving human of its tenant.
 
 use chrono::Duration;
-use gate::Reason;
+use gate_core::Reason;
 
 use super::OracleError;
 use super::Outcome;

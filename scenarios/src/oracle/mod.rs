@@ -28,7 +28,7 @@ mod state;
 
 use std::collections::BTreeMap;
 
-use gate::Reason;
+use gate_core::Reason;
 
 use crate::expect::DecisionKind;
 use crate::scenario::Scenario;

@@ -33,7 +33,7 @@
 //! The oracle's authority ids are [`authority_id`]'s, which a `receipt` step
 //! fills into a body. A raw body moves no money at the simulated provider.
 
-use gate::Reason;
+use gate_core::Reason;
 use sha2::{Digest, Sha256};
 
 use super::Outcome;

@@ -11,7 +11,7 @@
 //! applies precedence steps 5 to 8 to a purchase re-derived from the current
 //! catalog.
 
-use gate::Reason;
+use gate_core::Reason;
 use serde::Deserialize;
 use serde_json::Value as Json;
 

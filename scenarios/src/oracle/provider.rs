@@ -25,7 +25,7 @@
 //!   changes. Running it again changes nothing.
 
 use chrono::Duration;
-use gate::Reason;
+use gate_core::Reason;
 
 use super::Outcome;
 use super::payments;

@@ -11,9 +11,9 @@ use chrono::{DateTime, Duration, NaiveDate, Utc};
 
 use crate::verbs::ProviderMode;
 use crate::world::World;
-use gate::CatalogItem;
-use gate::Policy;
-use gate::service::TenantSeed;
+use gate_core::CatalogItem;
+use gate_core::Policy;
+use gate_core::TenantSeed;
 
 use super::{Observed, OracleError};
 

@@ -5,7 +5,9 @@
 //! check know, spelled as they spell them (SCREAMING_SNAKE_CASE) in the
 //! database, the ledger and the corpus (which deserializes a scenario's
 //! `request_states` into this type); a stored or written spelling that is
-//! not one of them is a decode error, never a default. Which states hold a reservation
+//! not one of them is an error ([`UnknownState`]), never a default: the
+//! gate reads a stored state through [`TryFrom<String>`], so a row holding
+//! another spelling is a decode error. Which states hold a reservation
 //! is [`RequestState::reserves`], the one list the transition and the
 //! `ck_request_reservation_matches_state` check agree on.
 
@@ -13,10 +15,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use sqlx::Postgres;
-use sqlx::encode::IsNull;
-use sqlx::error::BoxDynError;
-use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
 
 /// The state of a payment request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -104,26 +102,10 @@ impl FromStr for RequestState {
     }
 }
 
-impl sqlx::Type<Postgres> for RequestState {
-    fn type_info() -> PgTypeInfo {
-        <&str as sqlx::Type<Postgres>>::type_info()
-    }
-
-    fn compatible(ty: &PgTypeInfo) -> bool {
-        <&str as sqlx::Type<Postgres>>::compatible(ty)
-    }
-}
-
-impl<'r> sqlx::Decode<'r, Postgres> for RequestState {
-    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
-        let text = <&str as sqlx::Decode<Postgres>>::decode(value)?;
-        Ok(text.parse()?)
-    }
-}
-
-impl sqlx::Encode<'_, Postgres> for RequestState {
-    fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
-        <&str as sqlx::Encode<Postgres>>::encode(self.as_str(), buf)
+impl TryFrom<String> for RequestState {
+    type Error = UnknownState;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
     }
 }
 
@@ -154,6 +136,14 @@ mod tests {
             Err(UnknownState("captured".into()))
         );
         assert!("".parse::<RequestState>().is_err());
+        assert_eq!(
+            RequestState::try_from("CAPTURED\0".to_string()),
+            Err(UnknownState("CAPTURED\0".into()))
+        );
+        assert_eq!(
+            RequestState::try_from("NEEDS_REVIEW".to_string()),
+            Ok(RequestState::NeedsReview)
+        );
     }
 
     #[test]
