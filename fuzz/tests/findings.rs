@@ -26,7 +26,7 @@ fn input(kind: &str, target: &str, name: &str) -> Vec<u8> {
 /// `{"sku":"CLOUD\u0000STARTER","quantity":2,"purpose":"team credits"}`:
 /// found at f89e743: `parse_proposal` accepted the sku, and recording the
 /// request failed with `invalid byte sequence for encoding "UTF8": 0x00`.
-/// Fixed on main by the identifier rules (issue 8, item 1).
+/// Refused by the identifier rules.
 #[tokio::test]
 async fn a_nul_in_the_sku_is_an_answer_not_a_database_error() -> TestResult {
     let Some((db, gate)) = standard_gate().await? else {

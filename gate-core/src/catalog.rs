@@ -253,7 +253,7 @@ pub(crate) mod tests {
         assert_ne!(a.digest(), moved.digest());
     }
 
-    // The outside audit (issue 14): a row that does not say `available`.
+    // The outside audit: a row that does not say `available`.
 
     #[test]
     fn a_catalog_row_without_available_is_available() {

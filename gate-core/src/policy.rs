@@ -744,7 +744,7 @@ pub(crate) mod tests {
         assert!(serde_json::from_value::<Policy>(serde_json::Value::Object(obj)).is_err());
     }
 
-    // The outside audit (issue 14): boundaries that a mutant could move so
+    // The outside audit: boundaries that a mutant could move so
     // that the gate refuses too much.
 
     #[test]

@@ -417,7 +417,7 @@ mod tests {
         assert_eq!(read_body(&body[..]).as_deref(), Ok(&body[..]));
     }
 
-    // The outside audit (issue 14): a body of exactly the limit.
+    // The outside audit: a body of exactly the limit.
 
     /// A well-formed body padded with JSON whitespace to exactly `len` bytes.
     fn body_of(len: usize) -> Vec<u8> {

@@ -1,4 +1,4 @@
-//! The outside mutation audit (issue 14): the latest committed
+//! The outside mutation audit: the latest committed
 //! reports/outside-mutants.json has no survivor that
 //! mutations/outside-audit.yaml leaves unclassified, and the check that says
 //! so can fail. Needs no database: it reads the committed files only.

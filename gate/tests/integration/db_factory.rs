@@ -3,7 +3,7 @@
 //! database (never a silent skip), the owner's connect options reach that
 //! database as the owner, `Debug` names it without its credentials, both
 //! ways of dropping one remove it from the server, and the template's name
-//! is the hash of the migrations. Found by the outside audit (issue 14):
+//! is the hash of the migrations. Found by the outside audit:
 //! every other test only uses the factory, so none of them would notice a
 //! factory that skipped, leaked or kept a stale template.
 

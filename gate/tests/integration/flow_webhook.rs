@@ -474,7 +474,7 @@ async fn a_failed_attempt_keeps_the_request_pending_with_its_reservations() -> T
             w.gate.delegation_spent_paise("acme", "d-buyer").await?,
             Some(60000)
         );
-        // Then the customer pays: the capture is recorded (issue 10's second path).
+        // Then the customer pays: the capture is recorded (the second path).
         assert!(send(w, &capture(w, "evt_cap", &order)).await?.is_ok());
         assert_eq!(
             w.gate.request_state("acme", &request).await?.as_deref(),

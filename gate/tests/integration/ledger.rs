@@ -365,7 +365,7 @@ async fn a_cut_tail_refilled_by_the_gate_is_named_by_the_anchor() -> TestResult 
     .await
 }
 
-/// Issue 14, item 2: the instant is covered. Only the `at` column changes.
+/// The instant is covered. Only the `at` column changes.
 #[tokio::test]
 async fn an_entry_whose_instant_alone_was_changed_is_named() -> TestResult {
     on_world(async |w| {
@@ -498,7 +498,7 @@ async fn an_entry_moved_to_another_chain_is_named_in_both() -> TestResult {
     .await
 }
 
-// ---- the head row at its edges (issue 14, item 3) ---------------------------
+// ---- the head row at its edges -------------------------------------------
 
 #[tokio::test]
 async fn verify_names_a_missing_head_row_and_the_gate_will_not_append() -> TestResult {

@@ -1,4 +1,4 @@
-//! The gaps an outside mutation audit (cargo-mutants, issue 14) found in the
+//! The gaps an outside mutation audit (cargo-mutants) found in the
 //! database-backed gate, each closed by a test named for what it proves:
 //! approval counts today's spend in the engine itself (not only through the
 //! database's refusal further down) and records the decision it took; the

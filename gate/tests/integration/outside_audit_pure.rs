@@ -1,5 +1,5 @@
 //! The outside audit's survivors in the pure engine (cargo-mutants over the
-//! gate crate, issue 14), each closed by a test named for what it proves. No
+//! gate crate), each closed by a test named for what it proves. No
 //! database: these call the engine's public API, so adding them leaves the
 //! mutated files (and the audit's verdicts on them) untouched.
 
@@ -146,7 +146,7 @@ fn a_purchase_over_the_transaction_cap_reports_the_cap_it_hit() {
     );
 }
 
-// --- gate/src/provider/model.rs (the provider's book, issue 14's second run) ---
+// --- gate/src/provider/model.rs (the provider's book) ---
 
 fn order_request(receipt: &str) -> gate::provider::OrderRequest {
     gate::provider::OrderRequest {
@@ -201,7 +201,7 @@ fn a_book_lists_every_payment_in_the_order_they_happened() {
     assert_eq!(book.payments(), [a, b, c]);
 }
 
-// --- gate/src/service/ledger.rs (the verification report, issue 14's second run) ---
+// --- gate/src/service/ledger.rs (the verification report) ---
 
 fn chain_report(
     tenant: &str,
@@ -279,7 +279,7 @@ fn a_ledger_report_lists_every_break_in_tenant_order_and_finds_each_chain() {
     assert!(broken.chain("delta").is_none());
 }
 
-// --- gate/src/provider/{mod, in_process}.rs (issue 14's third run) ---
+// --- gate/src/provider/{mod, in_process}.rs ---
 
 #[test]
 fn only_an_answer_that_proves_no_order_exists_is_a_definite_refusal() {

@@ -12,9 +12,9 @@ use super::stats::{format_rate, median, min_max, ratio};
 
 /// The pure engine's goal: decisions per second on one core.
 pub const DECISIONS_GOAL_PER_SEC: f64 = 200_000.0;
-/// The database-backed gate's goal (issue 13): the whole committed corpus within this many seconds.
+/// The database-backed gate's goal: the whole committed corpus within this many seconds.
 pub const DB_CORPUS_GOAL_SECS: f64 = 15.0;
-/// The database-backed gate's goal (issue 13): all 10,000 generated scenarios within this many seconds.
+/// The database-backed gate's goal: all 10,000 generated scenarios within this many seconds.
 pub const DB_GENERATED_GOAL_SECS: f64 = 180.0;
 /// Per-scenario cost may drift this far (either way) from the smallest size
 /// and still count as linear growth.

@@ -11,7 +11,7 @@ use crate::perf::load::{Cell, LatencyRow, Load, LoadRow, Shape, Unguarded};
 use crate::perf::statements::Breakdown;
 use crate::perf::stats::{format_rate, ratio, thousands};
 
-/// Goals of issue 13, as ratios to pgbench at 8 clients.
+/// The load goals, as ratios to pgbench at 8 clients.
 pub const PROPOSE_ONE_TENANT_GOAL: f64 = 0.1;
 pub const PROPOSE_TENANT_PER_CLIENT_GOAL: f64 = 0.5;
 pub const FLOW_TENANT_PER_CLIENT_GOAL: f64 = 0.15;
