@@ -567,8 +567,11 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
                 return Ok((id.clone(), row));
             };
             if ps.is_empty() {
-                row.note =
-                    Some("no twin and no other guard of its threat to pair it with".to_string());
+                row.note = Some(if args.pair_limit == 0 {
+                    "no twin to pair it with (--pair-limit 0)".to_string()
+                } else {
+                    "no twin and no other guard of its threat to pair it with".to_string()
+                });
             }
             let mut empty = Vec::new();
             for (n, partner) in ps.iter().enumerate() {
