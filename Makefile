@@ -107,7 +107,8 @@ mutation-report:
 # What the corpus proves per guard: the committed corpus through the database
 # engine once per guard switched off (one schemata build of the harness;
 # schema guards dropped from every database the benchmark makes), and with a
-# same-threat partner where one alone lets no attack through; merged into the
+# partner where one alone lets no attack through (its registry twins, then the
+# guards of its threat); merged into the
 # reports/mutations.* that mutation-report wrote. Not in verify: a quarter of
 # the registry (52 guards, 262 benchmark runs) took 18 min 23 s on 2 busy
 # cores, so the whole registry is about 70 minutes (208 single runs at about

@@ -6,7 +6,8 @@
 //! variables; every guard names at least one well-formed test; a source guard
 //! has exactly one selector (`produces` or `contains`); `clause` is given
 //! exactly when the operator is `weaken`; a schema guard's operator is
-//! `delete` (drop the object). Whether the locators still match the code is
+//! `delete` (drop the object); `twins` (optional) names other guards of the
+//! registry, each once, never the guard itself. Whether the locators still match the code is
 //! *not* checked here (see [`crate::locate`] and [`crate::sanity`]).
 //!
 //! ```yaml
@@ -215,6 +216,10 @@ pub struct Guard {
     pub operator: Operator,
     /// Where it is.
     pub locator: Locator,
+    /// The guards that refuse the same thing first (of any threat): the
+    /// corpus run switches each off together with this one before it tries
+    /// the guards of the same threat.
+    pub twins: Vec<String>,
 }
 
 impl Guard {
@@ -250,6 +255,8 @@ struct RawGuard {
     tests: Vec<TestRef>,
     operator: Operator,
     locator: RawLocator,
+    #[serde(default)]
+    twins: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -353,6 +360,14 @@ impl TryFrom<RawGuard> for Guard {
                 "names no tests; a guard no test defends is not a guard".into(),
             ));
         }
+        let mut twins = BTreeSet::new();
+        for t in &raw.twins {
+            if !is_valid_id(t) || *t == id || !twins.insert(t.as_str()) {
+                return Err(fail(format!(
+                    "`twins` names `{t}`: a twin is another guard's id, named once"
+                )));
+            }
+        }
         let l = raw.locator;
         let locator = match raw.kind {
             GuardKind::Source => {
@@ -441,6 +456,7 @@ impl TryFrom<RawGuard> for Guard {
             tests: raw.tests,
             operator: raw.operator,
             locator,
+            twins: raw.twins,
         })
     }
 }
@@ -523,6 +539,14 @@ impl Registry {
                 return Err(Error::RegistryEntry {
                     id: guard.id.clone(),
                     message: "id is used twice".into(),
+                });
+            }
+        }
+        for guard in &registry.guards {
+            if let Some(t) = guard.twins.iter().find(|t| !seen.contains(t.as_str())) {
+                return Err(Error::RegistryEntry {
+                    id: guard.id.clone(),
+                    message: format!("`twins` names `{t}`, which is not in the registry"),
                 });
             }
         }

@@ -70,7 +70,7 @@ pub struct CorpusRun {
     pub scenarios: usize,
     /// Benchmark runs: the baseline, one per guard, one per pair tried.
     pub bench_runs: usize,
-    /// The most partners (same threat) tried for one guard.
+    /// The most partners tried for one guard (named twins are always tried).
     pub pair_limit: usize,
     /// Building the instrumented harness once.
     pub build_secs: f64,
@@ -81,7 +81,8 @@ pub struct CorpusRun {
 
 /// The corpus run's counts over the guards (each guard is in exactly one of
 /// `depended`, `covered`, `unit_only`, `error`; `reason_only` counts the
-/// guards not depended on whose deletion still changed a reason).
+/// guards not depended on whose deletion still changed a reason), and the
+/// same four counts over the money guards alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CorpusSummary {
     pub judged: usize,
@@ -90,6 +91,59 @@ pub struct CorpusSummary {
     pub unit_only: usize,
     pub error: usize,
     pub reason_only: usize,
+    #[serde(default)]
+    pub money: MoneySummary,
+}
+
+/// The corpus run's counts over the money guards ([`is_money_threat`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoneySummary {
+    pub judged: usize,
+    pub depended: usize,
+    pub covered: usize,
+    pub unit_only: usize,
+    pub error: usize,
+}
+
+/// The threats where money or authority moves, so that a guard of one of
+/// them that nothing in the corpus depends on is a gap the corpus must close
+/// (by a scenario that sends its attack, or by a second guard proven to
+/// refuse the same thing): a checkout authority issued, reused or widened;
+/// a provider event that captures; a charge made twice, replayed or keyed to
+/// another request; two writers racing for one authority or one day's
+/// budget; an amount, day total, currency or merchant past what the policy
+/// allows; a delegated budget widened, oversubscribed or left stranded; an
+/// approval given by the wrong person or used twice. The other threats
+/// (malformed input, unstorable identifiers, cross-tenant ids, unsigned
+/// mandates, operator edits) refuse before anything is reserved or paid: a
+/// guard of theirs left to a unit test moves no money by itself. A pattern
+/// ending in `.*` is every threat of that family.
+pub const MONEY_THREATS: &[&str] = &[
+    "checkout-authority.*",
+    "provider-event.*",
+    "ledger.double-charge",
+    "ledger.replay",
+    "ledger.idempotency-key-collision",
+    "database-constraint.concurrent-double-use",
+    "database-constraint.concurrent-overspend",
+    "policy.amount-over-cap",
+    "policy.daily-budget-evasion",
+    "policy.mixed-currency-cap",
+    "policy.currency-substitution",
+    "policy.merchant-substitution",
+    "delegation.budget-exhaustion",
+    "delegation.widening",
+    "delegation.sibling-oversubscription",
+    "delegation.stranded-allocation",
+    "approval.*",
+];
+
+/// Whether a guard of `threat` is a money guard ([`MONEY_THREATS`]).
+pub fn is_money_threat(threat: &str) -> bool {
+    MONEY_THREATS.iter().any(|p| match p.strip_suffix('*') {
+        Some(family) => threat.starts_with(family) && threat.len() > family.len(),
+        None => threat == *p,
+    })
 }
 
 /// What the corpus says about one guard.
@@ -100,7 +154,8 @@ pub enum CorpusEffect {
     /// longer blocked: money or authority would move.
     Unblocks,
     /// Deleted alone, no attack gets through; deleted together with
-    /// `covered_by` (same threat), one that neither unblocks alone does.
+    /// `covered_by` (a named twin or a guard of the same threat), one that
+    /// neither unblocks alone does.
     Covered,
     /// Deleted alone and with every partner tried, no attack gets through:
     /// only its unit and flow tests prove it.
@@ -130,13 +185,17 @@ pub struct GuardCorpus {
     /// Scenarios that only changed a reason: an attack still blocked but not
     /// for the expected reason, or a legitimate scenario that fails.
     pub reason_only: Vec<String>,
-    /// The guard of the same threat that refuses the same thing.
+    /// The guard that refuses the same thing: a named twin, or one of the
+    /// same threat.
     pub covered_by: Option<String>,
     /// The attacks that get through with both off (and with neither alone).
     pub covered_scenarios: Vec<String>,
     /// Partners switched off together with this guard.
     pub pairs_tried: usize,
     pub note: Option<String>,
+    /// Whether its threat is a money threat ([`is_money_threat`]).
+    #[serde(default)]
+    pub money: bool,
 }
 
 impl GuardCorpus {
@@ -201,6 +260,16 @@ impl CorpusSummary {
             }
             if c.effect != CorpusEffect::Unblocks && !c.reason_only.is_empty() {
                 s.reason_only += 1;
+            }
+            if c.money {
+                let m = &mut s.money;
+                m.judged += 1;
+                match c.effect {
+                    CorpusEffect::Unblocks => m.depended += 1,
+                    CorpusEffect::Covered => m.covered += 1,
+                    CorpusEffect::UnitOnly => m.unit_only += 1,
+                    CorpusEffect::Error => m.error += 1,
+                }
             }
         }
         s
@@ -432,14 +501,18 @@ impl MutationReport {
     }
 
     /// Merges a corpus run: `rows` by guard id (a guard it did not judge
-    /// keeps no corpus columns), and the run's summary recounted from them.
+    /// keeps no corpus columns, a row's `money` follows the guard's threat),
+    /// and the run's summary recounted from them.
     pub fn with_corpus(
         mut self,
         mut run: CorpusRun,
         rows: &BTreeMap<String, GuardCorpus>,
     ) -> MutationReport {
         for g in &mut self.guards {
-            g.corpus = rows.get(&g.id).cloned();
+            g.corpus = rows.get(&g.id).cloned().map(|mut c| {
+                c.money = is_money_threat(&g.threat);
+                c
+            });
         }
         run.summary = CorpusSummary::of(self.guards.iter().filter_map(|g| g.corpus.as_ref()));
         self.corpus = Some(run);
@@ -767,9 +840,9 @@ fn render_corpus(o: &mut String, c: &CorpusRun, guards: &[GuardRow]) {
         "Generated by `{}`: the committed corpus ({} scenarios sent and passing on the database \
          engine unmutated) run once per guard switched off (source guards through the schemata \
          switch, schema guards dropped from every database the benchmark used), and, for a guard \
-         whose deletion alone lets no attack through, again with each other guard of the same \
-         threat switched off with it, over that threat's scenarios (at most {} partners, first \
-         hit reported). {} benchmark \
+         whose deletion alone lets no attack through, again with each of its named twins and then \
+         each other guard of the same threat switched off with it, over the scenarios of both \
+         guards' threats (every twin, and at most {} partners in all, first hit reported). {} benchmark \
          runs; build {}; whole run {}.\n",
         c.generated_by,
         c.scenarios,
@@ -786,8 +859,9 @@ fn render_corpus(o: &mut String, c: &CorpusRun, guards: &[GuardRow]) {
     );
     let _ = writeln!(
         o,
-        "- **{}** are **covered by another guard** of the same threat: alone, no attack gets \
-         through; with that guard also off, an attack of their threat does.",
+        "- **{}** are **covered by another guard** (a named twin, or one of the same threat): \
+         alone, no attack gets through; with that guard also off, an attack of either's threat \
+         does.",
         s.covered
     );
     let _ = writeln!(
@@ -799,6 +873,23 @@ fn render_corpus(o: &mut String, c: &CorpusRun, guards: &[GuardRow]) {
     if s.error > 0 {
         let _ = writeln!(o, "- **{}** could not be judged (see the note).", s.error);
     }
+    let m = &s.money;
+    let _ = writeln!(
+        o,
+        "- Of these, **{}** are **money guards** (a guard of a threat where money or authority \
+         moves: `{}`): the corpus **depends on {}**, **{}** are covered by another guard, **{}** \
+         only a unit or flow test covers{}.",
+        m.judged,
+        MONEY_THREATS.join("`, `"),
+        m.depended,
+        m.covered,
+        m.unit_only,
+        if m.error > 0 {
+            format!(", {} could not be judged", m.error)
+        } else {
+            String::new()
+        }
+    );
     let _ = writeln!(
         o,
         "- {} of the guards not depended on still change a reason in the corpus when deleted.\n",
@@ -990,6 +1081,7 @@ exempt:
                 .unwrap_or_default(),
             pairs_tried: usize::from(by.is_some()),
             note: None,
+            money: false,
         };
         let rows = BTreeMap::from([
             (
@@ -1043,6 +1135,81 @@ exempt:
     }
 
     #[test]
+    fn money_guards_follow_their_threat_and_are_counted_apart() {
+        for t in [
+            "checkout-authority.reuse",
+            "provider-event.duplicate-delivery",
+            "ledger.double-charge",
+            "database-constraint.concurrent-overspend",
+            "policy.amount-over-cap",
+            "delegation.widening",
+            "approval.self-approval",
+        ] {
+            assert!(is_money_threat(t), "{t}");
+        }
+        for t in [
+            "checkout-authority",
+            "ledger.unknown-tenant-write",
+            "database-constraint.cross-tenant-access",
+            "policy.unsigned-mandate",
+            "tool-boundary.numeric-confusion",
+            "delegation.malformed-grant",
+        ] {
+            assert!(!is_money_threat(t), "{t}");
+        }
+        let registry = Registry::parse(REG, Path::new("r.yaml")).unwrap();
+        let full = run(
+            Mode::Schemata,
+            vec![
+                outcome("cap", GuardKind::Source, Verdict::Caught, 1.0),
+                outcome("db-once", GuardKind::Schema, Verdict::Caught, 2.0),
+            ],
+            10.0,
+        );
+        let plain = MutationReport::build(&registry, "harness mutate", 2, &full, None);
+        let row = |effect| GuardCorpus {
+            effect,
+            unblocked: Vec::new(),
+            reason_only: Vec::new(),
+            covered_by: None,
+            covered_scenarios: Vec::new(),
+            pairs_tried: 0,
+            note: None,
+            money: false,
+        };
+        // Rows written without the money column take it from the report's threat.
+        let rows = BTreeMap::from([
+            ("cap".to_string(), row(CorpusEffect::Unblocks)),
+            ("db-once".to_string(), row(CorpusEffect::UnitOnly)),
+            ("gone".to_string(), row(CorpusEffect::UnitOnly)),
+        ]);
+        let corpus = CorpusRun {
+            generated_by: "harness mutate --corpus".into(),
+            scenarios: 4,
+            bench_runs: 3,
+            pair_limit: 3,
+            build_secs: 1.0,
+            elapsed_secs: 2.0,
+            summary: CorpusSummary::default(),
+        };
+        let r = plain.with_corpus(corpus, &rows);
+        assert!(r.guards.iter().all(|g| g.corpus.as_ref().unwrap().money));
+        let m = &r.corpus.as_ref().unwrap().summary.money;
+        assert_eq!(
+            (m.judged, m.depended, m.covered, m.unit_only, m.error),
+            (2, 1, 0, 1, 0)
+        );
+        let md = render_markdown(&r);
+        assert!(md.contains("Of these, **2** are **money guards**"), "{md}");
+        assert!(md.contains("the corpus **depends on 1**, **0** are covered by another guard, **1** only a unit or flow test covers."), "{md}");
+        // A summary written before the money counts existed still reads.
+        let old =
+            r#"{"judged":1,"depended":1,"covered":0,"unit_only":0,"error":0,"reason_only":0}"#;
+        let s: CorpusSummary = serde_json::from_str(old).unwrap();
+        assert_eq!(s.money, MoneySummary::default());
+    }
+
+    #[test]
     fn corpus_runs_combine_in_order_later_rows_winning() {
         let row = |effect| GuardCorpus {
             effect,
@@ -1052,6 +1219,7 @@ exempt:
             covered_scenarios: Vec::new(),
             pairs_tried: 0,
             note: None,
+            money: false,
         };
         let run = |by: &str, scenarios, runs| CorpusRun {
             generated_by: by.into(),

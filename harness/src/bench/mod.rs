@@ -79,9 +79,10 @@ pub struct BenchArgs {
     /// Run only the scenarios whose id contains this text.
     #[arg(long)]
     pub only: Option<String>,
-    /// Run only the scenarios of this threat class (taxonomy id).
+    /// Run only the scenarios of these threat classes (taxonomy ids; the
+    /// option repeats). None given: every class.
     #[arg(long, value_name = "CLASS")]
-    pub class: Option<String>,
+    pub class: Vec<String>,
     /// How many scenarios run at once (each in its own database).
     #[arg(long, default_value_t = 8)]
     pub jobs: usize,
@@ -125,9 +126,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         .iter()
         .filter(|s| args.only.as_deref().is_none_or(|o| s.id.contains(o)))
         .filter(|s| {
-            args.class
-                .as_deref()
-                .is_none_or(|c| s.class.as_deref() == Some(c))
+            args.class.is_empty() || s.class.as_ref().is_some_and(|c| args.class.contains(c))
         })
         .collect();
     if let Some(seed) = args.shuffle {

@@ -19,13 +19,16 @@
 //!   reason changed, a legitimate scenario refused, an engine error) is
 //!   `reason_only`.
 //! - A guard that unblocks nothing alone is switched off again together with
-//!   each other guard of the same threat (at most `pair_limit`, partners that
-//!   unblock nothing alone first) until a pair unblocks an attack that
-//!   neither unblocks alone ([`classify`]); that partner is `covered_by`. A
-//!   pair's benchmark runs only the scenarios of that threat class (`bench
-//!   --class`), and is compared over those: cover means an attack of the
-//!   threat both guards defend gets through. A threat with no scenario in
-//!   the corpus tries no pair, and says so.
+//!   each of its twins (the guards its registry entry names in `twins`, and
+//!   those whose entries name it: whatever their threat), then each other
+//!   guard of the same threat (partners that unblock nothing alone first;
+//!   every twin, and at most `pair_limit` partners in all), until a pair
+//!   unblocks an attack that neither unblocks alone ([`classify`]); that
+//!   partner is `covered_by`. A pair's benchmark runs only the scenarios of
+//!   the two guards' threat classes (`bench --class`, repeated), and is
+//!   compared over those; a partner not judged alone over the whole corpus
+//!   is judged alone over the classes of every pair it is in. A pair whose
+//!   threats have no scenario in the corpus is not run, and the row says so.
 //! - The rows go to `OUT/corpus.json`; with `--report-dir`, they are merged
 //!   into the `mutations.json` already there and both report files are
 //!   rewritten. Exit 0 when every selected guard was judged, 1 when any
@@ -44,7 +47,9 @@ use mutations::drop_guards::{self, DROP_GUARDS_ENV, DROP_GUARDS_LOG_ENV, LogLine
 use mutations::lane::Lane;
 use mutations::process::{self, Exit};
 use mutations::registry::{Guard, Locator};
-use mutations::report::{CorpusEffect, CorpusRun, CorpusSummary, GuardCorpus, MutationReport};
+use mutations::report::{
+    CorpusEffect, CorpusRun, CorpusSummary, GuardCorpus, MutationReport, is_money_threat,
+};
 use mutations::scratch::Scratch;
 use mutations::{Cancel, Error, Registry, RunOptions, plan};
 use serde::Deserialize;
@@ -59,7 +64,7 @@ const BENCH_LIMIT: Duration = Duration::from_secs(900);
 pub struct CorpusArgs<'a> {
     /// The corpus file or folder.
     pub corpus: PathBuf,
-    /// The most same-threat partners tried for one guard.
+    /// The most partners tried for one guard (its twins are always tried).
     pub pair_limit: usize,
     /// Benchmarks at once.
     pub jobs: usize,
@@ -94,13 +99,25 @@ pub fn baseline_of(results: Vec<ScenarioResult>) -> (Baseline, Vec<String>) {
     (kept, left_out)
 }
 
-/// The part of `baseline` of threat class `class` (all of it for `None`).
-pub fn of_class(baseline: &Baseline, class: Option<&str>) -> Baseline {
+/// The part of `baseline` of the threat classes `classes` (all of it when
+/// none is given).
+pub fn of_class(baseline: &Baseline, classes: &[&str]) -> Baseline {
     baseline
         .iter()
-        .filter(|(_, r)| class.is_none_or(|c| r.class.as_deref() == Some(c)))
+        .filter(|(_, r)| {
+            classes.is_empty() || r.class.as_deref().is_some_and(|c| classes.contains(&c))
+        })
         .map(|(k, r)| (k.clone(), r.clone()))
         .collect()
+}
+
+/// The threat classes a pair of guards is compared over: both threats, once.
+pub fn pair_classes<'r>(guard: &'r Guard, partner: &'r Guard) -> Vec<&'r str> {
+    let mut c = vec![guard.threat.as_str()];
+    if partner.threat != guard.threat {
+        c.push(partner.threat.as_str());
+    }
+    c
 }
 
 /// How `mutant` differs from `baseline`: attacks let through, and scenarios
@@ -138,6 +155,7 @@ pub fn classify(single: &Diff, pairs: &[(String, Diff, Diff)]) -> GuardCorpus {
         covered_scenarios: Vec::new(),
         pairs_tried: 0,
         note: None,
+        money: false,
     };
     if !single.unblocked.is_empty() {
         row.effect = CorpusEffect::Unblocks;
@@ -160,23 +178,39 @@ pub fn classify(single: &Diff, pairs: &[(String, Diff, Diff)]) -> GuardCorpus {
     row
 }
 
-/// The partners of `guard` to try: other guards of the same threat, those
-/// that unblock nothing alone first (a partner that does would hide the
-/// pair's own effect behind its own), at most `limit`.
+/// The partners of `guard` to try, in order: its twins (those its entry
+/// names, in that order, then the guards whose entries name it, in registry
+/// order), every one of them whatever its threat; then other guards of the
+/// same threat, those that unblock nothing alone first (a partner that does
+/// would hide the pair's own effect behind its own), until there are
+/// `limit` partners in all.
 pub fn partners<'r>(
     registry: &'r Registry,
     guard: &Guard,
     unblocks_alone: &dyn Fn(&str) -> Option<bool>,
     limit: usize,
 ) -> Vec<&'r Guard> {
+    let mut chosen: Vec<&Guard> = guard
+        .twins
+        .iter()
+        .filter_map(|t| registry.guard(t))
+        .collect();
+    for g in &registry.guards {
+        if g.twins.contains(&guard.id) && !chosen.iter().any(|c| c.id == g.id) {
+            chosen.push(g);
+        }
+    }
     let mut same: Vec<&Guard> = registry
         .guards
         .iter()
-        .filter(|g| g.threat == guard.threat && g.id != guard.id)
+        .filter(|g| {
+            g.threat == guard.threat && g.id != guard.id && !chosen.iter().any(|c| c.id == g.id)
+        })
         .collect();
     same.sort_by_key(|g| unblocks_alone(&g.id).unwrap_or(false));
-    same.truncate(limit);
-    same
+    same.truncate(limit.saturating_sub(chosen.len()));
+    chosen.extend(same);
+    chosen
 }
 
 #[derive(Debug, Deserialize)]
@@ -199,9 +233,9 @@ struct Bench<'a> {
 type Ran = std::result::Result<Vec<ScenarioResult>, String>;
 
 impl Bench<'_> {
-    /// Runs the corpus (only the scenarios of `class`, when given) with the
-    /// guards `ids` off (none: the baseline).
-    fn run(&self, ids: &[&str], class: Option<&str>, cancel: &Cancel) -> Result<Ran> {
+    /// Runs the corpus (only the scenarios of `classes`, when any is given)
+    /// with the guards `ids` off (none: the baseline).
+    fn run(&self, ids: &[&str], classes: &[&str], cancel: &Cancel) -> Result<Ran> {
         let tag = if ids.is_empty() {
             "baseline".to_string()
         } else {
@@ -217,7 +251,7 @@ impl Bench<'_> {
             .arg(self.corpus)
             .arg("--out")
             .arg(&dir)
-            .args(class.map(|c| ["--class", c]).into_iter().flatten())
+            .args(classes.iter().flat_map(|c| ["--class", c]))
             .env_remove(self.switch_env)
             .env_remove(DROP_GUARDS_ENV)
             .env_remove(DROP_GUARDS_LOG_ENV)
@@ -433,7 +467,7 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
     };
     let mut runs = 1usize;
     eprintln!("corpus: the baseline (nothing switched off)");
-    let base = match bench.run(&[], None, cancel)? {
+    let base = match bench.run(&[], &[], cancel)? {
         Ok(r) => r,
         Err(e) => bail!("the unmutated benchmark failed: {e}"),
     };
@@ -451,7 +485,7 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
     let singles: Vec<std::result::Result<Diff, String>> =
         parallel(&selected, args.jobs, cancel, &|id: &String| {
             let d = bench
-                .run(&[id.as_str()], None, cancel)?
+                .run(&[id.as_str()], &[], cancel)?
                 .map(|r| diff(&baseline, &r));
             shown.done(id, &d);
             Ok(d)
@@ -478,38 +512,50 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
         let ps = partners(&registry, g, &known, args.pair_limit);
         plans.push(((*id).clone(), ps.iter().map(|p| p.id.clone()).collect()));
     }
-    let missing: Vec<String> = plans
-        .iter()
-        .flat_map(|(_, ps)| ps.iter())
-        .filter(|p| !alone.contains_key(*p))
-        .cloned()
-        .collect::<BTreeSet<_>>()
+    // A partner not judged alone is judged over the classes of its pairs.
+    let mut missing_classes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (id, ps) in &plans {
+        for p in ps.iter().filter(|p| !alone.contains_key(*p)) {
+            let (Some(g), Some(pg)) = (registry.guard(id), registry.guard(p)) else {
+                continue;
+            };
+            missing_classes
+                .entry(p.clone())
+                .or_default()
+                .extend(pair_classes(g, pg).into_iter().map(str::to_string));
+        }
+    }
+    let missing: Vec<(String, Vec<String>)> = missing_classes
         .into_iter()
+        .map(|(p, c)| (p, c.into_iter().collect()))
         .collect();
     if !missing.is_empty() {
         let shown = Shown::new(missing.len(), "corpus: partners alone");
-        let more = parallel(&missing, args.jobs, cancel, &|id: &String| {
-            let class = registry.guard(id).map(|g| g.threat.as_str());
+        let more = parallel(&missing, args.jobs, cancel, &|(id, classes): &(
+            String,
+            Vec<String>,
+        )| {
+            let classes: Vec<&str> = classes.iter().map(String::as_str).collect();
             let d = bench
-                .run(&[id.as_str()], class, cancel)?
-                .map(|r| diff(&of_class(&baseline, class), &r));
+                .run(&[id.as_str()], &classes, cancel)?
+                .map(|r| diff(&of_class(&baseline, &classes), &r));
             shown.done(id, &d);
             Ok(d)
         })?;
         shown.bar.finish_and_clear();
         runs += missing.len();
-        alone.extend(missing.into_iter().zip(more));
+        alone.extend(missing.into_iter().map(|(id, _)| id).zip(more));
     }
 
     // The pairs, each guard's partners in order until the first hit.
     let total_pairs: usize = plans.iter().map(|(_, ps)| ps.len()).sum();
-    let shown = Shown::new(total_pairs, "corpus: pairs (same threat)");
+    let shown = Shown::new(total_pairs, "corpus: pairs (twins, then same threat)");
     let pair_runs = Mutex::new(0usize);
-    let paired: Vec<(String, GuardCorpus)> =
-        parallel(&plans, args.jobs, cancel, &|(id, ps): &(
-            String,
-            Vec<String>,
-        )| {
+    let paired: Vec<(String, GuardCorpus)> = parallel(
+        &plans,
+        args.jobs,
+        cancel,
+        &|(id, ps): &(String, Vec<String>)| {
             let single = match alone.get(id) {
                 Some(Ok(d)) => d.clone(),
                 _ => Diff::default(),
@@ -517,27 +563,37 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
             let mut tried = Vec::new();
             let mut row = classify(&single, &tried);
             let mut skipped = Vec::new();
-            let class = registry.guard(id).map(|g| g.threat.as_str());
-            let in_class = of_class(&baseline, class);
-            if in_class.is_empty() {
-                shown.bar.inc(ps.len() as u64);
-                row.note = Some(format!(
-                    "no scenario of its threat ({}) in the corpus: no pair can show a cover",
-                    class.unwrap_or("?")
-                ));
+            let Some(guard) = registry.guard(id) else {
                 return Ok((id.clone(), row));
-            }
+            };
             if ps.is_empty() {
-                row.note = Some("no other guard of its threat to pair it with".to_string());
+                row.note = Some(if args.pair_limit == 0 {
+                    "no twin to pair it with (--pair-limit 0)".to_string()
+                } else {
+                    "no twin and no other guard of its threat to pair it with".to_string()
+                });
             }
+            let mut empty = Vec::new();
             for (n, partner) in ps.iter().enumerate() {
+                let Some(pg) = registry.guard(partner) else {
+                    skipped.push(partner.clone());
+                    shown.bar.inc(1);
+                    continue;
+                };
+                let classes = pair_classes(guard, pg);
+                let in_class = of_class(&baseline, &classes);
+                if in_class.is_empty() {
+                    empty.push(partner.clone());
+                    shown.bar.inc(1);
+                    continue;
+                }
                 let Some(Ok(partner_alone)) = alone.get(partner) else {
                     skipped.push(partner.clone());
                     shown.bar.inc(1);
                     continue;
                 };
                 let both = bench
-                    .run(&[id.as_str(), partner.as_str()], class, cancel)?
+                    .run(&[id.as_str(), partner.as_str()], &classes, cancel)?
                     .map(|r| diff(&in_class, &r));
                 if let Ok(mut r) = pair_runs.lock() {
                     *r += 1;
@@ -553,14 +609,26 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
                     break;
                 }
             }
+            let mut notes = Vec::new();
+            if !empty.is_empty() {
+                notes.push(format!(
+                    "no scenario of its threat ({}) or its partner's in the corpus: no pair with {} can show a cover",
+                    guard.threat,
+                    empty.join(", ")
+                ));
+            }
             if !skipped.is_empty() {
-                row.note = Some(format!(
+                notes.push(format!(
                     "pairs not judged (the partner or the pair could not run): {}",
                     skipped.join(", ")
                 ));
             }
+            if !notes.is_empty() {
+                row.note = Some(notes.join("; "));
+            }
             Ok((id.clone(), row))
-        })?;
+        },
+    )?;
     shown.bar.finish_and_clear();
     runs += pair_runs.into_inner().unwrap_or(0);
     let paired: BTreeMap<String, GuardCorpus> = paired.into_iter().collect();
@@ -573,6 +641,12 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
             (Some(Ok(d)), None) => classify(d, &[]),
             (Some(Err(e)), None) => not_judged(e),
             (None, None) => not_judged("not run"),
+        };
+        let row = GuardCorpus {
+            money: registry
+                .guard(id)
+                .is_some_and(|g| is_money_threat(&g.threat)),
+            ..row
         };
         if row.effect == CorpusEffect::Error {
             errors += 1;
@@ -620,6 +694,10 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
         s.unit_only,
         s.error,
         s.reason_only
+    );
+    println!(
+        "corpus: money guards: {} judged, the corpus depends on {}, {} covered by another, {} unit only, {} not judged",
+        s.money.judged, s.money.depended, s.money.covered, s.money.unit_only, s.money.error
     );
     println!("corpus rows: {}{report_line}", json.display());
     Ok(if errors == 0 {
@@ -702,6 +780,7 @@ fn not_judged(e: &str) -> GuardCorpus {
         covered_scenarios: Vec::new(),
         pairs_tried: 0,
         note: Some(e.to_string()),
+        money: false,
     }
 }
 
@@ -783,10 +862,11 @@ mod tests {
         let mut b = result("b", Label::Attack, true, true);
         b.class = Some("t.two".into());
         let (base, _) = baseline_of(vec![a.clone(), b]);
-        let one = of_class(&base, Some("t.one"));
+        let one = of_class(&base, &["t.one"]);
         assert_eq!(one.keys().collect::<Vec<_>>(), ["a"]);
-        assert_eq!(of_class(&base, None).len(), 2);
-        assert!(of_class(&base, Some("t.three")).is_empty());
+        assert_eq!(of_class(&base, &[]).len(), 2);
+        assert_eq!(of_class(&base, &["t.two", "t.one"]).len(), 2);
+        assert!(of_class(&base, &["t.three"]).is_empty());
         // A benchmark of t.one's scenarios, compared over them: `b` did not
         // run, and is not a change.
         a.blocked = false;
@@ -869,5 +949,95 @@ guards:
             .map(|g| g.id.as_str())
             .collect();
         assert_eq!(got, ["c"]);
+    }
+
+    const TWINS: &str = r#"
+guards:
+  - {id: a, kind: source, invariant: i, threat: t.one, tests: ["gate/lib::x::a"], operator: delete,
+     locator: {file: gate/src/x.rs, function: f, produces: A}, twins: [db-z, d]}
+  - {id: b, kind: source, invariant: i, threat: t.one, tests: ["gate/lib::x::b"], operator: delete,
+     locator: {file: gate/src/x.rs, function: f, produces: B}}
+  - {id: c, kind: source, invariant: i, threat: t.one, tests: ["gate/lib::x::c"], operator: delete,
+     locator: {file: gate/src/x.rs, function: f, produces: C}}
+  - {id: d, kind: source, invariant: i, threat: t.two, tests: ["gate/lib::x::d"], operator: delete,
+     locator: {file: gate/src/x.rs, function: f, produces: D}}
+  - {id: e, kind: source, invariant: i, threat: t.three, tests: ["gate/lib::x::e"], operator: delete,
+     locator: {file: gate/src/x.rs, function: f, produces: E}, twins: [a]}
+  - {id: db-z, kind: schema, invariant: i, threat: t.four, tests: ["gate/test:db::z"], operator: delete,
+     locator: {object: ck_z, object_kind: constraint, table: t}}
+"#;
+
+    fn partner_ids(registry: &Registry, id: &str, limit: usize) -> Vec<String> {
+        let loud = |id: &str| Some(id == "b");
+        partners(registry, registry.guard(id).unwrap(), &loud, limit)
+            .iter()
+            .map(|g| g.id.clone())
+            .collect()
+    }
+
+    #[test]
+    fn named_twins_come_first_whatever_their_threat_then_the_same_threat() {
+        let registry = Registry::parse(TWINS, Path::new("r.yaml")).unwrap();
+        // `a` names db-z and d (other threats) in that order; `e` names `a`.
+        assert_eq!(partner_ids(&registry, "a", 5), ["db-z", "d", "e", "c", "b"]);
+        // The limit never drops a twin; it bounds the same-threat partners.
+        assert_eq!(partner_ids(&registry, "a", 4), ["db-z", "d", "e", "c"]);
+        assert_eq!(partner_ids(&registry, "a", 1), ["db-z", "d", "e"]);
+        assert_eq!(partner_ids(&registry, "a", 0), ["db-z", "d", "e"]);
+        // A guard named as a twin pairs back with the guard that names it,
+        // before the guards of its own threat (none here).
+        assert_eq!(partner_ids(&registry, "db-z", 3), ["a"]);
+        assert_eq!(partner_ids(&registry, "d", 3), ["a"]);
+        // A guard with no twin keeps the same-threat order.
+        assert_eq!(partner_ids(&registry, "c", 5), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_pair_across_threats_is_compared_over_both_threats_scenarios() {
+        let registry = Registry::parse(TWINS, Path::new("r.yaml")).unwrap();
+        let g = |id| registry.guard(id).unwrap();
+        assert_eq!(pair_classes(g("a"), g("db-z")), ["t.one", "t.four"]);
+        assert_eq!(pair_classes(g("a"), g("c")), ["t.one"]);
+        let mut own = result("own", Label::Attack, true, true);
+        own.class = Some("t.one".into());
+        let mut twin = result("twin", Label::Attack, true, true);
+        twin.class = Some("t.four".into());
+        let mut other = result("other", Label::Attack, true, true);
+        other.class = Some("t.two".into());
+        let (base, _) = baseline_of(vec![own, twin.clone(), other]);
+        let over = of_class(&base, &pair_classes(g("a"), g("db-z")));
+        assert_eq!(over.keys().collect::<Vec<_>>(), ["own", "twin"]);
+        // The twin's attack let through with both off is a cover.
+        twin.blocked = false;
+        twin.passed = false;
+        let both = diff(&over, std::slice::from_ref(&twin));
+        assert_eq!(both.unblocked, ids(&["twin"]));
+        let row = classify(&Diff::default(), &[("db-z".into(), both, Diff::default())]);
+        assert_eq!(
+            (row.effect, row.covered_by.as_deref()),
+            (CorpusEffect::Covered, Some("db-z"))
+        );
+    }
+
+    #[test]
+    fn a_twin_is_another_guard_of_the_registry_named_once() {
+        let bad = [
+            (
+                TWINS.replace("twins: [a]", "twins: [nope]"),
+                "not in the registry",
+            ),
+            (
+                TWINS.replace("twins: [a]", "twins: [e]"),
+                "a twin is another guard",
+            ),
+            (
+                TWINS.replace("twins: [db-z, d]", "twins: [d, d]"),
+                "named once",
+            ),
+        ];
+        for (text, want) in bad {
+            let e = Registry::parse(&text, Path::new("r.yaml")).unwrap_err();
+            assert!(e.to_string().contains(want), "{e}");
+        }
     }
 }

@@ -110,8 +110,8 @@ pub struct MutateArgs {
     tour: bool,
     /// What the corpus proves per guard: the committed corpus through the database engine
     /// once per guard switched off (schemata build; schema guards dropped), and, where one
-    /// alone lets no attack through, with each same-threat partner too; with --report-dir,
-    /// merged into the mutations.json already there.
+    /// alone lets no attack through, with each of its registry twins, then each same-threat
+    /// partner too; with --report-dir, merged into the mutations.json already there.
     #[arg(long, conflicts_with_all = ["check", "list", "cross_check", "tour"])]
     corpus: bool,
     /// With --corpus: the corpus file or folder.
@@ -122,7 +122,7 @@ pub struct MutateArgs {
         requires = "corpus"
     )]
     scenarios: PathBuf,
-    /// With --corpus: the most same-threat partners tried for one guard.
+    /// With --corpus: the most partners tried for one guard (its twins are always tried).
     #[arg(long, value_name = "N", default_value_t = 6, requires = "corpus")]
     pair_limit: usize,
     #[command(subcommand)]
