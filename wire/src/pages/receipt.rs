@@ -229,12 +229,14 @@ mod tests {
         let r = Receipt {
             request: serde_json::json!({"state": "AUTHORIZED", "decision": "allow", "purpose": purpose}),
             proposal: entry["body"].clone(),
+            proposal_raw: None,
             policy: Value::Null,
             delegation: Value::Null,
             approvals: vec![],
             authority: Value::Null,
             orders: vec![],
             events: vec![],
+            raw_events: vec![],
             entries: vec![ReceiptEntry {
                 seq: 1,
                 kind: "proposal".into(),
