@@ -295,3 +295,51 @@ bundle proves nothing about who wrote the bundle.\n\
   signatures, see above.\n"
     )
 }
+
+/// A request's bundle as a page may serve it: built read-only against the
+/// newest kept checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeptBundle {
+    /// The tenant has no such request.
+    Missing,
+    /// The entries have no kept checkpoint to be proved against (or no entry).
+    Unproved(Unproved),
+    /// The bundle's files.
+    Files(Files),
+}
+
+impl<P: crate::provider::PaymentProvider> super::Gate<P> {
+    /// The bundle of one request of the tenant against the newest kept
+    /// checkpoint covering its entries, read-only (see [`prove_kept`] and
+    /// [`files`]); `verifier` is the log's verifier key as text.
+    pub async fn kept_bundle(
+        &self,
+        tenant: &str,
+        request: &str,
+        verifier: &str,
+    ) -> Result<KeptBundle, ServiceError> {
+        if !super::views::is_plausible_id(request)
+            || pages::json_rows(&self.pool, REQUEST_SQL, tenant, request)
+                .await?
+                .is_empty()
+        {
+            return Ok(KeptBundle::Missing);
+        }
+        let proved =
+            prove_kept(&self.pool, tenant, request)
+                .await
+                .map_err(|e| ServiceError::Corrupt {
+                    what: e.to_string(),
+                })?;
+        let (checkpoint, proofs) = match proved {
+            Ok(p) => p,
+            Err(why) => return Ok(KeptBundle::Unproved(why)),
+        };
+        Ok(
+            match files(&self.pool, tenant, request, &checkpoint, &proofs, verifier).await? {
+                Some(files) => KeptBundle::Files(files),
+                None => KeptBundle::Missing,
+            },
+        )
+    }
+}
