@@ -390,6 +390,30 @@ mod tests {
     }
 
     #[test]
+    fn bytes_as_received_are_text_with_hidden_characters_spelled_out_or_hex() {
+        assert_eq!(
+            as_received(b"{\"purpose\":\"a\0b\"}"),
+            ("UTF-8 text", "{\"purpose\":\"a[U+0000]b\"}".to_owned())
+        );
+        assert_eq!(
+            as_received("x\u{202E}gpj.exe\n".as_bytes()),
+            ("UTF-8 text", "x[U+202E]gpj.exe[U+000A]".to_owned())
+        );
+        assert_eq!(
+            as_received(b"{\xff\xfe}"),
+            ("not UTF-8: hex", "7bfffe7d".to_owned())
+        );
+        let long = vec![0xffu8; 40];
+        let (form, text) = as_received(&long);
+        assert_eq!(form, "not UTF-8: hex");
+        assert_eq!(text, format!("{}\n{}", "ff".repeat(32), "ff".repeat(8)));
+        // In the page: boxed, escaped, no hidden character survives.
+        let html = raw_box("proposal-raw", "<script>\u{202E}\0".as_bytes()).into_string();
+        assert!(html.contains("&lt;script&gt;[U+202E][U+0000]"), "{html}");
+        assert!(!html.contains('\u{202E}') && !html.contains('\0'));
+    }
+
+    #[test]
     fn a_hostile_purpose_renders_as_inert_visible_text() {
         let long = "x".repeat(10 * 1024);
         let purpose = format!(
