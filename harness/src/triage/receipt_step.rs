@@ -309,8 +309,16 @@ async fn bundle(
         files.entries.len()
     );
     for (name, bytes) in &files.raw {
+        // An event's file is named by its id's SHA-256: shown by its first 12 digits.
+        let shown = match name
+            .split_once('/')
+            .and_then(|(dir, f)| Some((dir, f.split_once('.')?)))
+        {
+            Some((dir, (id, ext))) if id.len() > 12 => format!("{dir}/{}….{ext}", &id[..12]),
+            _ => name.clone(),
+        };
         say!(
-            "    {name} ({} bytes): its SHA-256 is the digest its proved entry names",
+            "    {shown} ({} bytes): its SHA-256 is the digest its proved entry names",
             bytes.len()
         );
     }
