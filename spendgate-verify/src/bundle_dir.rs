@@ -7,6 +7,9 @@
 //! DIR/checkpoint              the signed checkpoint note
 //! DIR/entries/<name>.json     one ledger entry, its stored bytes verbatim
 //! DIR/entries/<name>.tlog-proof  its c2sp.org/tlog-proof@v1 proof
+//! DIR/proposal.raw            the proposal's body as received (when kept)
+//! DIR/provider_events/<event id sha256>.body       an event's body as received
+//! DIR/provider_events/<event id sha256>.signature  its signature header as received
 //! ```
 //!
 //! (The bundle's other files, the request, policy, approvals, authority,
@@ -21,8 +24,14 @@
 //!   order, against its proof (the proof's checkpoint must verify, must be
 //!   the bundle's checkpoint byte for byte, and its audit path must bind the
 //!   entry's RFC 6962 leaf hash to that root); then that no proof is left
-//!   without its entry and that there is at least one entry. It names the
-//!   first item that fails, by its path inside the bundle.
+//!   without its entry and that there is at least one entry; then each raw
+//!   file, in name order: its SHA-256 must be the digest a proved entry of
+//!   the bundle names for it (`proposal.raw`: the `proposal` entry's
+//!   `body_sha256`; an event's `.body` and `.signature`: the
+//!   `provider_event` entry of that event id digest, its `body_sha256` and
+//!   `signature_sha256`). A changed byte, or a raw file no proved entry
+//!   names, is named by its path. (The event's HMAC itself needs the
+//!   webhook secret, which a verifier does not hold.)
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +39,7 @@ use crate::bundle::{Failure, Item, ItemError, check_all};
 use crate::merkle::leaf_hash;
 use crate::note::VerifierKey;
 use crate::proof::TlogProof;
+use sha2::{Digest, Sha256};
 
 /// The checkpoint's file name inside a bundle.
 pub const CHECKPOINT: &str = "checkpoint";
@@ -39,6 +49,14 @@ pub const ENTRIES: &str = "entries";
 pub const ENTRY_EXT: &str = "json";
 /// A proof's extension.
 pub const PROOF_EXT: &str = "tlog-proof";
+/// The proposal's body as received.
+pub const PROPOSAL_RAW: &str = "proposal.raw";
+/// The folder of provider events' raw bodies and signature headers.
+pub const EVENTS: &str = "provider_events";
+/// An event body's extension (the stem is the event id's SHA-256, hex).
+pub const EVENT_BODY_EXT: &str = "body";
+/// An event signature header's extension.
+pub const EVENT_SIGNATURE_EXT: &str = "signature";
 
 /// A bundle that could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +83,9 @@ pub struct BundleFiles {
     pub entries: Vec<EntryFiles>,
     /// Stems of proofs with no entry beside them.
     pub orphan_proofs: Vec<String>,
+    /// The raw files ([`PROPOSAL_RAW`], the events' bodies and signature
+    /// headers), by path inside the bundle, in name order.
+    pub raw: Vec<(String, Vec<u8>)>,
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, DirError> {
@@ -126,6 +147,70 @@ pub fn read(dir: &Path) -> Result<BundleFiles, DirError> {
         checkpoint,
         entries: out,
         orphan_proofs,
+        raw: read_raw(dir)?,
+    })
+}
+
+/// The raw files present: `proposal.raw` and the events' bodies and
+/// signature headers (each optional: a bundle of a request whose bytes were
+/// not kept has none).
+fn read_raw(dir: &Path) -> Result<Vec<(String, Vec<u8>)>, DirError> {
+    let mut raw = Vec::new();
+    let proposal = dir.join(PROPOSAL_RAW);
+    if proposal.exists() {
+        raw.push((PROPOSAL_RAW.to_owned(), read_file(&proposal)?));
+    }
+    let folder = dir.join(EVENTS);
+    if folder.is_dir() {
+        let listing = std::fs::read_dir(&folder).map_err(|cause| DirError {
+            path: folder.clone(),
+            cause,
+        })?;
+        let mut names = Vec::new();
+        for item in listing {
+            let item = item.map_err(|cause| DirError {
+                path: folder.clone(),
+                cause,
+            })?;
+            if let Some(name) = item.file_name().to_str() {
+                names.push(name.to_owned());
+            }
+        }
+        names.sort();
+        for name in names {
+            raw.push((format!("{EVENTS}/{name}"), read_file(&folder.join(&name))?));
+        }
+    }
+    Ok(raw)
+}
+
+/// The digest a proved entry of the bundle names for the raw file `name`,
+/// or why none does.
+fn named_digest(entries: &[serde_json::Value], name: &str) -> Result<String, ItemError> {
+    let field = |kind: &str, id: Option<&str>, key: &str| {
+        entries
+            .iter()
+            .find(|e| {
+                e["kind"] == kind
+                    && id.is_none_or(|id| e["body"]["event_id_sha256"].as_str() == Some(id))
+            })
+            .and_then(|e| e["body"][key].as_str().map(str::to_owned))
+    };
+    let found = if name == PROPOSAL_RAW {
+        field("proposal", None, "body_sha256")
+    } else if let Some(file) = name.strip_prefix(&format!("{EVENTS}/")) {
+        match file.rsplit_once('.') {
+            Some((id, EVENT_BODY_EXT)) => field("provider_event", Some(id), "body_sha256"),
+            Some((id, EVENT_SIGNATURE_EXT)) => {
+                field("provider_event", Some(id), "signature_sha256")
+            }
+            _ => None,
+        }
+    } else {
+        None
+    };
+    found.ok_or_else(|| {
+        ItemError::Other("no proved entry of the bundle names this file's SHA-256".into())
     })
 }
 
@@ -136,6 +221,13 @@ pub fn verify(
     log_key: &VerifierKey,
     origin: Option<&str>,
 ) -> Result<usize, Failure> {
+    // The entries as JSON, for the raw files' digests: those items run after
+    // every entry verified, so what they read is proved.
+    let parsed: Vec<serde_json::Value> = files
+        .entries
+        .iter()
+        .map(|e| serde_json::from_slice(&e.entry).unwrap_or_default())
+        .collect();
     let mut items = vec![Item::checkpoint(
         CHECKPOINT,
         &files.checkpoint,
@@ -177,7 +269,24 @@ pub fn verify(
             Ok(())
         }
     }));
+    for (name, bytes) in &files.raw {
+        let parsed = &parsed;
+        items.push(Item::new(name.clone(), move || {
+            let named = named_digest(parsed, name)?;
+            let actual = hex_of(&Sha256::digest(bytes));
+            if actual != named {
+                return Err(ItemError::Other(format!(
+                    "its SHA-256 is {actual}, but the proved entry names {named}"
+                )));
+            }
+            Ok(())
+        }));
+    }
     check_all(&items)
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -219,6 +328,7 @@ mod tests {
             checkpoint: note.into_bytes(),
             entries,
             orphan_proofs: Vec::new(),
+            raw: Vec::new(),
         }
     }
 
@@ -254,6 +364,88 @@ mod tests {
         let mut b = bundle(&key());
         b.entries.clear();
         assert_eq!(failed_item(verify(&b, &v, None)), "entries");
+    }
+
+    /// A bundle of a proposal entry and a provider event entry naming the
+    /// digests of `raw`'s files, each proved.
+    fn bundle_with_raw(key: &SignerKey) -> BundleFiles {
+        let sha = |b: &[u8]| hex_of(&Sha256::digest(b));
+        let (proposal, body, signature) =
+            (&b"{\"sku\":\"A\0\xff\"}"[..], &b"{}"[..], &b"ab12 "[..]);
+        let id = sha(b"evt_1");
+        let texts = [
+            format!(
+                r#"{{"kind":"proposal","body":{{"body_sha256":"{}"}}}}"#,
+                sha(proposal)
+            ),
+            format!(
+                r#"{{"kind":"provider_event","body":{{"event_id_sha256":"{id}","body_sha256":"{}","signature_sha256":"{}"}}}}"#,
+                sha(body),
+                sha(signature)
+            ),
+        ];
+        let mut tree = Tree::new();
+        for t in &texts {
+            tree.append(t.as_bytes());
+        }
+        let note = Checkpoint::new(ORIGIN, 2, tree.root()).sign(key).unwrap();
+        let entries = (0..2u64)
+            .map(|i| EntryFiles {
+                stem: format!("{:06}", i + 1),
+                entry: texts[i as usize].clone().into_bytes(),
+                proof: Some(
+                    TlogProof {
+                        extra: None,
+                        index: i,
+                        path: tree.inclusion_proof(i, 2).unwrap(),
+                        checkpoint_note: note.clone(),
+                    }
+                    .to_text()
+                    .into_bytes(),
+                ),
+            })
+            .collect();
+        BundleFiles {
+            checkpoint: note.into_bytes(),
+            entries,
+            orphan_proofs: Vec::new(),
+            raw: vec![
+                (PROPOSAL_RAW.to_owned(), proposal.to_vec()),
+                (format!("{EVENTS}/{id}.{EVENT_BODY_EXT}"), body.to_vec()),
+                (
+                    format!("{EVENTS}/{id}.{EVENT_SIGNATURE_EXT}"),
+                    signature.to_vec(),
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn each_raw_file_must_have_the_digest_its_proved_entry_names() {
+        let v = key().verifier();
+        let whole = bundle_with_raw(&key());
+        assert_eq!(verify(&whole, &v, None), Ok(7));
+        for i in 0..whole.raw.len() {
+            let name = whole.raw[i].0.clone();
+            for at in 0..whole.raw[i].1.len() {
+                let mut b = whole.clone();
+                b.raw[i].1[at] ^= 0x01;
+                assert_eq!(failed_item(verify(&b, &v, None)), name, "byte {at}");
+            }
+            let mut b = whole.clone();
+            b.raw[i].1.push(b' ');
+            assert_eq!(failed_item(verify(&b, &v, None)), name);
+        }
+        // A raw file no proved entry names.
+        let mut b = whole.clone();
+        b.raw.push((
+            format!("{EVENTS}/{}.{EVENT_BODY_EXT}", "0".repeat(64)),
+            b"{}".to_vec(),
+        ));
+        assert_eq!(
+            failed_item(verify(&b, &v, None)),
+            format!("{EVENTS}/{}.{EVENT_BODY_EXT}", "0".repeat(64))
+        );
     }
 
     #[test]

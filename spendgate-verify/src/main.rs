@@ -65,8 +65,10 @@ enum Command {
         proof: PathBuf,
     },
     /// Check an evidence bundle written by `spendgate evidence`: its
-    /// checkpoint, and every entry against its tlog proof and that
-    /// checkpoint; names the first thing that fails.
+    /// checkpoint, every entry against its tlog proof and that checkpoint,
+    /// and each raw file (the proposal's and the events' bytes as received)
+    /// against the digest its proved entry names; names the first thing
+    /// that fails.
     VerifyBundle {
         #[command(flatten)]
         log: LogKey,
@@ -163,9 +165,10 @@ fn run(cli: Cli) -> Result<String, Stop> {
             let checked = spendgate_verify::bundle_dir::verify(&files, &k, log.origin.as_deref())
                 .map_err(|e| failed(&dir, e))?;
             Ok(format!(
-                "bundle {} verified: {checked} items, {} entries",
+                "bundle {} verified: {checked} items, {} entries, {} raw files",
                 dir.display(),
-                files.entries.len()
+                files.entries.len(),
+                files.raw.len()
             ))
         }
         Command::Witness {

@@ -119,7 +119,15 @@ async fn a_captured_purchase_bundle_verifies_and_any_changed_byte_is_named() {
         assert!(kinds.iter().any(|k| k == kind), "no {kind} in {kinds:?}");
     }
     let checked = verify_dir(&dir, &key).unwrap();
-    assert_eq!(checked, files.entries.len() + 2);
+    // The checkpoint, the entries, "entries", and three raw files: the
+    // proposal's body, the capture's body and its signature header.
+    assert_eq!(
+        files.raw.len(),
+        3,
+        "{:?}",
+        files.raw.iter().map(|r| &r.0).collect::<Vec<_>>()
+    );
+    assert_eq!(checked, files.entries.len() + 2 + 3);
 
     // The records beside the log, and what the README says of them.
     let read_json = |name: &str| -> serde_json::Value {
@@ -128,7 +136,20 @@ async fn a_captured_purchase_bundle_verifies_and_any_changed_byte_is_named() {
     assert_eq!(read_json("request.json")["id"], request.as_str());
     assert_eq!(read_json("request.json")["state"], "CAPTURED");
     assert_eq!(read_json("proposal.json")["proposal"]["sku"], "SNACK-BOX");
-    assert_eq!(read_json("proposal.json")["raw_body_stored"], false);
+    assert_eq!(read_json("proposal.json")["raw_body"], "proposal.raw");
+    let raw = std::fs::read(dir.join("proposal.raw")).unwrap();
+    assert_eq!(
+        read_json("request.json")["body_sha256"],
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&raw))
+    );
+    assert!(raw.starts_with(b"{"), "{raw:?}");
+    // Each raw file with one byte changed is named by its path.
+    for (name, bytes) in &files.raw {
+        let mut changed = files.clone();
+        let at = changed.raw.iter().position(|(n, _)| n == name).unwrap();
+        changed.raw[at].1[bytes.len() / 2] ^= 0x20;
+        assert_eq!(failed_name(bundle_dir::verify(&changed, &key, None)), *name);
+    }
     assert!(read_json("policy.json")["policy"].is_object());
     assert_eq!(read_json("authority.json")["request_id"], request.as_str());
     assert_eq!(
@@ -142,7 +163,8 @@ async fn a_captured_purchase_bundle_verifies_and_any_changed_byte_is_named() {
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
     for needle in [
         "webhook secret",
-        "raw bodies and signature headers",
+        "exactly as received",
+        "HMAC-SHA256(secret, <id>.body)",
         &key.to_text(),
         "spendgate-verify verify-bundle",
     ] {
@@ -167,6 +189,7 @@ async fn a_captured_purchase_bundle_verifies_and_any_changed_byte_is_named() {
             proof: Some(proof),
         }],
         orphan_proofs: Vec::new(),
+        raw: Vec::new(),
     };
     let proof = entry.proof.clone().unwrap();
     let entry_name = format!("entries/{}.json", entry.stem);

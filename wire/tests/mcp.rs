@@ -112,7 +112,11 @@ async fn authority_rows(s: &Served) -> Res<Vec<(String, i64)>> {
     rows.retain(|(t, _)| {
         !matches!(
             t.as_str(),
-            "payment_requests" | "ledger_entries" | "daily_spend" | "approval_notes"
+            "payment_requests"
+                | "request_bodies"
+                | "ledger_entries"
+                | "daily_spend"
+                | "approval_notes"
         )
     });
     let moved: i64 = sqlx::query_scalar(

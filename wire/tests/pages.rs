@@ -114,11 +114,29 @@ async fn an_agent_key_is_refused_on_every_page_and_no_page_route_writes() -> Tes
         .await?
         .token;
     let request = purchase(&s, &agent, &lead).await?;
+    let bundle = format!("/receipts/{request}/bundle");
+    // With no kept checkpoint the bundle is 409, and nothing is signed.
+    let before = s.snapshot().await?;
+    let r = s
+        .client
+        .get(s.url(&bundle))
+        .header("authorization", basic(&auditor))
+        .send()
+        .await?;
+    assert_eq!(r.status().as_u16(), 409);
+    assert!(r.text().await?.contains("spendgate log checkpoint"));
+    assert_eq!(
+        s.snapshot().await?,
+        before,
+        "the bundle route wrote something"
+    );
+    gate::service::tlog::sign_checkpoint(s.pool(), &log_key(), "acme", s.gate.now()).await?;
     let pages = [
         "/console".to_owned(),
         format!("/receipts/{request}"),
         "/reports".to_owned(),
         "/reports/benchmark".to_owned(),
+        bundle.clone(),
     ];
     let before = s.snapshot().await?;
     for path in &pages {
@@ -160,6 +178,10 @@ async fn an_agent_key_is_refused_on_every_page_and_no_page_route_writes() -> Tes
             );
             assert!(wire::pages::CSP.starts_with("default-src 'self'"));
             assert_eq!(r.headers()["x-content-type-options"].to_str()?, "nosniff");
+            if *path == bundle {
+                assert_eq!(r.headers()["content-type"].to_str()?, "application/x-tar");
+                continue;
+            }
             let html = r.text().await?;
             assert!(
                 !html.contains("method=\"post\""),
@@ -423,6 +445,13 @@ async fn in_a_browser_the_console_lists_a_purchase_and_its_receipt_verifies_unti
         .await?;
     let said = verdict(&client).await?;
     assert!(said.starts_with("Verified"), "{said}");
+    // The proposal as received, its raw text in its untrusted box.
+    let raw = client
+        .find(Locator::Id("proposal-raw"))
+        .await?
+        .text()
+        .await?;
+    assert_eq!(raw, proposal("CLOUD-STARTER", 1));
     if std::env::var_os("SPENDGATE_SCREENSHOTS").is_some() {
         // The whole receipt in one picture, from its top.
         client.set_window_size(1280, 2500).await?;
@@ -477,5 +506,97 @@ async fn in_a_browser_the_console_lists_a_purchase_and_its_receipt_verifies_unti
     assert_eq!(heading, "Not for agents");
 
     client.close().await?;
+    s.drop().await
+}
+
+/// The receipt's bundle: 409 naming `spendgate log checkpoint` until a
+/// checkpoint is kept, then a tar that, unpacked, verifies offline with the
+/// log's public key alone, raw files included; and hostile proposal bytes
+/// (invalid UTF-8, an RLO, a NUL) are shown inert on the receipt and kept
+/// byte for byte in the bundle.
+#[tokio::test]
+async fn the_receipt_bundle_is_a_tar_that_verifies_offline_once_a_checkpoint_is_kept() -> TestResult
+{
+    let Some(s) = served_pages().await? else {
+        return Ok(());
+    };
+    let agent = s.key("acme", "buyer-agent").await?;
+    let lead = s.key("acme", "finance-lead").await?;
+    let request = purchase(&s, &agent, &lead).await?;
+    let hostile: &[u8] =
+        b"{\"sku\":\"CLOUD-STARTER\",\"purpose\":\"\xe2\x80\xae gpj.exe \x00 \xff\"}";
+    let refused = s.gate.propose("acme", "buyer-agent", hostile, None).await?;
+    let odd = refused.request_id.clone().ok_or("no request")?;
+    let bidi: &[u8] =
+        "{\"sku\":\"CLOUD-STARTER\",\"quantity\":1,\"purpose\":\"a\u{202E}b\"}".as_bytes();
+    let bidi_request = s
+        .gate
+        .propose("acme", "buyer-agent", bidi, None)
+        .await?
+        .request_id
+        .ok_or("no request")?;
+    let get = |path: String| {
+        s.client
+            .get(s.url(&path))
+            .header("authorization", basic(&lead))
+            .send()
+    };
+
+    // No checkpoint yet: 409, and the receipt says so instead of linking.
+    let r = get(format!("/receipts/{request}/bundle")).await?;
+    assert_eq!(r.status().as_u16(), 409);
+    assert!(r.text().await?.contains("spendgate log checkpoint"));
+    let html = get(format!("/receipts/{request}")).await?.text().await?;
+    assert!(html.contains("id=\"bundle-unavailable\""), "no notice");
+    assert!(!html.contains("id=\"bundle-link\""));
+
+    // Hostile bytes: hex when not UTF-8, spelled out when invisible.
+    let html = get(format!("/receipts/{odd}")).await?.text().await?;
+    assert!(
+        html.contains(&hex::encode(&hostile[..32])),
+        "no hex of the body"
+    );
+    assert!(html.contains("not UTF-8: hex"));
+    let html = get(format!("/receipts/{bidi_request}"))
+        .await?
+        .text()
+        .await?;
+    assert!(html.contains("a[U+202E]b"), "the RLO is not spelled out");
+    assert!(!html.contains('\u{202E}'), "the RLO is in the page");
+
+    gate::service::tlog::sign_checkpoint(s.pool(), &log_key(), "acme", s.gate.now()).await?;
+    let html = get(format!("/receipts/{request}")).await?.text().await?;
+    assert!(
+        html.contains(&format!("href=\"/receipts/{request}/bundle\"")),
+        "no bundle link"
+    );
+    let key = spendgate_verify::note::VerifierKey::parse(&log_key().verifier("acme")?.to_text())?;
+    for (id, raw) in [(&request, None), (&odd, Some(hostile))] {
+        let r = get(format!("/receipts/{id}/bundle")).await?;
+        assert_eq!(r.status().as_u16(), 200);
+        assert_eq!(r.headers()["content-type"].to_str()?, "application/x-tar");
+        let tar = r.bytes().await?;
+        let dir = tempfile::tempdir()?;
+        tar::Archive::new(&tar[..]).unpack(dir.path())?;
+        let files = spendgate_verify::bundle_dir::read(dir.path())?;
+        let checked = spendgate_verify::bundle_dir::verify(&files, &key, Some("spendgate/acme"));
+        assert!(checked.is_ok(), "{id}: {checked:?}");
+        let names: Vec<&str> = files.raw.iter().map(|(n, _)| n.as_str()).collect();
+        match raw {
+            // The capture: the proposal, the event's body and signature header.
+            None => assert_eq!(names.len(), 3, "{names:?}"),
+            Some(bytes) => {
+                assert_eq!(std::fs::read(dir.path().join("proposal.raw"))?, bytes);
+                // One byte changed: named.
+                let mut changed = files.clone();
+                changed.raw[0].1[5] ^= 1;
+                let failed = spendgate_verify::bundle_dir::verify(&changed, &key, None);
+                assert!(
+                    matches!(&failed, Err(spendgate_verify::bundle::Failure::Item { name, .. }) if name == "proposal.raw"),
+                    "{failed:?}"
+                );
+            }
+        }
+    }
     s.drop().await
 }

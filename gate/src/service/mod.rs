@@ -29,6 +29,7 @@ mod audit;
 mod budget;
 #[cfg(test)]
 mod budget_db_refusals;
+pub mod bundle;
 mod chain_hops;
 mod checkout;
 pub mod clock;

@@ -18,6 +18,9 @@
 //!   ledger row gives a proof that does not, and nothing here hides it. With
 //!   no kept checkpoint covering the entries, the receipt says so and
 //!   carries no proof (signing one would be a write).
+//! - [`raw_proposal`] and [`raw_events`] return the bytes the gate kept as
+//!   received (the proposal's body; each applied event's body and signature
+//!   header), untouched: a page or a bundle decides how to show them.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -138,12 +141,16 @@ pub struct Receipt {
     pub request: Value,
     /// The proposal as the ledger recorded it (the `proposal` entry's body).
     pub proposal: Value,
+    /// The proposal's body exactly as received, when the gate kept it.
+    pub proposal_raw: Option<Vec<u8>>,
     pub policy: Value,
     pub delegation: Value,
     pub approvals: Vec<Value>,
     pub authority: Value,
     pub orders: Vec<Value>,
     pub events: Vec<Value>,
+    /// The applied provider events' bodies and signature headers, as received.
+    pub raw_events: Vec<RawEvent>,
     pub entries: Vec<ReceiptEntry>,
     /// The newest kept checkpoint covering the entries (the signed note).
     pub checkpoint: Option<tlog::StoredCheckpoint>,
@@ -203,6 +210,50 @@ pub const PAYMENTS_SQL: &str = "SELECT to_jsonb(p)::text FROM provider_payments 
 pub const EVENTS_SQL: &str = "SELECT to_jsonb(e)::text FROM provider_events e \
      WHERE e.tenant_id = $1 AND e.request_id = $2 ORDER BY e.received_at";
 
+/// A provider event's bytes as received.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct RawEvent {
+    /// The SHA-256 (hex) of the event's id: how it is named.
+    pub event_id_sha256: String,
+    pub body: Vec<u8>,
+    /// The `X-Razorpay-Signature` header's value.
+    pub signature: Vec<u8>,
+}
+
+/// The proposal's body exactly as received; `None` when the gate did not
+/// keep it (a body past the boundary's limit, or no such request).
+pub async fn raw_proposal(
+    pool: &PgPool,
+    tenant: &str,
+    request: &str,
+) -> Result<Option<Vec<u8>>, ServiceError> {
+    sqlx::query_scalar("SELECT body FROM request_bodies WHERE tenant_id = $1 AND request_id = $2")
+        .bind(tenant)
+        .bind(request)
+        .fetch_optional(pool)
+        .await
+        .map_err(db("reading a proposal's bytes"))
+}
+
+/// The request's applied provider events' bodies and signature headers,
+/// as received, in the order they arrived.
+pub async fn raw_events(
+    pool: &PgPool,
+    tenant: &str,
+    request: &str,
+) -> Result<Vec<RawEvent>, ServiceError> {
+    sqlx::query_as(
+        "SELECT b.event_id_sha256, b.body, b.signature FROM provider_event_bodies b \
+         JOIN provider_events e ON e.tenant_id = b.tenant_id AND e.event_id_sha256 = b.event_id_sha256 \
+         WHERE b.tenant_id = $1 AND e.request_id = $2 ORDER BY e.received_at, b.event_id_sha256",
+    )
+    .bind(tenant)
+    .bind(request)
+    .fetch_all(pool)
+    .await
+    .map_err(db("reading provider events' bytes"))
+}
+
 #[derive(sqlx::FromRow)]
 struct EntryRow {
     seq: i64,
@@ -258,12 +309,14 @@ pub async fn receipt(
     Ok(Some(Receipt {
         request: request_row,
         proposal,
+        proposal_raw: raw_proposal(pool, tenant, request).await?,
         policy: one(json_rows(pool, POLICY_SQL, tenant, request).await?),
         delegation: one(json_rows(pool, DELEGATION_SQL, tenant, request).await?),
         approvals: json_rows(pool, APPROVALS_SQL, tenant, request).await?,
         authority: one(json_rows(pool, AUTHORITY_SQL, tenant, request).await?),
         orders: json_rows(pool, ORDERS_SQL, tenant, request).await?,
         events: json_rows(pool, EVENTS_SQL, tenant, request).await?,
+        raw_events: raw_events(pool, tenant, request).await?,
         entries,
         checkpoint,
         unproved,

@@ -16,7 +16,11 @@
 //! denial rate); every proposal, known agent or not, and its full decision
 //! are appended to the ledger (a recorded request's entries in the very
 //! statement that records it when the ledger key remembers the tenant's
-//! head: one round trip fewer). The agent is told only the redacted view.
+//! head: one round trip fewer). A recorded request keeps its body exactly as
+//! received (`request_bodies`, in that same statement) when the body is
+//! within the tool boundary's limit; a proposal refused before a request
+//! exists (an unknown tenant or actor) keeps only its digest in the ledger.
+//! The agent is told only the redacted view.
 
 use std::sync::Arc;
 
@@ -38,7 +42,7 @@ use super::world_cache::World;
 use super::{Gate, ProposeOutcome};
 use crate::catalog::Catalog;
 use crate::ident::Ident;
-use crate::proposal::parse_proposal;
+use crate::proposal::{MAX_BODY_BYTES, parse_proposal};
 use crate::provider::PaymentProvider;
 use crate::reason::{Decision, Reason};
 use crate::request_state::RequestState;
@@ -216,6 +220,7 @@ impl<P: PaymentProvider> Gate<P> {
                 agent: actor,
                 idempotency_key: stored_key,
                 body_sha256: &body_sha256,
+                body: (raw_body.len() <= MAX_BODY_BYTES).then_some(raw_body),
                 proposal: proposal.as_ref(),
                 purchase: decided.evaluation.purchase.as_ref(),
                 decision,

@@ -37,6 +37,10 @@ pub(crate) struct NewRequest<'a> {
     pub agent: &'a str,
     pub idempotency_key: Option<&'a str>,
     pub body_sha256: &'a str,
+    /// The body exactly as received, kept beside the request when it is
+    /// within the tool boundary's limit ([`crate::proposal::MAX_BODY_BYTES`]);
+    /// a longer body is refused and only its digest is kept.
+    pub body: Option<&'a [u8]>,
     pub proposal: Option<&'a PurchaseProposal>,
     pub purchase: Option<&'a Purchase>,
     pub decision: Decision,
@@ -89,7 +93,8 @@ impl<'a> Birth<'a> {
     }
 }
 
-/// Inserts the request in its birth state and returns it. Given `ledger`
+/// Inserts the request in its birth state, and its body's bytes (when
+/// kept) in `request_bodies`, and returns it. Given `ledger`
 /// (the operation's entries, chained from the head its key remembers), the
 /// entries go in with the request in the same statement, and the answer
 /// says whether they did: `false` when the head had moved, and the caller
@@ -126,13 +131,23 @@ pub(crate) async fn insert(
          VALUES ({values}, ${}) RETURNING {REQUEST_COLUMNS}",
         first + 22
     );
+    // The body's bytes ride on the same statement (request_body_matches_digest
+    // checks them against the row at the statement's end).
+    let kept = format!(
+        "kept AS (INSERT INTO request_bodies (tenant_id, request_id, body) \
+         SELECT tenant_id, id, ${0}::bytea FROM inserted WHERE ${0}::bytea IS NOT NULL)",
+        first + 23
+    );
     let sql = match ledger {
         Some(_) => format!(
-            "WITH {}, inserted AS ({insert}) \
+            "WITH {}, inserted AS ({insert}), {kept} \
              SELECT inserted.*, (SELECT count(*) FROM moved) AS ledger_moved FROM inserted",
             Chained::CTES
         ),
-        None => format!("{insert}, 0::bigint AS ledger_moved"),
+        None => format!(
+            "WITH inserted AS ({insert}), {kept} \
+             SELECT inserted.*, 0::bigint AS ledger_moved FROM inserted"
+        ),
     };
     let (state, state_reason) = new.born.columns();
     let held = new.born.reservation();
@@ -169,6 +184,7 @@ pub(crate) async fn insert(
         .bind(held.map(|r| r.delegation_id.as_str()))
         .bind(held.map(|_| new.now))
         .bind(new.now)
+        .bind(new.body)
         .fetch_one(conn)
         .await
         .ctx("recording the proposal")?;

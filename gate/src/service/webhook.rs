@@ -44,7 +44,14 @@
 //! 8. every refusal ends through [`Gate::close_refused`]: on the ledger of
 //!    the tenant the event's order (or its receipt's authority) belongs to,
 //!    or, when it names nothing the gate knows (an unsigned or unreadable
-//!    body), counted in [`Gate::untenanted_refusals`] and logged.
+//!    body), counted in [`Gate::untenanted_refusals`] and logged;
+//! 9. an applied event is recorded with its body and its signature header
+//!    exactly as received (`provider_event_bodies`, in the statement that
+//!    records the event, when within [`MAX_RAW_EVENT_BYTES`] and
+//!    [`MAX_RAW_SIGNATURE_BYTES`]), and its `provider_event` ledger entry
+//!    carries the SHA-256 of both, so a bundle's copies can be checked
+//!    against the log. A refused or kept-for-reconcile event keeps only its
+//!    body's digest.
 //!
 //! A browser callback never reaches this code: only signed provider events move state.
 
@@ -679,6 +686,12 @@ async fn payment_of_another_order(
     Ok(None)
 }
 
+/// The longest event body kept as received (`ck_provider_event_body_bounded`:
+/// the HTTP service's body limit); a longer one is recorded by its digest only.
+pub const MAX_RAW_EVENT_BYTES: usize = 64 * 1024;
+/// The longest signature header kept as received (`ck_provider_event_body_bounded`).
+pub const MAX_RAW_SIGNATURE_BYTES: usize = 1024;
+
 /// What the ledger may carry of an event id: the id itself when it is a
 /// plain identifier, else only its digest.
 fn ledger_subject(event_id: &str, digest: &str) -> String {
@@ -702,6 +715,12 @@ impl<P: PaymentProvider> Gate<P> {
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let body_sha256 = hex::encode(Sha256::digest(body));
+        let signature_sha256 = signature.map(|s| hex::encode(Sha256::digest(s.as_bytes())));
+        // What is kept of a recorded event as received: its body and its
+        // signature header, within the limits of `provider_event_bodies`.
+        let raw = signature
+            .map(|s| (body, s.as_bytes()))
+            .filter(|(b, s)| b.len() <= MAX_RAW_EVENT_BYTES && s.len() <= MAX_RAW_SIGNATURE_BYTES);
         let event_id = event_id.filter(|id| !id.is_empty());
         let digest = event_id.map(event_id_digest);
         let subject = match (event_id, &digest) {
@@ -843,12 +862,21 @@ impl<P: PaymentProvider> Gate<P> {
                 // uq_provider_event_id: of two deliveries racing past the
                 // look-ups, the database lets exactly one through; an event
                 // kept for reconcile is never recorded twice either.
+                // The body and the signature header as received ride on the
+                // same statement (provider_event_body_matches_digest checks
+                // the body against the event at the statement's end).
                 let recorded: Option<String> = sqlx::query_scalar(
-                    "INSERT INTO provider_events (tenant_id, provider_event_id, provider_order_id, \
-                     request_id, event, amount_paise, currency, event_created_at, received_at, outcome, \
-                     body_sha256) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, 'applied', $10 \
+                    "WITH recorded AS (INSERT INTO provider_events (tenant_id, provider_event_id, \
+                     provider_order_id, request_id, event, amount_paise, currency, event_created_at, \
+                     received_at, outcome, body_sha256) \
+                     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, 'applied', $10 \
                      WHERE NOT EXISTS (SELECT 1 FROM kept_captures WHERE event_id_sha256 = $11) \
-                     ON CONFLICT ON CONSTRAINT uq_provider_event_id DO NOTHING RETURNING event_id_sha256",
+                     ON CONFLICT ON CONSTRAINT uq_provider_event_id DO NOTHING \
+                     RETURNING tenant_id, event_id_sha256), \
+                     kept AS (INSERT INTO provider_event_bodies (tenant_id, event_id_sha256, body, \
+                     signature) SELECT tenant_id, event_id_sha256, $12::bytea, $13::bytea \
+                     FROM recorded WHERE $12::bytea IS NOT NULL AND $13::bytea IS NOT NULL) \
+                     SELECT event_id_sha256 FROM recorded",
                 )
                 .bind(&tenant)
                 .bind(event_id.as_bytes())
@@ -861,6 +889,8 @@ impl<P: PaymentProvider> Gate<P> {
                 .bind(now)
                 .bind(&body_sha256)
                 .bind(&digest)
+                .bind(raw.map(|(body, _)| body))
+                .bind(raw.map(|(_, signature)| signature))
                 .fetch_optional(&mut *tx)
                 .await
                 .ctx("recording the provider event")?;
@@ -873,12 +903,10 @@ impl<P: PaymentProvider> Gate<P> {
             return Ok(Outcome::refused(reason).with_id(event_id.to_owned()));
         }
         let entry = |applied| {
-            Entry::new(
-                Some(&tenant),
-                "provider_event",
-                &subject,
-                applied_body(&event, &digest, &request, applied),
-            )
+            let mut body = applied_body(&event, &digest, &request, applied);
+            body["body_sha256"] = json!(body_sha256);
+            body["signature_sha256"] = json!(signature_sha256);
+            Entry::new(Some(&tenant), "provider_event", &subject, body)
         };
         let source = Source::Webhook {
             key: self.ledger_key(),

@@ -52,9 +52,13 @@ const MANIFEST: &[(&str, &str)] = &[
     // Published versions are append-only.
     ("policy_versions", "SELECT INSERT"),
     ("provider_events", "SELECT INSERT"),
+    // What was received (an event's body and signature header, a
+    // proposal's body): kept as it came, never changed or removed.
+    ("provider_event_bodies", "SELECT INSERT"),
     // A payment's status moves from failed to captured (an upsert).
     ("provider_payments", "SELECT INSERT UPDATE"),
     ("provider_orders", "SELECT INSERT UPDATE"),
+    ("request_bodies", "SELECT INSERT"),
     // Only ever locked (SELECT .. FOR UPDATE needs UPDATE on one column).
     ("tenants", "SELECT UPDATE(id)"),
 ];

@@ -11,8 +11,15 @@
 //! `target/triage/receipt/index.html`, which a person opens afterwards with
 //! any browser (its verify button runs from the file). The auditor's key is
 //! written to `target/triage/receipt/auditor-key` (mode 0600 on Unix) and
-//! shown by its id only. `SPENDGATE_TRIAGE_HOLD_SECS` (at most 3600) keeps
-//! the service up that long so the URL can be opened.
+//! shown by its id only. Then it fetches the purchase's evidence bundle
+//! from the receipt's link (`/receipts/{id}/bundle`, a tar), unpacks it to
+//! `target/triage/bundle/` and verifies it offline with the
+//! `spendgate_verify` library and the log's public key alone (no database),
+//! printing what it checked; then changes one byte of the proposal's raw
+//! body in a copy (`target/triage/bundle-tampered/`) and shows the verifier
+//! naming that file (the step fails if it does not).
+//! `SPENDGATE_TRIAGE_HOLD_SECS` (at most 3600) keeps the service up that
+//! long so the URL can be opened.
 
 use crate::triage::say;
 use std::path::Path;
@@ -83,7 +90,9 @@ async fn receipt(pool: sqlx::PgPool) -> Result<()> {
     let result = async {
         let request = purchase(&client, &base, &agent, &human).await?;
         gate::service::tlog::sign_checkpoint(&pool, &log_key, "acme", now).await?;
-        show(&client, &base, &request, &auditor).await
+        show(&client, &base, &request, &auditor).await?;
+        let verifier = log_key.verifier("acme")?.to_text();
+        bundle(&client, &base, &request, &auditor, &verifier).await
     }
     .await;
     let _ = tx.send(());
@@ -240,6 +249,99 @@ async fn show(client: &reqwest::Client, base: &str, request: &str, auditor: &str
     Ok(())
 }
 
+/// Fetches the purchase's bundle from the receipt's link, unpacks it to
+/// `target/triage/bundle/`, verifies it offline, then shows one changed
+/// byte of a copy named by the verifier.
+async fn bundle(
+    client: &reqwest::Client,
+    base: &str,
+    request: &str,
+    auditor: &str,
+    verifier: &str,
+) -> Result<()> {
+    use spendgate_verify::bundle::Failure;
+    use spendgate_verify::bundle_dir::{self, PROPOSAL_RAW};
+
+    let r = client
+        .get(format!("{base}/receipts/{request}/bundle"))
+        .basic_auth("auditor", Some(auditor))
+        .send()
+        .await?;
+    let status = r.status().as_u16();
+    if status != 200 {
+        bail!("the bundle link answered {status}: {}", r.text().await?);
+    }
+    let tar = r.bytes().await?;
+    let target = crate::workspace::root()?.join("target/triage");
+    let dir = target.join("bundle");
+    let tampered = target.join("bundle-tampered");
+    for d in [&dir, &tampered] {
+        if d.exists() {
+            std::fs::remove_dir_all(d).with_context(|| format!("removing {}", d.display()))?;
+        }
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    tar::Archive::new(&tar[..])
+        .unpack(&dir)
+        .context("unpacking the bundle")?;
+    tar::Archive::new(&tar[..])
+        .unpack(&tampered)
+        .context("unpacking the bundle's copy")?;
+
+    // Offline: the files on disk and the log's public key, nothing else.
+    let key = spendgate_verify::note::VerifierKey::parse(verifier)?;
+    let files = bundle_dir::read(&dir)?;
+    let checked = bundle_dir::verify(&files, &key, Some("spendgate/acme"))
+        .map_err(|e| anyhow::anyhow!("the bundle does not verify: {e}"))?;
+    let size = spendgate_verify::checkpoint::open(&files.checkpoint, &key, Some("spendgate/acme"))
+        .map(|c| c.size)
+        .unwrap_or_default();
+    say!(
+        "  its evidence bundle, from the receipt's link ({} bytes of tar): target/triage/bundle/",
+        tar.len()
+    );
+    say!(
+        "  verified offline (spendgate_verify, the log's public key, no database): {checked} items"
+    );
+    say!("    the checkpoint's Ed25519 signature (origin spendgate/acme, tree size {size})");
+    say!(
+        "    {} ledger entries, each by its RFC 6962 inclusion proof against that checkpoint",
+        files.entries.len()
+    );
+    for (name, bytes) in &files.raw {
+        // An event's file is named by its id's SHA-256: shown by its first 12 digits.
+        let shown = match name
+            .split_once('/')
+            .and_then(|(dir, f)| Some((dir, f.split_once('.')?)))
+        {
+            Some((dir, (id, ext))) if id.len() > 12 => format!("{dir}/{}….{ext}", &id[..12]),
+            _ => name.clone(),
+        };
+        say!(
+            "    {shown} ({} bytes): its SHA-256 is the digest its proved entry names",
+            bytes.len()
+        );
+    }
+    say!("    (the webhook's HMAC needs the webhook secret: the bundle's README says how)");
+
+    // One byte of the proposal's raw body changed, in the copy.
+    let path = tampered.join(PROPOSAL_RAW);
+    let mut raw = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let at = raw.len() / 2;
+    raw[at] ^= 0x01;
+    std::fs::write(&path, &raw)?;
+    match bundle_dir::verify(&bundle_dir::read(&tampered)?, &key, Some("spendgate/acme")) {
+        Err(Failure::Item { name, error }) if name == PROPOSAL_RAW => {
+            say!(
+                "  one byte of {PROPOSAL_RAW} changed in a copy (target/triage/bundle-tampered/):"
+            );
+            say!("    the verifier names it: {name}: {error}");
+            Ok(())
+        }
+        other => bail!("a changed byte of {PROPOSAL_RAW} was not named: {other:?}"),
+    }
+}
+
 fn write_secret(path: &Path, text: &str) -> Result<()> {
     #[cfg(unix)]
     {
@@ -283,5 +385,11 @@ mod tests {
         assert!(page.contains("UNTRUSTED"));
         assert!(page.contains("data-note=\""));
         assert!(dir.join("receipt.js").is_file());
+        // The bundle was unpacked and holds the proposal as received.
+        let bundle = crate::workspace::root()
+            .unwrap()
+            .join("target/triage/bundle");
+        let raw = std::fs::read_to_string(bundle.join("proposal.raw")).unwrap();
+        assert!(raw.contains("starter credits for the demo"), "{raw}");
     }
 }

@@ -22,11 +22,13 @@
 //!   challenge; an agent's key is 403 on every page. A request of another
 //!   tenant is 404, like a missing one. The key is never put in a URL, a
 //!   cookie or a page.
+//! - `/receipts/{request}/bundle` is a GET like the pages, under the same
+//!   keys, and answers a tar file (or 409 in plain text); it reads only.
 //! - The static files (`/static/receipt.js`, `/static/pages.css`) hold no
 //!   data and are served to anyone.
 
 mod console;
-mod receipt;
+pub mod receipt;
 pub mod reports;
 pub mod text;
 
@@ -59,6 +61,7 @@ pub(crate) fn router<P: PaymentProvider + 'static>() -> Router<Arc<AppState<P>>>
     Router::new()
         .route("/console", get(console::page::<P>))
         .route("/receipts/{id}", get(receipt::page::<P>))
+        .route("/receipts/{id}/bundle", get(receipt::bundle::<P>))
         .route("/reports", get(reports::index::<P>))
         .route("/reports/{name}", get(reports::report::<P>))
 }

@@ -10,12 +10,29 @@
 //! checkpoint and the tenant's public log key. `/static/receipt.js` checks
 //! the checkpoint's Ed25519 signature and every entry's RFC 6962 inclusion
 //! proof with WebCrypto and names the first that fails.
+//!
+//! The proposal's body and each applied provider event's body and
+//! signature header are shown exactly as received, boxed and marked
+//! untrusted ([`as_received`]: UTF-8 as text with invisible and
+//! direction-changing characters spelled out, anything else as hex), so no
+//! byte (a NUL, an RLO, invalid UTF-8) can change the page.
+//!
+//! `/receipts/{request}/bundle` ([`bundle`]) serves the request's evidence
+//! bundle (`gate::service::bundle`) as one tar file, built read-only
+//! against the newest kept checkpoint covering its entries; with none it is
+//! 409 and says to run `spendgate log checkpoint`, and the receipt shows
+//! that message in place of the link.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_SECURITY_POLICY, CONTENT_TYPE,
+    X_CONTENT_TYPE_OPTIONS,
+};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use gate::provider::PaymentProvider;
+use gate::service::bundle::{KeptBundle, Unproved};
 use gate::service::pages::Receipt;
 use maud::{Markup, html};
 use serde_json::Value;
@@ -61,6 +78,116 @@ pub(crate) async fn page<P: PaymentProvider>(
     )
 }
 
+/// Why a request's bundle cannot be served yet.
+pub const BUNDLE_NEEDS_CHECKPOINT: &str = "no kept checkpoint covers this request's ledger \
+     entries (a page never signs one). Run `spendgate log checkpoint --tenant <tenant>` to sign \
+     one, then ask again.";
+
+/// `GET /receipts/{id}/bundle`: the request's evidence bundle as one tar
+/// file, built read-only against the newest kept checkpoint covering its
+/// entries; 409 with a plain message when there is none (or no log key).
+pub(crate) async fn bundle<P: PaymentProvider>(
+    State(s): Shared<P>,
+    headers: HeaderMap,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Response {
+    let c = match reader(&s, &headers).await {
+        Ok(c) => c,
+        Err(answer) => return answer,
+    };
+    let not_found = || {
+        problem(
+            StatusCode::NOT_FOUND,
+            "No such request",
+            "This tenant has no request by that id.",
+        )
+    };
+    let Ok(Path(id)) = path else {
+        return not_found();
+    };
+    let Some(verifier) = s
+        .config
+        .log_key
+        .as_ref()
+        .and_then(|k| k.verifier(&c.tenant).ok())
+        .map(|v| v.to_text())
+    else {
+        return conflict(
+            "this server has no log key configured, so it cannot name the key a bundle is checked with.",
+        );
+    };
+    let files = match s.gate.kept_bundle(&c.tenant, &id, &verifier).await {
+        Ok(KeptBundle::Files(files)) => files,
+        Ok(KeptBundle::Missing) => return not_found(),
+        Ok(KeptBundle::Unproved(Unproved::NoCheckpoint { .. })) => {
+            return conflict(BUNDLE_NEEDS_CHECKPOINT);
+        }
+        Ok(KeptBundle::Unproved(why)) => return conflict(&why.to_string()),
+        Err(e) => return unavailable("building a bundle", &e),
+    };
+    match tar_of(&files) {
+        Ok(bytes) => tar_response(&id, bytes),
+        Err(e) => {
+            tracing::error!("a page, writing a bundle's tar: {e}");
+            problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Unavailable",
+                "The bundle could not be written; nothing was changed.",
+            )
+        }
+    }
+}
+
+/// 409 with a plain-text reason.
+fn conflict(why: &str) -> Response {
+    let mut response = (StatusCode::CONFLICT, format!("No bundle: {why}\n")).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    h.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// The files as one ustar archive, each at its path, mode 0644, mtime 0
+/// (the same bundle gives the same bytes).
+pub fn tar_of(files: &[(String, Vec<u8>)]) -> std::io::Result<Vec<u8>> {
+    let mut archive = tar::Builder::new(Vec::new());
+    archive.mode(tar::HeaderMode::Deterministic);
+    for (name, bytes) in files {
+        let mut header = tar::Header::new_ustar();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        header.set_entry_type(tar::EntryType::Regular);
+        archive.append_data(&mut header, name, bytes.as_slice())?;
+    }
+    archive.into_inner()
+}
+
+fn tar_response(id: &str, bytes: Vec<u8>) -> Response {
+    let mut response = (StatusCode::OK, bytes).into_response();
+    let h = response.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/x-tar"));
+    // The id is a request the tenant holds; only its safe characters name the file.
+    let safe: String = id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .collect();
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"bundle-{safe}.tar\"")) {
+        h.insert(CONTENT_DISPOSITION, v);
+    }
+    h.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(super::CSP),
+    );
+    response
+}
+
 fn text_of(v: &Value) -> String {
     match v {
         Value::Null => "—".to_owned(),
@@ -71,6 +198,32 @@ fn text_of(v: &Value) -> String {
 
 fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+/// Bytes as received, for a page: as text when they are UTF-8 (invisible
+/// and direction-changing characters spelled out, as everywhere), else as
+/// hex. Returns the form and the text.
+pub fn as_received(bytes: &[u8]) -> (&'static str, String) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => ("UTF-8 text", visible(text)),
+        Err(_) => (
+            "not UTF-8: hex",
+            bytes
+                .chunks(32)
+                .map(hex::encode)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+    }
+}
+
+/// A box of untrusted bytes as received.
+fn raw_box(id: &str, bytes: &[u8]) -> Markup {
+    let (form, text) = as_received(bytes);
+    html! {
+        p.note { (bytes.len()) " bytes, shown as " (form) ":" }
+        pre.untrusted-text.raw id=(id) { (text) }
+    }
 }
 
 /// A record as JSON, untrusted strings spelled out.
@@ -109,6 +262,11 @@ pub fn render(c: &Caller, id: &str, r: &Receipt, log_key: Option<&str>) -> Marku
                 dt { "purpose" } dd { div.untrusted-text id="purpose" { (visible(&text_of(&asked["purpose"]))) } }
                 dt { "body" } dd { (text_of(&proposal["body_bytes"])) " bytes, SHA-256 " code { (text_of(&proposal["body_sha256"])) } }
                 dt { "idempotency key" } dd { code.untrusted-text { (visible(&text_of(&proposal["idempotency_key"]))) } }
+            }
+            h3 { "Body, exactly as received" }
+            @match &r.proposal_raw {
+                Some(raw) => { (raw_box("proposal-raw", raw)) }
+                None => { p id="proposal-raw-missing" { "Not kept: only its SHA-256 is (a body past the 4096-byte limit is refused and not stored)." } }
             }
         }
         section id="purchase" {
@@ -149,6 +307,14 @@ pub fn render(c: &Caller, id: &str, r: &Receipt, log_key: Option<&str>) -> Marku
             }
             @for e in &r.events {
                 details { summary { "event " (visible(&text_of(&e["event"]))) " · " (text_of(&e["outcome"])) } (record(e)) }
+            }
+            @for (i, e) in r.raw_events.iter().enumerate() {
+                details.untrusted {
+                    summary { "event " code { (e.event_id_sha256.get(..16).unwrap_or(&e.event_id_sha256)) } " as received " span.badge { "UNTRUSTED" } }
+                    p.note { "The body and the X-Razorpay-Signature header exactly as they arrived: an HMAC-SHA256 of the body under the webhook secret, which only the provider and the gate hold." }
+                    h4 { "body" } (raw_box(&format!("event-body-{i}"), &e.body))
+                    h4 { "signature header" } (raw_box(&format!("event-signature-{i}"), &e.signature))
+                }
             }
         }
         section id="ledger" {
@@ -196,8 +362,12 @@ pub fn render(c: &Caller, id: &str, r: &Receipt, log_key: Option<&str>) -> Marku
         }
         section id="evidence" {
             h2 { "Evidence bundle" }
-            p { "The operator writes this request's bundle, checked offline by " code { "spendgate-verify verify-bundle" } ":" }
-            pre { "spendgate evidence --tenant " (visible(&c.tenant)) " --out bundle-" (visible(id)) " " (visible(id)) }
+            @if r.checkpoint.is_some() && log_key.is_some() {
+                p { a id="bundle-link" href={ "/receipts/" (text_of(&q["id"])) "/bundle" } download { "bundle-" (visible(id)) ".tar" } }
+                p { "Unpack it and check it offline, with the log key you got from the operator: " code { "spendgate-verify verify-bundle --key '<log key>' <folder>" } }
+            } @else {
+                p.warn id="bundle-unavailable" { "No bundle to download yet: " (BUNDLE_NEEDS_CHECKPOINT) }
+            }
         }
         script src="/static/receipt.js" {}
     };
@@ -220,6 +390,30 @@ mod tests {
     }
 
     #[test]
+    fn bytes_as_received_are_text_with_hidden_characters_spelled_out_or_hex() {
+        assert_eq!(
+            as_received(b"{\"purpose\":\"a\0b\"}"),
+            ("UTF-8 text", "{\"purpose\":\"a[U+0000]b\"}".to_owned())
+        );
+        assert_eq!(
+            as_received("x\u{202E}gpj.exe\n".as_bytes()),
+            ("UTF-8 text", "x[U+202E]gpj.exe[U+000A]".to_owned())
+        );
+        assert_eq!(
+            as_received(b"{\xff\xfe}"),
+            ("not UTF-8: hex", "7bfffe7d".to_owned())
+        );
+        let long = vec![0xffu8; 40];
+        let (form, text) = as_received(&long);
+        assert_eq!(form, "not UTF-8: hex");
+        assert_eq!(text, format!("{}\n{}", "ff".repeat(32), "ff".repeat(8)));
+        // In the page: boxed, escaped, no hidden character survives.
+        let html = raw_box("proposal-raw", "<script>\u{202E}\0".as_bytes()).into_string();
+        assert!(html.contains("&lt;script&gt;[U+202E][U+0000]"), "{html}");
+        assert!(!html.contains('\u{202E}') && !html.contains('\0'));
+    }
+
+    #[test]
     fn a_hostile_purpose_renders_as_inert_visible_text() {
         let long = "x".repeat(10 * 1024);
         let purpose = format!(
@@ -229,12 +423,14 @@ mod tests {
         let r = Receipt {
             request: serde_json::json!({"state": "AUTHORIZED", "decision": "allow", "purpose": purpose}),
             proposal: entry["body"].clone(),
+            proposal_raw: None,
             policy: Value::Null,
             delegation: Value::Null,
             approvals: vec![],
             authority: Value::Null,
             orders: vec![],
             events: vec![],
+            raw_events: vec![],
             entries: vec![ReceiptEntry {
                 seq: 1,
                 kind: "proposal".into(),

@@ -191,6 +191,9 @@ impl<P: PaymentProvider + 'static> Served<P> {
             "daily_spend",
             "ledger_entries",
             "approval_notes",
+            "log_checkpoints",
+            "request_bodies",
+            "provider_event_bodies",
         ] {
             let n: i64 =
                 sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
