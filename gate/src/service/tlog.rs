@@ -202,8 +202,9 @@ fn merkle(tenant: &str) -> impl FnOnce(MerkleError) -> LogError + '_ {
     }
 }
 
-/// Signs `tree`'s current size and root for `tenant` and keeps the note.
-async fn sign_tree(
+/// Signs `tree`'s current size and root for `tenant` and keeps the note
+/// (the one kept already when this tree was signed before).
+pub async fn sign_tree(
     pool: &PgPool,
     key: &LogKey,
     tenant: &str,
