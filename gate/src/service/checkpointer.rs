@@ -9,8 +9,9 @@
 //!   covered by a kept checkpoint when that tick ends, unless its tenant is
 //!   refused (below).
 //! - [`Checkpointer::run`] and [`Checkpointer::start`] tick at once and then
-//!   every interval, so an entry is covered within one interval and one
-//!   tick's work of its commit (`start` returns after its first tick). The
+//!   every interval (a tick that takes longer delays the next, never
+//!   overlaps it), so an entry is covered within one interval and one tick's
+//!   work of its commit (`start` returns after its first tick). The
 //!   signer keeps no state between ticks: a signer stopped or killed between
 //!   a commit and the tick that would have covered it loses nothing (the
 //!   entries are in the ledger) and the first tick of the next one covers
@@ -40,7 +41,8 @@ use super::clock::Clock;
 use super::ledger::{GENESIS_HASH, LedgerKey, chain_hash};
 use super::tlog::{self, LogError, LogKey, StoredCheckpoint};
 
-/// The interval [`Checkpointer::run`] ticks at unless told otherwise.
+/// The interval `spendgate serve` signs at unless its `checkpoint_interval_ms`
+/// says otherwise, and the one `harness perf` measures the delay at.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1000);
 
 /// Why one tenant got no checkpoint in a tick.
@@ -266,20 +268,48 @@ impl Checkpointer {
     /// Ticks at once and then every interval until `stop` resolves; every
     /// error is logged, none ends the loop.
     pub async fn run(self, stop: impl std::future::Future<Output = ()>) {
-        let mut said = Said::default();
-        said.report(&self.tick().await);
-        self.every_interval(said, stop).await;
+        self.run_with(stop, |_| {}).await;
     }
 
-    /// Ticks every interval, the first an interval from now, until `stop`.
-    async fn every_interval(self, mut said: Said, stop: impl std::future::Future<Output = ()>) {
+    /// As [`Checkpointer::run`], handing `each` every tick that read the
+    /// heads, as soon as it ends (what it signed and refused).
+    pub async fn run_with(
+        self,
+        stop: impl std::future::Future<Output = ()>,
+        mut each: impl FnMut(&Tick),
+    ) {
+        let mut said = Said::default();
+        let tick = self.tick().await;
+        if let Ok(t) = &tick {
+            each(t);
+        }
+        said.report(&tick);
+        self.every_interval(said, stop, each).await;
+    }
+
+    /// Ticks every interval, the first an interval from now, until `stop`:
+    /// a tick starts an interval after the one before it started, or as
+    /// soon as it ended when it took longer.
+    async fn every_interval(
+        self,
+        mut said: Said,
+        stop: impl std::future::Future<Output = ()>,
+        mut each: impl FnMut(&Tick),
+    ) {
         let mut stop = std::pin::pin!(stop);
+        let mut ticks =
+            tokio::time::interval_at(tokio::time::Instant::now() + self.interval, self.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 () = &mut stop => return,
-                () = tokio::time::sleep(self.interval) => {}
+                _ = ticks.tick() => {}
             }
-            said.report(&self.tick().await);
+            let tick = self.tick().await;
+            if let Ok(t) = &tick {
+                each(t);
+            }
+            said.report(&tick);
         }
     }
 
@@ -290,10 +320,11 @@ impl Checkpointer {
         let mut said = Said::default();
         said.report(&self.tick().await);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let handle = tokio::spawn(self.every_interval(said, async move {
+        let stop = async move {
             // A dropped sender stops the loop as a sent signal does.
             let _ = rx.await;
-        }));
+        };
+        let handle = tokio::spawn(self.every_interval(said, stop, |_| {}));
         Running {
             stop: Some(tx),
             handle: Some(handle),
