@@ -4,37 +4,45 @@
 //! Guarantees:
 //! - One tick ([`Checkpointer::tick`]) finds, in one statement, the tenants
 //!   whose ledger head is past the largest size of their kept checkpoints,
-//!   and for each signs and keeps ([`tlog::sign_tree`]) the tree of its
-//!   ledger as one read sees it. An entry committed before a tick starts is
-//!   covered by a kept checkpoint when that tick ends, unless its tenant is
-//!   refused (below).
+//!   and for each signs and keeps ([`tlog::sign_tree`]) a tree covering
+//!   every entry one read of its ledger sees. An entry committed before a
+//!   tick starts is covered by a kept checkpoint when that tick ends, unless
+//!   its tenant is refused (below).
 //! - [`Checkpointer::run`] and [`Checkpointer::start`] tick at once and then
 //!   every interval (a tick that takes longer delays the next, never
 //!   overlaps it), so an entry is covered within one interval and one tick's
-//!   work of its commit (`start` returns after its first tick). The
-//!   signer keeps no state between ticks: a signer stopped or killed between
-//!   a commit and the tick that would have covered it loses nothing (the
-//!   entries are in the ledger) and the first tick of the next one covers
-//!   them.
-//! - It never signs over a rewrite. Before signing a tenant's tree, the tree
-//!   computed now must still have, at the size of the tenant's largest kept
-//!   checkpoint, that checkpoint's root (and only one root is kept at that
-//!   size), and every entry past that size must be numbered in order and
-//!   chain under the ledger key from the entry before it (its `prev_hash`
-//!   and its keyed hash). A tenant that fails gets no checkpoint: it is
-//!   named in the tick's refusals ([`Refusal`]) and tried again next tick;
-//!   the other tenants are signed.
+//!   work of its commit (`start` returns after its first tick). Nothing the
+//!   ledger does not hold is needed to catch up: a signer stopped or killed
+//!   between a commit and the tick that would have covered it loses nothing
+//!   (the entries are in the ledger), and the first tick of the next one
+//!   covers them.
+//! - It never signs over a rewrite. A full check (a signer's first tick,
+//!   then every [`DEFAULT_FULL_CHECK_EVERY`]th) reads the tenant's whole log:
+//!   its tree must still have, at the size of the tenant's largest kept
+//!   checkpoint, that checkpoint's root (and only one root may be kept at
+//!   that size). Between full checks, when the largest kept checkpoint is
+//!   the one this signer signed last, only the entries past it are read and
+//!   the leaves it verified then are signed again as they were (in memory,
+//!   32 bytes an entry): a tick's read no longer grows with the log, and a
+//!   rewrite under that checkpoint is never signed (the tree keeps the
+//!   history that was checked) and is named at the next full check. Either
+//!   way every entry past the checkpoint must be numbered in order and chain
+//!   under the ledger key from the one before it (its `prev_hash` and its
+//!   keyed hash). A tenant that fails gets no checkpoint: it is named in the
+//!   tick's refusals ([`Refusal`]) and tried again next tick; the other
+//!   tenants are signed.
 //! - An error never ends the loop: a tick that cannot read the heads, or a
 //!   tenant that cannot be read or signed, is logged (a tenant's error once
 //!   while it stays the same) and tried again next tick. The loop ends when
 //!   its [`Running`] is stopped or dropped, between ticks (a tick in flight
 //!   finishes first).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use spendgate_verify::merkle::{Tree, hash_to_base64, leaf_hash};
+use spendgate_verify::merkle::{Hash, Tree, hash_to_base64, leaf_hash};
 use sqlx::PgPool;
 
 use super::clock::Clock;
@@ -44,6 +52,10 @@ use super::tlog::{self, LogError, LogKey, StoredCheckpoint};
 /// The interval `spendgate serve` signs at unless its `checkpoint_interval_ms`
 /// says otherwise, and the one `harness perf` measures the delay at.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1000);
+/// Every how many ticks a tick re-reads and re-checks every grown tenant's
+/// whole log unless [`Checkpointer::with_full_check_every`] says otherwise:
+/// once a minute at the default interval.
+pub const DEFAULT_FULL_CHECK_EVERY: u64 = 60;
 
 /// Why one tenant got no checkpoint in a tick.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +104,22 @@ pub struct Checkpointer {
     log_key: LogKey,
     clock: Arc<dyn Clock>,
     interval: Duration,
+    /// Every how many ticks a tick re-reads and re-checks whole logs.
+    full_every: u64,
+    /// Ticks begun; a tick whose number is a multiple of `full_every` is full.
+    ticks: Arc<AtomicU64>,
+    /// What the last signing of each tenant verified.
+    verified: Arc<Mutex<HashMap<String, Verified>>>,
+}
+
+/// What the signer checked and signed of one tenant's log: the leaf hashes
+/// of its tree, its size and root, and the keyed hash of its last entry.
+#[derive(Clone)]
+struct Verified {
+    size: u64,
+    root: String,
+    last_hash: String,
+    leaves: Vec<Hash>,
 }
 
 impl std::fmt::Debug for Checkpointer {
@@ -137,7 +165,17 @@ impl Checkpointer {
             log_key,
             clock,
             interval,
+            full_every: DEFAULT_FULL_CHECK_EVERY,
+            ticks: Arc::new(AtomicU64::new(0)),
+            verified: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// Re-reads and re-checks whole logs every `ticks` ticks (at least 1:
+    /// every tick) instead of every [`DEFAULT_FULL_CHECK_EVERY`].
+    pub fn with_full_check_every(mut self, ticks: u64) -> Self {
+        self.full_every = ticks.max(1);
+        self
     }
 
     /// How often [`Checkpointer::run`] ticks.
@@ -172,9 +210,13 @@ impl Checkpointer {
     /// could not be listed.
     pub async fn tick(&self) -> Result<Tick, LogError> {
         let mut tick = Tick::default();
+        let full = self
+            .ticks
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(self.full_every);
         for behind in self.behind().await? {
             let tenant = behind.tenant_id.clone();
-            match self.sign(behind).await {
+            match self.sign(behind, full).await {
                 Ok(checkpoint) => tick.signed.push((tenant, checkpoint)),
                 Err(refusal) => tick.refused.push((tenant, refusal)),
             }
@@ -182,32 +224,39 @@ impl Checkpointer {
         Ok(tick)
     }
 
-    /// Checks one tenant's tree against its largest kept checkpoint and its
-    /// new entries against the ledger key, then signs and keeps it.
-    async fn sign(&self, behind: Behind) -> Result<StoredCheckpoint, Refusal> {
-        let tenant = behind.tenant_id.as_str();
-        let leaves: Vec<Leaf> = sqlx::query_as(
+    /// What the last signing verified of `tenant`, when its largest kept
+    /// checkpoint is still the one that signing kept.
+    fn cached(&self, tenant: &str, kept: u64, roots: &[String]) -> Option<Verified> {
+        let verified = self.verified.lock().ok()?;
+        let v = verified.get(tenant)?;
+        (v.size == kept && roots == std::slice::from_ref(&v.root)).then(|| v.clone())
+    }
+
+    /// The tenant's entries numbered above `after`, in order.
+    async fn entries_after(&self, tenant: &str, after: u64) -> Result<Vec<Leaf>, LogError> {
+        sqlx::query_as(
             "SELECT seq, entry, prev_hash, hash FROM ledger_entries \
-              WHERE tenant_id = $1 ORDER BY seq",
+              WHERE tenant_id = $1 AND seq > $2 ORDER BY seq",
         )
         .bind(tenant)
+        .bind(i64::try_from(after).unwrap_or(i64::MAX))
         .fetch_all(&self.pool)
         .await
         .map_err(|cause| LogError::Database {
             action: "reading the tenant's ledger entries",
             cause,
-        })?;
-        for (i, leaf) in leaves.iter().enumerate() {
-            let want = i as i64 + 1;
-            if leaf.seq != want {
-                return Err(LogError::Gap {
-                    tenant: tenant.to_owned(),
-                    missing: want,
-                }
-                .into());
-            }
-        }
-        let tree = Tree::from_leaf_hashes(leaves.iter().map(|l| leaf_hash(l.entry.as_bytes())));
+        })
+    }
+
+    /// Checks one tenant's log and signs it. On a full check (or when the
+    /// last signing's work does not match the largest kept checkpoint) the
+    /// whole log is read and its tree must still have that checkpoint's
+    /// root at its size; otherwise the leaves the last signing verified are
+    /// taken as they were and only the entries past them are read. Either
+    /// way every entry past the checkpoint must be numbered in order and
+    /// chain under the ledger key from the one before it.
+    async fn sign(&self, behind: Behind, full: bool) -> Result<StoredCheckpoint, Refusal> {
+        let tenant = behind.tenant_id.as_str();
         let kept = behind.size.unwrap_or(0).max(0) as u64;
         if behind.roots.len() > 1 {
             return Err(Refusal::Forked {
@@ -216,37 +265,56 @@ impl Checkpointer {
                 roots: behind.roots.len(),
             });
         }
-        if let Some(signed) = behind.roots.first() {
-            if kept > tree.len() {
-                return Err(LogError::Rewritten {
-                    tenant: tenant.to_owned(),
-                    size: kept,
-                    signed: signed.clone(),
-                    now: format!("a tree of {} leaves", tree.len()),
-                }
-                .into());
-            }
-            let merkle = |cause| LogError::Merkle {
-                tenant: tenant.to_owned(),
-                cause,
-            };
-            let now = hash_to_base64(&tree.root_at(kept).map_err(merkle)?);
-            if &now != signed {
-                return Err(LogError::Rewritten {
-                    tenant: tenant.to_owned(),
-                    size: kept,
-                    signed: signed.clone(),
-                    now,
-                }
-                .into());
-            }
-        }
-        let start = usize::try_from(kept).unwrap_or(usize::MAX);
-        let mut prev = match start.checked_sub(1).and_then(|i| leaves.get(i)) {
-            Some(leaf) => leaf.hash.as_str(),
-            None => GENESIS_HASH,
+        let cached = if full {
+            None
+        } else {
+            self.cached(tenant, kept, &behind.roots)
         };
-        for leaf in leaves.iter().skip(start) {
+        let (mut hashes, mut prev, rows) = match cached {
+            Some(v) => (
+                v.leaves,
+                v.last_hash,
+                self.entries_after(tenant, kept).await?,
+            ),
+            None => {
+                let mut rows = self.entries_after(tenant, 0).await?;
+                numbered(tenant, &rows, 1)?;
+                let split = usize::try_from(kept).unwrap_or(usize::MAX);
+                if let Some(signed) = behind.roots.first() {
+                    if split > rows.len() {
+                        return Err(LogError::Rewritten {
+                            tenant: tenant.to_owned(),
+                            size: kept,
+                            signed: signed.clone(),
+                            now: format!("a tree of {} leaves", rows.len()),
+                        }
+                        .into());
+                    }
+                    let prefix = Tree::from_leaf_hashes(
+                        rows[..split].iter().map(|l| leaf_hash(l.entry.as_bytes())),
+                    );
+                    let now = hash_to_base64(&prefix.root());
+                    if &now != signed {
+                        return Err(LogError::Rewritten {
+                            tenant: tenant.to_owned(),
+                            size: kept,
+                            signed: signed.clone(),
+                            now,
+                        }
+                        .into());
+                    }
+                }
+                let split = split.min(rows.len());
+                let after = rows.split_off(split);
+                let prev = rows
+                    .last()
+                    .map_or_else(|| GENESIS_HASH.to_owned(), |l| l.hash.clone());
+                let hashes = rows.iter().map(|l| leaf_hash(l.entry.as_bytes())).collect();
+                (hashes, prev, after)
+            }
+        };
+        numbered(tenant, &rows, kept as i64 + 1)?;
+        for leaf in &rows {
             let broken = |problem| Refusal::Broken {
                 tenant: tenant.to_owned(),
                 seq: leaf.seq,
@@ -255,14 +323,29 @@ impl Checkpointer {
             if leaf.prev_hash != prev {
                 return Err(broken("does not name the previous entry's hash"));
             }
-            if chain_hash(&self.ledger_key, prev, &leaf.entry) != leaf.hash {
+            if chain_hash(&self.ledger_key, &prev, &leaf.entry) != leaf.hash {
                 return Err(broken(
                     "is not the keyed hash of its contents (forged or changed)",
                 ));
             }
-            prev = leaf.hash.as_str();
+            prev.clone_from(&leaf.hash);
+            hashes.push(leaf_hash(leaf.entry.as_bytes()));
         }
-        Ok(tlog::sign_tree(&self.pool, &self.log_key, tenant, &tree, self.clock.now()).await?)
+        let tree = Tree::from_leaf_hashes(hashes.iter().copied());
+        let checkpoint =
+            tlog::sign_tree(&self.pool, &self.log_key, tenant, &tree, self.clock.now()).await?;
+        if let Ok(mut verified) = self.verified.lock() {
+            verified.insert(
+                tenant.to_owned(),
+                Verified {
+                    size: checkpoint.size,
+                    root: checkpoint.root.clone(),
+                    last_hash: prev,
+                    leaves: hashes,
+                },
+            );
+        }
+        Ok(checkpoint)
     }
 
     /// Ticks at once and then every interval until `stop` resolves; every
@@ -330,6 +413,20 @@ impl Checkpointer {
             handle: Some(handle),
         }
     }
+}
+
+/// Entries `rows` must be numbered `first`, `first + 1`, ... .
+fn numbered(tenant: &str, rows: &[Leaf], first: i64) -> Result<(), LogError> {
+    for (i, leaf) in rows.iter().enumerate() {
+        let want = first + i as i64;
+        if leaf.seq != want {
+            return Err(LogError::Gap {
+                tenant: tenant.to_owned(),
+                missing: want,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// What the signer last logged, so that a tenant refused tick after tick

@@ -142,7 +142,8 @@ async fn a_signer_stopped_between_commit_and_tick_leaves_nothing_out() -> TestRe
 #[tokio::test]
 async fn a_ledger_rewritten_under_a_checkpoint_gets_no_new_one_and_is_named() -> TestResult {
     on_world(async |w| {
-        let signer = signer(w, HOUR)?;
+        // Every tick a full check, as every signer's first tick is.
+        let signer = signer(w, HOUR)?.with_full_check_every(1);
         w.propose("SNACK-BOX", 1).await?;
         signer.tick().await?;
         let before = kept(w, "acme").await?;
@@ -181,6 +182,54 @@ async fn a_ledger_rewritten_under_a_checkpoint_gets_no_new_one_and_is_named() ->
         // Tried again next tick, refused again.
         let again = signer.tick().await?;
         assert_eq!(again.refused.len(), 1, "{again:?}");
+        assert_eq!(kept(w, "acme").await?, before);
+        Ok(())
+    })
+    .await
+}
+
+/// Between full checks the signer reads only the entries past its last
+/// checkpoint and signs on the leaves it verified before: a rewrite under
+/// that checkpoint is never signed (the tree it signs keeps the history it
+/// checked, not the rewritten one), and the next full check names it.
+#[tokio::test]
+async fn between_full_checks_a_rewrite_is_never_signed_and_the_next_full_check_names_it()
+-> TestResult {
+    on_world(async |w| {
+        let signer = signer(w, HOUR)?.with_full_check_every(3);
+        w.propose("SNACK-BOX", 1).await?;
+        signer.tick().await?; // full
+        exec(
+            w.owner(),
+            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
+             UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
+              WHERE tenant_id = 'acme' AND kind = 'proposal'; \
+             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only",
+        )
+        .await?;
+        w.propose("SNACK-BOX", 1).await?;
+        let tick = signer.tick().await?; // from what it verified
+        let [(tenant, cp)] = &tick.signed[..] else {
+            panic!("acme signed: {tick:?}");
+        };
+        assert_eq!(tenant, "acme");
+        let rewritten = tlog::tree(w.pool(), "acme").await?;
+        assert_eq!(cp.size, rewritten.len());
+        assert_ne!(
+            cp.root,
+            hash_to_base64(&rewritten.root()),
+            "it signed the history it checked, not the rewritten one"
+        );
+        w.propose("SNACK-BOX", 1).await?;
+        signer.tick().await?; // from what it verified
+        w.propose("SNACK-BOX", 1).await?;
+        let before = kept(w, "acme").await?;
+        let full = signer.tick().await?;
+        assert!(full.signed.is_empty(), "{full:?}");
+        assert!(
+            matches!(&full.refused[..], [(t, Refusal::Log(LogError::Rewritten { .. }))] if t == "acme"),
+            "{full:?}"
+        );
         assert_eq!(kept(w, "acme").await?, before);
         Ok(())
     })

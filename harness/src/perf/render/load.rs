@@ -206,7 +206,8 @@ fn issue42_section(load: &Load) -> String {
                  proposal: one committed operation that appends to the ledger); an operation's \
                  delay runs from its call's return to the end of the first tick that kept a \
                  checkpoint covering its last entry. {} ticks kept {} checkpoints; the longest \
-                 tick (read, check and sign every grown tenant's whole log) took {}.\n",
+                 tick took {} (a signer's first tick and every sixtieth read each grown tenant's \
+                 whole log; the others only its new entries).\n",
                 thousands(d.interval_ms),
                 d.clients,
                 d.seconds,
