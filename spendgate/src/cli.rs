@@ -32,7 +32,9 @@ pub enum Command {
     /// (migration_database_url). Safe to run again: applied ones are skipped.
     Migrate,
     /// Serve the gate over HTTP on `bind` until SIGTERM or Ctrl-C, with the
-    /// provider `provider` names. Needs ledger_key and webhook_secret.
+    /// provider `provider` names, signing each grown tenant's log checkpoint
+    /// every checkpoint_interval_ms. Needs ledger_key, log_key and
+    /// webhook_secret.
     Serve(ServeArgs),
     /// Issue, list and revoke the bearer keys agents and humans call with.
     #[command(subcommand)]

@@ -36,6 +36,13 @@ pub const DEFAULT_FILE: &str = "spendgate.toml";
 pub const MIN_SECRET_BYTES: usize = 32;
 /// Where the service listens unless `bind` says otherwise.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
+/// How often `serve` signs grown tenants' checkpoints unless
+/// `checkpoint_interval_ms` says otherwise: a second bounds the delay from a
+/// commit to a checkpoint covering it at about a second, and costs an idle
+/// gate one statement a second (the heads against the kept checkpoints).
+pub const DEFAULT_CHECKPOINT_INTERVAL_MS: &str = "1000";
+/// The shortest and longest `checkpoint_interval_ms` accepted.
+pub const CHECKPOINT_INTERVAL_MS: std::ops::RangeInclusive<u64> = 10..=3_600_000;
 
 /// Every setting, by its one name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -46,6 +53,7 @@ pub enum Name {
     Bind,
     LedgerKey,
     LogKey,
+    CheckpointIntervalMs,
     WebhookSecret,
     WebhookSecretPrevious,
     Provider,
@@ -57,13 +65,14 @@ pub enum Name {
 
 impl Name {
     /// Every key, in the order `config check` prints them.
-    pub const ALL: [Name; 13] = [
+    pub const ALL: [Name; 14] = [
         Name::DatabaseUrl,
         Name::MigrationDatabaseUrl,
         Name::OnboardDatabaseUrl,
         Name::Bind,
         Name::LedgerKey,
         Name::LogKey,
+        Name::CheckpointIntervalMs,
         Name::WebhookSecret,
         Name::WebhookSecretPrevious,
         Name::Provider,
@@ -82,6 +91,7 @@ impl Name {
             Name::Bind => "bind",
             Name::LedgerKey => "ledger_key",
             Name::LogKey => "log_key",
+            Name::CheckpointIntervalMs => "checkpoint_interval_ms",
             Name::WebhookSecret => "webhook_secret",
             Name::WebhookSecretPrevious => "webhook_secret_previous",
             Name::Provider => "provider",
@@ -131,6 +141,7 @@ impl Name {
     fn default_value(self) -> Option<&'static str> {
         match self {
             Name::Bind => Some(DEFAULT_BIND),
+            Name::CheckpointIntervalMs => Some(DEFAULT_CHECKPOINT_INTERVAL_MS),
             Name::RazorpayBaseUrl => Some(gate::provider::RAZORPAY_API),
             _ => None,
         }
@@ -160,6 +171,10 @@ impl Name {
                 "at least 32 random bytes, kept outside the database and apart from every \
                  other secret, from which each tenant's Ed25519 log key is derived: \
                  `openssl rand -hex 32` (changing it changes every tenant's public key)"
+            }
+            Name::CheckpointIntervalMs => {
+                "how often, in milliseconds, `serve` signs the checkpoint of each tenant whose \
+                 ledger grew (from 10 to 3600000; default 1000)"
             }
             Name::WebhookSecret => {
                 "the webhook secret set in the provider's dashboard, at least 32 bytes \
@@ -391,6 +406,27 @@ impl Config {
     /// key is derived from it.
     pub fn log_key(&self) -> Result<Vec<u8>, ConfigError> {
         self.secret(Name::LogKey)
+    }
+
+    /// How often `serve` signs the checkpoints of the tenants whose ledger
+    /// grew ([`CHECKPOINT_INTERVAL_MS`] milliseconds at most and least).
+    pub fn checkpoint_interval(&self) -> Result<std::time::Duration, ConfigError> {
+        let setting = self.required(Name::CheckpointIntervalMs)?;
+        let bad = |problem: String| invalid(Name::CheckpointIntervalMs, &setting, problem);
+        let ms: u64 = setting.value.trim().parse().map_err(|_| {
+            bad(format!(
+                "is `{}`, not a whole number of milliseconds",
+                shown(&setting.value)
+            ))
+        })?;
+        if !CHECKPOINT_INTERVAL_MS.contains(&ms) {
+            return Err(bad(format!(
+                "is {ms} ms; it must be from {} to {} ms",
+                CHECKPOINT_INTERVAL_MS.start(),
+                CHECKPOINT_INTERVAL_MS.end()
+            )));
+        }
+        Ok(std::time::Duration::from_millis(ms))
     }
 
     /// The webhook secret's bytes (at least 32).
@@ -674,6 +710,44 @@ mod tests {
         let config =
             Config::load(None, &env_of(&[("SPENDGATE_LEDGER_KEY", &"k".repeat(32))])).unwrap();
         assert_eq!(config.ledger_key().unwrap().len(), 32);
+    }
+
+    #[test]
+    fn the_checkpoint_interval_defaults_to_a_second_and_refuses_what_is_out_of_range() {
+        let config = Config::load(None, &env_of(&[])).unwrap();
+        assert_eq!(
+            config.checkpoint_interval().unwrap(),
+            std::time::Duration::from_millis(1000)
+        );
+        assert_eq!(
+            config.checkpoint_interval().unwrap(),
+            gate::service::checkpointer::DEFAULT_INTERVAL,
+            "serve's default is the signer's"
+        );
+        let (_dir, path) = file("checkpoint_interval_ms = \"250\"\n");
+        let config = Config::load(Some(&path), &env_of(&[])).unwrap();
+        assert_eq!(
+            config.checkpoint_interval().unwrap(),
+            std::time::Duration::from_millis(250)
+        );
+        for (value, said) in [
+            ("0", "is 0 ms"),
+            ("3600001", "is 3600001 ms"),
+            ("1s", "not a whole number"),
+        ] {
+            let config = Config::load(
+                Some(&path),
+                &env_of(&[("SPENDGATE_CHECKPOINT_INTERVAL_MS", value)]),
+            )
+            .unwrap();
+            let text = config.checkpoint_interval().unwrap_err().to_string();
+            assert!(
+                text.contains("checkpoint_interval_ms")
+                    && text.contains("SPENDGATE_CHECKPOINT_INTERVAL_MS")
+                    && text.contains(said),
+                "{text}"
+            );
+        }
     }
 
     #[test]

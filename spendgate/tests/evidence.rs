@@ -411,8 +411,11 @@ async fn a_checkpoint_signed_with_another_key_is_refused() {
     assert_eq!(failed_name(verify_dir(&dir, &key)), "checkpoint");
 
     // Without log_key nothing is signed.
-    let missing =
-        output(spendgate(&db, work.path()).args(["log", "checkpoint", "--tenant", "acme"]));
+    let missing = output(
+        spendgate(&db, work.path())
+            .env_remove("SPENDGATE_LOG_KEY")
+            .args(["log", "checkpoint", "--tenant", "acme"]),
+    );
     assert_eq!(code(&missing), Some(2));
     assert!(text(&missing.stderr).contains("log_key is not set"));
 }

@@ -293,6 +293,7 @@ fn serve_without_a_database_url_names_the_setting() {
             .env_remove("SPENDGATE_CONFIG")
             .env("SPENDGATE_PROVIDER", "demo")
             .env("SPENDGATE_LEDGER_KEY", LEDGER_KEY)
+            .env("SPENDGATE_LOG_KEY", LOG_KEY)
             .env("SPENDGATE_WEBHOOK_SECRET", WEBHOOK_SECRET)
             .arg("serve"),
     );

@@ -32,6 +32,7 @@ mod budget_db_refusals;
 pub mod bundle;
 mod chain_hops;
 mod checkout;
+pub mod checkpointer;
 pub mod clock;
 mod current_policy;
 mod decide;
@@ -261,6 +262,23 @@ impl<P: PaymentProvider> Gate<P> {
     #[cfg(any(test, feature = "test-support"))]
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The checkpoint signer of this gate's tenants: on the gate's pool and
+    /// clock, checking new entries with its ledger key, signing with
+    /// `log_key` every `interval` ([`checkpointer`]).
+    pub fn checkpointer(
+        &self,
+        log_key: tlog::LogKey,
+        interval: Duration,
+    ) -> checkpointer::Checkpointer {
+        checkpointer::Checkpointer::new(
+            self.pool.clone(),
+            self.ledger_key.clone(),
+            log_key,
+            self.clock.clone(),
+            interval,
+        )
     }
 
     /// Closes the gate's connections (waiting for those in use).

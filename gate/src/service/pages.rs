@@ -344,7 +344,8 @@ async fn proofs(pool: &PgPool, tenant: &str, rows: &[EntryRow]) -> Result<Proofs
         .map_err(log)?
     else {
         return Ok(none(format!(
-            "no kept checkpoint covers entry {need} yet (`spendgate log checkpoint` signs one)"
+            "no kept checkpoint covers entry {need} yet (`spendgate serve` signs one within its \
+             checkpoint interval; `spendgate log checkpoint` signs one now)"
         )));
     };
     let leaves = match tlog::leaves(pool, tenant).await {

@@ -7,12 +7,13 @@
 //!   entry's stored canonical text (the bytes the HMAC chain hashes), so leaf
 //!   `i` is entry `seq = i + 1`. [`leaves`] refuses a chain with a missing
 //!   number ([`LogError::Gap`]) instead of building a tree that skips it.
-//! - The tree is computed from the entries on demand, by each call that
-//!   needs it (one read of the tenant's entries, in one statement). No
-//!   sequencer integrates entries in the background and no tree state is
-//!   kept: a checkpoint is signed when it is asked for (`spendgate log
-//!   checkpoint`, `spendgate evidence`), never on an operation's commit
-//!   path, which this module leaves untouched.
+//! - The tree is computed from the entries by each call that needs it (one
+//!   read of the tenant's entries, in one statement); no tree state is kept.
+//!   A checkpoint is signed by the background signer of `spendgate serve`
+//!   ([`super::checkpointer`], which checks the tree before it signs) or
+//!   when it is asked for (`spendgate log checkpoint`, `spendgate
+//!   evidence`), never on an operation's commit path, which this module
+//!   leaves untouched.
 //! - The tenant's Ed25519 log key is derived from the gate's `log_key`
 //!   secret ([`LogKey`], never in the database):
 //!   `seed = SHA-256("spendgate/log-key/v1" || 0x00 || u32be(len(secret)) ||
@@ -202,8 +203,9 @@ fn merkle(tenant: &str) -> impl FnOnce(MerkleError) -> LogError + '_ {
     }
 }
 
-/// Signs `tree`'s current size and root for `tenant` and keeps the note.
-async fn sign_tree(
+/// Signs `tree`'s current size and root for `tenant` and keeps the note
+/// (the one kept already when this tree was signed before).
+pub async fn sign_tree(
     pool: &PgPool,
     key: &LogKey,
     tenant: &str,

@@ -9,6 +9,7 @@
 mod fake_razorpay;
 mod support;
 
+mod checkpointer;
 mod core_refusals;
 mod db_factory;
 mod db_guards;

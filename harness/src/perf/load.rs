@@ -19,6 +19,9 @@
 //!   tenant-per-client cells run once more in the same pass, on a second
 //!   fresh database whose guards [`unguarded::strip`] removed: what the
 //!   guards cost, beside the figures they cost it in.
+//! - After the passes, one cell measures the delay from a commit to a kept
+//!   checkpoint covering it, with the gate's checkpoint signer running at
+//!   `spendgate serve`'s default interval ([`checkpoint_delay`]).
 //! - Latencies go into HDR histograms (`hdrhistogram`), per operation.
 //! - Bounded: every cell stops at its deadline; pgbench gets `-T`. Only the
 //!   server of `DATABASE_URL` (loopback or unix socket: `harness db run`) is used.
@@ -42,6 +45,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{Connection, Executor, PgConnection};
 
 use super::Progress;
+use super::checkpoint_delay::{self, CheckpointDelay};
 use super::cpu;
 use super::statements::{self, Breakdown};
 use super::stats::thousands;
@@ -182,8 +186,16 @@ pub struct Load {
     pub statements: Option<Breakdown>,
     /// The tenant-per-client cells again on a copy without the guards.
     pub unguarded: Option<Unguarded>,
+    /// From an operation's commit to a kept checkpoint covering it, with the
+    /// signer `spendgate serve` runs ([`super::checkpoint_delay`]).
+    #[serde(default)]
+    pub checkpoint_delay: Option<CheckpointDelay>,
     pub seconds: f64,
 }
+
+/// The checkpoint cell's shortest run: five of the signer's default
+/// intervals, so its delays are many ticks' worth.
+const DELAY_CELL: Duration = Duration::from_secs(5);
 
 /// The client count whose cells `pg_stat_statements` breaks down (the
 /// goals' count), or the largest count of a plan without it.
@@ -980,6 +992,15 @@ pub(super) async fn measure(
         rows.push(row);
     }
     notes.extend(serialized_bound(&rows, P95_GOAL_MS));
+    progress.say("load: from commit to a signed checkpoint");
+    analyze(&db_url).await?;
+    let checkpoint_delay = match checkpoint_delay::measure(&gate, plan.cell.max(DELAY_CELL)).await {
+        Ok(d) => Some(d),
+        Err(e) => {
+            notes.push(format!("The checkpoint delay was not measured: {e:#}."));
+            None
+        }
+    };
     bench.drop().await?;
     gate.pool().close().await;
     drop(gate);
@@ -1011,6 +1032,7 @@ pub(super) async fn measure(
             latency,
             statements: breakdown,
             unguarded,
+            checkpoint_delay,
             seconds: started.elapsed().as_secs_f64(),
         },
         notes,

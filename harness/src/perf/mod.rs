@@ -33,6 +33,7 @@
 //! [`findings`] the notes drawn from it, and [`render`] its Markdown, chart
 //! and headline.
 
+mod checkpoint_delay;
 mod cpu;
 mod database;
 mod decisions;

@@ -21,6 +21,7 @@ pub fn run(config: &Config, command: ConfigCommand) -> Result<ExitCode, Failure>
     if config.get(crate::config::Name::Bind).is_some() {
         problems.extend(config.bind().err().map(|e| e.to_string()));
     }
+    problems.extend(config.checkpoint_interval().err().map(|e| e.to_string()));
     for (key, check) in [
         (crate::config::Name::LedgerKey, config.ledger_key().err()),
         (crate::config::Name::LogKey, config.log_key().err()),

@@ -19,6 +19,11 @@ use serde_json::Value;
 
 pub const WEBHOOK_SECRET: &str = "whsec_spendgate_cli_test_0123456789abcdef";
 pub const LEDGER_KEY: &str = "ledger-key-of-the-spendgate-cli-tests-0123456789";
+pub const LOG_KEY: &str = "log-key-of-the-spendgate-cli-tests-0123456789abc";
+/// `serve`'s checkpoint interval unless a test sets its own: an hour, so a
+/// served gate signs only at its start (its first tick) and a test that
+/// signs its own checkpoints meets no other.
+pub const CHECKPOINT_INTERVAL_MS: &str = "3600000";
 
 /// The workspace's root.
 pub fn workspace_root() -> PathBuf {
@@ -104,8 +109,9 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The built binary with `db`'s URLs, the tests' secrets, the demo provider
-/// and an empty working folder; nothing from the caller's SPENDGATE_*.
+/// The built binary with `db`'s URLs, the tests' secrets, the demo provider,
+/// an hourly checkpoint interval ([`CHECKPOINT_INTERVAL_MS`]) and an empty
+/// working folder; nothing from the caller's SPENDGATE_*.
 pub fn spendgate(db: &Db, workdir: &Path) -> Command {
     // The humans' keys file the configuration names; empty until a test's
     // approvers add theirs (`first_mandates`).
@@ -124,6 +130,8 @@ pub fn spendgate(db: &Db, workdir: &Path) -> Command {
         .env("MIGRATION_DATABASE_URL", &db.owner)
         .env("ONBOARD_DATABASE_URL", &db.onboard)
         .env("SPENDGATE_LEDGER_KEY", LEDGER_KEY)
+        .env("SPENDGATE_LOG_KEY", LOG_KEY)
+        .env("SPENDGATE_CHECKPOINT_INTERVAL_MS", CHECKPOINT_INTERVAL_MS)
         .env("SPENDGATE_WEBHOOK_SECRET", WEBHOOK_SECRET)
         .env("SPENDGATE_PROVIDER", "demo")
         .env("SPENDGATE_BIND", "127.0.0.1:0")

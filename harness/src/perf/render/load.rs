@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+use crate::perf::checkpoint_delay::CheckpointDelay;
 use crate::perf::cpu::PerOp;
 use crate::perf::load::{Cell, LatencyRow, Load, LoadRow, Shape, Unguarded};
 use crate::perf::statements::Breakdown;
@@ -118,6 +119,108 @@ pub fn goal_rows(load: &Load) -> String {
     s
 }
 
+/// The delay goal of issue 42: every operation covered, none later than
+/// this many signer intervals after its commit.
+pub const CHECKPOINT_DELAY_INTERVALS: f64 = 2.0;
+
+fn ms_or_na(x: Option<f64>) -> String {
+    x.map_or("n/a".into(), |x| format!("{x:.0} ms"))
+}
+
+/// The checkpoint delay's figure, goal and verdict.
+fn delay_row(d: Option<&CheckpointDelay>) -> (String, String, Option<bool>) {
+    let Some(d) = d else {
+        return ("n/a".into(), "bounded (not measured)".into(), None);
+    };
+    let bound = d.interval_ms as f64 * CHECKPOINT_DELAY_INTERVALS;
+    let figure = format!(
+        "p50 {}, p95 {} (max {}; {} of {} operations covered)",
+        ms_or_na(d.p50_ms),
+        ms_or_na(d.p95_ms),
+        ms_or_na(d.max_ms),
+        thousands(d.covered),
+        thousands(d.operations)
+    );
+    let goal = format!(
+        "every operation covered within {CHECKPOINT_DELAY_INTERVALS:.0} × the interval ({} ms)",
+        thousands(bound as u64)
+    );
+    let met = d
+        .max_ms
+        .map(|max| d.covered == d.operations && d.operations > 0 && max <= bound);
+    (figure, goal, met)
+}
+
+/// Issue 42's three performance goals in one table: the flow at 8 clients
+/// tenant per client against pgbench, the one-tenant proposal p95 at 8
+/// clients, and the delay from a commit to a signed checkpoint.
+pub fn issue42_goal_rows(load: &Load) -> String {
+    let mut s = String::new();
+    let at = load.rows.iter().find(|r| r.clients == GOAL_CLIENTS);
+    let flow = at.and_then(|row| vs(&row.flow_tenant_per_client, row));
+    let _ = writeln!(
+        s,
+        "| full purchase flow, tenant per client, {GOAL_CLIENTS} clients | {} \
+         | ≥ {FLOW_TENANT_PER_CLIENT_GOAL} × pgbench TPS | {} |",
+        at.map_or("n/a".into(), |row| rate_and_ratio(
+            &row.flow_tenant_per_client,
+            row
+        )),
+        yes_no(flow.map(|r| r >= FLOW_TENANT_PER_CLIENT_GOAL))
+    );
+    let p = p95(load, "propose", Shape::OneTenant, GOAL_CLIENTS);
+    let _ = writeln!(
+        s,
+        "| propose p95, one tenant, {GOAL_CLIENTS} clients | {} | ≤ {PROPOSE_P95_GOAL_MS} ms | {} |",
+        p.map_or("n/a".into(), |p| format!("{p:.2} ms")),
+        yes_no(p.map(|p| p <= PROPOSE_P95_GOAL_MS))
+    );
+    let d = load.checkpoint_delay.as_ref();
+    let (figure, goal, met) = delay_row(d);
+    let _ = writeln!(
+        s,
+        "| commit → signed checkpoint, {} clients, tenant per client, signer every {} \
+         | {figure} | {goal} | {} |",
+        d.map_or(GOAL_CLIENTS, |d| d.clients),
+        d.map_or("n/a".into(), |d| format!("{} ms", thousands(d.interval_ms))),
+        yes_no(met)
+    );
+    s
+}
+
+/// Issue 42's goals, with how the delay was measured.
+fn issue42_section(load: &Load) -> String {
+    let mut s = String::from(
+        "### Goals (issue 42), from this run\n\n| measure | figure | goal | met |\n\
+         |---|---|---|---|\n",
+    );
+    s.push_str(&issue42_goal_rows(load));
+    s.push('\n');
+    match &load.checkpoint_delay {
+        Some(d) => {
+            let _ = writeln!(
+                s,
+                "The delay: the signer `spendgate serve` runs (`gate::service::checkpointer`, \
+                 every {} ms, its default `checkpoint_interval_ms`) on this phase's gate, while \
+                 {} clients, each in a tenant of its own, propose for {:.1} s (a denied \
+                 proposal: one committed operation that appends to the ledger); an operation's \
+                 delay runs from its call's return to the end of the first tick that kept a \
+                 checkpoint covering its last entry. {} ticks kept {} checkpoints; the longest \
+                 tick took {} (a signer's first tick and every sixtieth read each grown tenant's \
+                 whole log; the others only its new entries).\n",
+                thousands(d.interval_ms),
+                d.clients,
+                d.seconds,
+                thousands(d.ticks),
+                thousands(d.checkpoints),
+                ms_or_na(d.longest_tick_ms)
+            );
+        }
+        None => s.push_str("The delay was not measured in this run (see the notes).\n\n"),
+    }
+    s
+}
+
 /// The load section of performance.md.
 pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
     let mut s = String::from("## 5. The database-backed gate under load, beside pgbench\n\n");
@@ -173,6 +276,7 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
     s.push_str("### Goals (issue 13), ratios from this run\n\n| measure | figure | goal | met |\n|---|---|---|---|\n");
     s.push_str(&goal_rows(load));
     s.push('\n');
+    s.push_str(&issue42_section(load));
     s.push_str(&unguarded_section(load.unguarded.as_ref(), &load.rows));
     s.push_str(
         "### Latency per operation (HDR histogram)\n\n\
@@ -486,6 +590,19 @@ pub(in crate::perf::render) mod tests {
                     flow_tenant_per_client: cell(100.0),
                 }],
             }),
+            checkpoint_delay: Some(CheckpointDelay {
+                interval_ms: 1000,
+                clients: 8,
+                seconds: 5.0,
+                operations: 4000,
+                covered: 4000,
+                ticks: 7,
+                checkpoints: 48,
+                p50_ms: Some(512.0),
+                p95_ms: Some(968.0),
+                max_ms: Some(1041.0),
+                longest_tick_ms: Some(41.0),
+            }),
             seconds: 40.0,
         }
     }
@@ -535,6 +652,50 @@ pub(in crate::perf::render) mod tests {
             md.contains("[performance-history.md](performance-history.md)"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn issue_42s_three_goals_are_one_table_and_an_unmeasured_delay_is_not_met() {
+        let md = section(Some(&fixed()), None);
+        assert!(md.contains("### Goals (issue 42), from this run"), "{md}");
+        // 8 clients: flow tenant per client 25/s against 4,000 TPS = 0.006×.
+        assert!(
+            md.contains(
+                "| full purchase flow, tenant per client, 8 clients | 25.0/s (0.006× pgbench) \
+                 | ≥ 0.15 × pgbench TPS | **no** |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| propose p95, one tenant, 8 clients | 7.50 ms | ≤ 5 ms | **no** |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| commit → signed checkpoint, 8 clients, tenant per client, signer every \
+                 1,000 ms | p50 512 ms, p95 968 ms (max 1041 ms; 4,000 of 4,000 operations \
+                 covered) | every operation covered within 2 × the interval (2,000 ms) | yes |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("7 ticks kept 48 checkpoints"), "{md}");
+        let mut late = fixed();
+        if let Some(d) = late.checkpoint_delay.as_mut() {
+            d.covered = 3999;
+        }
+        assert!(
+            issue42_goal_rows(&late).contains("operations covered) | every operation covered within 2 × the interval (2,000 ms) | **no** |"),
+            "{}",
+            issue42_goal_rows(&late)
+        );
+        let mut none = fixed();
+        none.checkpoint_delay = None;
+        let md = section(Some(&none), None);
+        assert!(
+            md.contains("| n/a | bounded (not measured) | n/a |"),
+            "{md}"
+        );
+        assert!(md.contains("The delay was not measured"), "{md}");
     }
 
     #[test]

@@ -1,0 +1,282 @@
+//! The checkpoint signer (`gate::service::checkpointer`) on a real
+//! database: a tick signs exactly the tenants whose ledger grew, with a
+//! checkpoint covering every committed entry; a signer stopped between a
+//! commit and its tick leaves nothing out once one starts again; a ledger
+//! rewritten under a kept checkpoint, or an entry forged past it, gets no
+//! new checkpoint and is named, while the other tenants are signed.
+
+use std::time::{Duration, Instant};
+
+use gate::service::checkpointer::{Checkpointer, Refusal};
+use gate::service::tlog::{self, LogError, LogKey};
+use spendgate_verify::checkpoint;
+use spendgate_verify::merkle::hash_to_base64;
+
+use crate::support::*;
+
+const LOG_SECRET: &[u8] = b"the log key of the checkpointer tests, 32 bytes or more";
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn signer(w: &World, interval: Duration) -> Result<Checkpointer, LogError> {
+    Ok(w.gate.checkpointer(LogKey::new(LOG_SECRET)?, interval))
+}
+
+/// The tenant's ledger head (its number of entries).
+async fn head(w: &World, tenant: &str) -> Result<u64, sqlx::Error> {
+    let seq: i64 = sqlx::query_scalar("SELECT seq FROM ledger_head WHERE tenant_id = $1")
+        .bind(tenant)
+        .fetch_one(w.pool())
+        .await?;
+    Ok(seq as u64)
+}
+
+/// The size of the tenant's largest kept checkpoint (0: none).
+async fn covered(w: &World, tenant: &str) -> Result<u64, sqlx::Error> {
+    let size: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(max(size), 0) FROM log_checkpoints WHERE tenant_id = $1",
+    )
+    .bind(tenant)
+    .fetch_one(w.pool())
+    .await?;
+    Ok(size as u64)
+}
+
+async fn kept(w: &World, tenant: &str) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM log_checkpoints WHERE tenant_id = $1")
+        .bind(tenant)
+        .fetch_one(w.pool())
+        .await
+}
+
+async fn propose_globex(w: &World) -> TestResult {
+    w.gate
+        .propose("globex", "globex-agent", &body("SNACK-BOX", 1), None)
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_tick_signs_exactly_the_grown_tenants_and_covers_every_entry() -> TestResult {
+    on_world(async |w| {
+        let signer = signer(w, HOUR)?;
+        let key = LogKey::new(LOG_SECRET)?;
+        signer.tick().await?;
+        w.propose("SNACK-BOX", 1).await?;
+        w.propose("SNACK-BOX", 1).await?;
+        assert!(covered(w, "acme").await? < head(w, "acme").await?);
+
+        let tick = signer.tick().await?;
+        assert!(tick.refused.is_empty(), "{:?}", tick.refused);
+        let tenants: Vec<&str> = tick.signed.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(tenants, ["acme"], "only the tenant that grew is signed");
+        let (_, cp) = &tick.signed[0];
+        assert_eq!(cp.size, head(w, "acme").await?);
+        let opened = checkpoint::open(cp.note.as_bytes(), &key.verifier("acme")?, None)?;
+        assert_eq!(opened.size, cp.size);
+        let now = tlog::tree(w.pool(), "acme").await?;
+        assert_eq!(opened.root_base64(), hash_to_base64(&now.root()));
+
+        let idle = signer.tick().await?;
+        assert!(
+            idle.signed.is_empty() && idle.refused.is_empty(),
+            "{idle:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_running_signer_covers_a_commit_within_its_interval() -> TestResult {
+    on_world(async |w| {
+        let interval = Duration::from_millis(100);
+        let running = signer(w, interval)?.start().await;
+        w.propose("SNACK-BOX", 1).await?;
+        let committed = Instant::now();
+        let want = head(w, "acme").await?;
+        while covered(w, "acme").await? < want {
+            assert!(
+                committed.elapsed() < Duration::from_secs(10),
+                "no checkpoint covered entry {want} within 10 s of a 100 ms interval"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        running.stop().await;
+        // Stopped: a commit after it is not signed.
+        w.propose("SNACK-BOX", 1).await?;
+        tokio::time::sleep(interval * 3).await;
+        assert_eq!(covered(w, "acme").await?, want);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_signer_stopped_between_commit_and_tick_leaves_nothing_out() -> TestResult {
+    on_world(async |w| {
+        // Its first tick is at its start; the next would be an hour later.
+        let first = signer(w, HOUR)?.start().await;
+        w.propose("SNACK-BOX", 1).await?;
+        w.propose("CLOUD-STARTER", 1).await?;
+        let want = head(w, "acme").await?;
+        // Dropped as a killed process's task is: no tick after the commits.
+        drop(first);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(covered(w, "acme").await? < want, "nothing signed them yet");
+
+        let second = signer(w, HOUR)?.start().await;
+        assert_eq!(
+            covered(w, "acme").await?,
+            want,
+            "the next signer's first tick"
+        );
+        second.stop().await;
+        let consistent =
+            tlog::check_consistency(w.pool(), &LogKey::new(LOG_SECRET)?, "acme").await?;
+        assert!(consistent.is_ok(), "{consistent:?}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_ledger_rewritten_under_a_checkpoint_gets_no_new_one_and_is_named() -> TestResult {
+    on_world(async |w| {
+        // Every tick a full check, as every signer's first tick is.
+        let signer = signer(w, HOUR)?.with_full_check_every(1);
+        w.propose("SNACK-BOX", 1).await?;
+        signer.tick().await?;
+        let before = kept(w, "acme").await?;
+        exec(
+            w.owner(),
+            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
+             UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
+              WHERE tenant_id = 'acme' AND kind = 'proposal'; \
+             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only",
+        )
+        .await?;
+        w.propose("SNACK-BOX", 1).await?;
+        propose_globex(w).await?;
+
+        let tick = signer.tick().await?;
+        let signed: Vec<&str> = tick.signed.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(signed, ["globex"], "the other tenant is still signed");
+        let [(tenant, refusal)] = &tick.refused[..] else {
+            panic!("one refusal expected: {:?}", tick.refused);
+        };
+        assert_eq!(tenant, "acme");
+        assert!(
+            matches!(refusal, Refusal::Log(LogError::Rewritten { .. })),
+            "{refusal:?}"
+        );
+        let said = refusal.to_string();
+        assert!(
+            said.contains("acme") && said.contains("no longer has the root"),
+            "{said}"
+        );
+        assert_eq!(
+            kept(w, "acme").await?,
+            before,
+            "no checkpoint papers over it"
+        );
+        // Tried again next tick, refused again.
+        let again = signer.tick().await?;
+        assert_eq!(again.refused.len(), 1, "{again:?}");
+        assert_eq!(kept(w, "acme").await?, before);
+        Ok(())
+    })
+    .await
+}
+
+/// Between full checks the signer reads only the entries past its last
+/// checkpoint and signs on the leaves it verified before: a rewrite under
+/// that checkpoint is never signed (the tree it signs keeps the history it
+/// checked, not the rewritten one), and the next full check names it.
+#[tokio::test]
+async fn between_full_checks_a_rewrite_is_never_signed_and_the_next_full_check_names_it()
+-> TestResult {
+    on_world(async |w| {
+        let signer = signer(w, HOUR)?.with_full_check_every(3);
+        w.propose("SNACK-BOX", 1).await?;
+        signer.tick().await?; // full
+        exec(
+            w.owner(),
+            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
+             UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
+              WHERE tenant_id = 'acme' AND kind = 'proposal'; \
+             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only",
+        )
+        .await?;
+        w.propose("SNACK-BOX", 1).await?;
+        let tick = signer.tick().await?; // from what it verified
+        let [(tenant, cp)] = &tick.signed[..] else {
+            panic!("acme signed: {tick:?}");
+        };
+        assert_eq!(tenant, "acme");
+        let rewritten = tlog::tree(w.pool(), "acme").await?;
+        assert_eq!(cp.size, rewritten.len());
+        assert_ne!(
+            cp.root,
+            hash_to_base64(&rewritten.root()),
+            "it signed the history it checked, not the rewritten one"
+        );
+        w.propose("SNACK-BOX", 1).await?;
+        signer.tick().await?; // from what it verified
+        w.propose("SNACK-BOX", 1).await?;
+        let before = kept(w, "acme").await?;
+        let full = signer.tick().await?;
+        assert!(full.signed.is_empty(), "{full:?}");
+        assert!(
+            matches!(&full.refused[..], [(t, Refusal::Log(LogError::Rewritten { .. }))] if t == "acme"),
+            "{full:?}"
+        );
+        assert_eq!(kept(w, "acme").await?, before);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_entry_forged_past_the_checkpoint_gets_no_checkpoint() -> TestResult {
+    on_world(async |w| {
+        let signer = signer(w, HOUR)?;
+        signer.tick().await?;
+        let before = kept(w, "acme").await?;
+        let signed_size = covered(w, "acme").await?;
+        w.propose("SNACK-BOX", 1).await?;
+        // The owner edits an entry no checkpoint covers yet: only the keyed
+        // chain can tell.
+        exec(
+            w.owner(),
+            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
+             UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
+              WHERE tenant_id = 'acme' AND seq = (SELECT max(seq) FROM ledger_entries \
+                WHERE tenant_id = 'acme' AND kind = 'proposal'); \
+             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only",
+        )
+        .await?;
+        let forged: i64 = sqlx::query_scalar(
+            "SELECT max(seq) FROM ledger_entries WHERE tenant_id = 'acme' AND kind = 'proposal'",
+        )
+        .fetch_one(w.pool())
+        .await?;
+        assert!(forged as u64 > signed_size);
+
+        let tick = signer.tick().await?;
+        let [(tenant, refusal)] = &tick.refused[..] else {
+            panic!("one refusal expected: {:?}", tick.refused);
+        };
+        assert_eq!(tenant, "acme");
+        assert!(
+            matches!(refusal, Refusal::Broken { seq, .. } if *seq == forged),
+            "{refusal:?}"
+        );
+        assert!(
+            refusal.to_string().contains("forged or changed"),
+            "{refusal}"
+        );
+        assert_eq!(kept(w, "acme").await?, before);
+        Ok(())
+    })
+    .await
+}
