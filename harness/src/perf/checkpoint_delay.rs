@@ -23,12 +23,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use gate::provider::InProcessProvider;
+use gate::service::Gate;
 use gate::service::checkpointer::{DEFAULT_INTERVAL, Tick};
 use gate::service::tlog::LogKey;
 use serde::{Deserialize, Serialize};
 
-use super::load::{LoadGate, tenant_id};
 use super::stats::{min_max, percentile};
+
+/// The gate the load phase drives.
+type LoadGate = Gate<InProcessProvider>;
 
 /// Clients of the cell: the goals' count.
 pub const DELAY_CLIENTS: usize = 8;
@@ -109,9 +113,13 @@ async fn client(gate: Arc<LoadGate>, tenant: String, deadline: Instant) -> Resul
     Ok(out)
 }
 
-/// The cell: [`DELAY_CLIENTS`] clients for `cell`, the signer at
-/// [`DEFAULT_INTERVAL`].
-pub(super) async fn measure(gate: &Arc<LoadGate>, cell: Duration) -> Result<CheckpointDelay> {
+/// The cell: [`DELAY_CLIENTS`] clients for `cell`, client `i` in the tenant
+/// `tenant_of(i)` names, the signer at [`DEFAULT_INTERVAL`].
+pub(super) async fn measure(
+    gate: &Arc<LoadGate>,
+    cell: Duration,
+    tenant_of: fn(usize) -> String,
+) -> Result<CheckpointDelay> {
     let interval = DEFAULT_INTERVAL;
     let signer = gate.checkpointer(LogKey::new(LOG_SECRET)?, interval);
     let signed = Arc::new(Mutex::new(Signed::default()));
@@ -146,7 +154,7 @@ pub(super) async fn measure(gate: &Arc<LoadGate>, cell: Duration) -> Result<Chec
     let start = Instant::now();
     let deadline = start + cell;
     let tasks: Vec<_> = (0..DELAY_CLIENTS)
-        .map(|i| tokio::spawn(client(gate.clone(), tenant_id(i), deadline)))
+        .map(|i| tokio::spawn(client(gate.clone(), tenant_of(i), deadline)))
         .collect();
     let mut committed = Vec::new();
     for t in tasks {

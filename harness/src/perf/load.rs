@@ -994,13 +994,14 @@ pub(super) async fn measure(
     notes.extend(serialized_bound(&rows, P95_GOAL_MS));
     progress.say("load: from commit to a signed checkpoint");
     analyze(&db_url).await?;
-    let checkpoint_delay = match checkpoint_delay::measure(&gate, plan.cell.max(DELAY_CELL)).await {
-        Ok(d) => Some(d),
-        Err(e) => {
-            notes.push(format!("The checkpoint delay was not measured: {e:#}."));
-            None
-        }
-    };
+    let checkpoint_delay =
+        match checkpoint_delay::measure(&gate, plan.cell.max(DELAY_CELL), tenant_id).await {
+            Ok(d) => Some(d),
+            Err(e) => {
+                notes.push(format!("The checkpoint delay was not measured: {e:#}."));
+                None
+            }
+        };
     bench.drop().await?;
     gate.pool().close().await;
     drop(gate);

@@ -119,7 +119,7 @@ pub fn goal_rows(load: &Load) -> String {
     s
 }
 
-/// The delay goal of issue 42: every operation covered, none later than
+/// The checkpoint delay goal: every operation covered, none later than
 /// this many signer intervals after its commit.
 pub const CHECKPOINT_DELAY_INTERVALS: f64 = 2.0;
 
@@ -191,7 +191,7 @@ pub fn issue42_goal_rows(load: &Load) -> String {
 /// Issue 42's goals, with how the delay was measured.
 fn issue42_section(load: &Load) -> String {
     let mut s = String::from(
-        "### Goals (issue 42), from this run\n\n| measure | figure | goal | met |\n\
+        "### Evidence log goals, from this run\n\n| measure | figure | goal | met |\n\
          |---|---|---|---|\n",
     );
     s.push_str(&issue42_goal_rows(load));
@@ -273,7 +273,7 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
         }
     }
     s.push_str(&cpu_section(&load.rows));
-    s.push_str("### Goals (issue 13), ratios from this run\n\n| measure | figure | goal | met |\n|---|---|---|---|\n");
+    s.push_str("### Load goals, ratios from this run\n\n| measure | figure | goal | met |\n|---|---|---|---|\n");
     s.push_str(&goal_rows(load));
     s.push('\n');
     s.push_str(&issue42_section(load));
@@ -657,7 +657,7 @@ pub(in crate::perf::render) mod tests {
     #[test]
     fn issue_42s_three_goals_are_one_table_and_an_unmeasured_delay_is_not_met() {
         let md = section(Some(&fixed()), None);
-        assert!(md.contains("### Goals (issue 42), from this run"), "{md}");
+        assert!(md.contains("### Evidence log goals, from this run"), "{md}");
         // 8 clients: flow tenant per client 25/s against 4,000 TPS = 0.006×.
         assert!(
             md.contains(
