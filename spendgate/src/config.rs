@@ -36,6 +36,9 @@ pub const DEFAULT_FILE: &str = "spendgate.toml";
 pub const MIN_SECRET_BYTES: usize = 32;
 /// Where the service listens unless `bind` says otherwise.
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
+/// `row_security` when nothing sets it: whether `spendgate migrate` enables
+/// row-level security (see `migrations/*_row_security.sql`).
+pub const DEFAULT_ROW_SECURITY: &str = "false";
 
 /// Every setting, by its one name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,11 +56,12 @@ pub enum Name {
     RazorpayKeySecret,
     RazorpayBaseUrl,
     MandateKeys,
+    RowSecurity,
 }
 
 impl Name {
     /// Every key, in the order `config check` prints them.
-    pub const ALL: [Name; 13] = [
+    pub const ALL: [Name; 14] = [
         Name::DatabaseUrl,
         Name::MigrationDatabaseUrl,
         Name::OnboardDatabaseUrl,
@@ -71,6 +75,7 @@ impl Name {
         Name::RazorpayKeySecret,
         Name::RazorpayBaseUrl,
         Name::MandateKeys,
+        Name::RowSecurity,
     ];
 
     /// The name in `spendgate.toml`.
@@ -89,6 +94,7 @@ impl Name {
             Name::RazorpayKeySecret => "razorpay_key_secret",
             Name::RazorpayBaseUrl => "razorpay_base_url",
             Name::MandateKeys => "mandate_keys",
+            Name::RowSecurity => "row_security",
         }
     }
 
@@ -132,6 +138,7 @@ impl Name {
         match self {
             Name::Bind => Some(DEFAULT_BIND),
             Name::RazorpayBaseUrl => Some(gate::provider::RAZORPAY_API),
+            Name::RowSecurity => Some(DEFAULT_ROW_SECURITY),
             _ => None,
         }
     }
@@ -178,6 +185,11 @@ impl Name {
                 "the keys file of the humans who may sign mandates: one `TENANT PERSON \
                  ed25519:BASE64` per line (`spendgate mandate keygen` prints the line); \
                  without it no policy verifies and every proposal is POLICY_INVALID"
+            }
+            Name::RowSecurity => {
+                "`true` or `false`: whether the database keeps tenants apart with row-level \
+                 security (applied by `spendgate migrate`; `spendgate tenant apply` writes \
+                 each tenant's token first)"
             }
         }
     }
@@ -432,6 +444,21 @@ impl Config {
                 Name::Provider,
                 &setting,
                 format!("is `{}`, not `razorpay` or `demo`", shown(other)),
+            )),
+        }
+    }
+
+    /// Whether the database enforces row-level security for the gate's
+    /// runtime role (`row_security`: `true` or `false`).
+    pub fn row_security(&self) -> Result<bool, ConfigError> {
+        let setting = self.required(Name::RowSecurity)?;
+        match setting.value.as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => Err(invalid(
+                Name::RowSecurity,
+                &setting,
+                format!("is `{}`, not `true` or `false`", shown(other)),
             )),
         }
     }

@@ -48,6 +48,12 @@ pub async fn migrate(config: &Config) -> Result<Vec<i64>, Failure> {
     gate::db::migrate(&pool)
         .await
         .map_err(|e| Failure::database(format!("migrating {shown}"), e))?;
+    // Row-level security as `row_security` says, on every tenant table.
+    sqlx::query("SELECT spendgate_row_security($1)")
+        .bind(config.row_security()?)
+        .execute(&pool)
+        .await
+        .map_err(|e| Failure::database(format!("applying row_security to {shown}"), e))?;
     let after = applied(&pool)
         .await
         .map_err(|e| Failure::database(format!("reading the migrations of {shown}"), e))?;
