@@ -186,7 +186,7 @@ pub struct SourceLocator {
 pub struct SchemaLocator {
     /// The object's name.
     pub object: String,
-    /// Constraint, trigger or index.
+    /// Constraint, trigger, index or policy.
     pub object_kind: ObjectKind,
     /// The table it is on.
     pub table: String,
@@ -417,7 +417,10 @@ impl TryFrom<RawGuard> for Guard {
                     .object
                     .ok_or_else(|| fail("schema locator needs `object`".into()))?;
                 let object_kind = l.object_kind.ok_or_else(|| {
-                    fail("schema locator needs `object_kind: constraint|trigger|index`".into())
+                    fail(
+                        "schema locator needs `object_kind: constraint|trigger|index|policy`"
+                            .into(),
+                    )
                 })?;
                 let table = l
                     .table

@@ -493,3 +493,27 @@ async fn one_tenants_token_opens_no_other_tenant() -> TestResult {
     })
     .await
 }
+
+/// The token table's own guards, violated with SQL by the onboarding role
+/// (the one role that writes it): a digest is 64 lower-case hex characters,
+/// and one digest names one scope.
+#[tokio::test]
+async fn a_row_token_digest_is_hex_and_names_one_scope() -> TestResult {
+    on_world(async |w| {
+        assert_sql_refused_by(
+            w.onboard(),
+            "INSERT INTO row_tokens (scope, token_sha256) VALUES ('shadow', 'not hex')",
+            "ck_row_token_sha256_hex",
+        )
+        .await;
+        assert_sql_refused_by(
+            w.onboard(),
+            "INSERT INTO row_tokens (scope, token_sha256) \
+             SELECT 'shadow', token_sha256 FROM row_tokens WHERE scope = 'acme'",
+            "uq_row_token_sha256",
+        )
+        .await;
+        Ok(())
+    })
+    .await
+}
