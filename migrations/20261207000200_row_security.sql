@@ -39,11 +39,15 @@ REVOKE ALL ON row_tokens FROM spendgate_app;
 REVOKE ALL ON row_tokens FROM spendgate_onboard;
 GRANT SELECT, INSERT, UPDATE ON row_tokens TO spendgate_onboard;
 
+-- Every name in it is schema-qualified, so it needs no search_path of its
+-- own (a SET clause would cost a configuration save and restore on each
+-- call, once per statement and table).
 CREATE FUNCTION spendgate_tenant() RETURNS text
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    SELECT scope FROM public.row_tokens
-     WHERE token_sha256 = encode(sha256(convert_to(
-               coalesce(current_setting('spendgate.tenant_token', true), ''), 'UTF8')), 'hex')
+LANGUAGE sql STABLE SECURITY DEFINER AS $$
+    SELECT r.scope FROM public.row_tokens r
+     WHERE r.token_sha256 OPERATOR(pg_catalog.=) pg_catalog.encode(pg_catalog.sha256(
+               pg_catalog.convert_to(COALESCE(
+                   pg_catalog.current_setting('spendgate.tenant_token', true), ''), 'UTF8')), 'hex')
 $$;
 
 DO $$
