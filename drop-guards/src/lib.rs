@@ -5,8 +5,8 @@
 //! When the runner judges a schema guard it runs the guard's named tests with
 //!
 //! - `SPENDGATE_DROP_GUARDS=KIND:TABLE:NAME[,KIND:TABLE:NAME...]`
-//!   ([`encode`] / [`decode`]), where KIND is `constraint`, `trigger` or
-//!   `index` ([`ObjectKind`]) and TABLE and NAME are plain SQL identifiers
+//!   ([`encode`] / [`decode`]), where KIND is `constraint`, `trigger`,
+//!   `index` or `policy` ([`ObjectKind`]) and TABLE and NAME are plain SQL identifiers
 //!   (optionally schema-qualified, [`is_sql_name`]), and
 //! - `SPENDGATE_DROP_GUARDS_LOG=/absolute/path`, a file the runner created empty.
 //!
@@ -14,7 +14,8 @@
 //! must, before handing it out, for each entry in order:
 //!
 //! 1. run [`DropSpec::sql`]: `ALTER TABLE TABLE DROP CONSTRAINT NAME`,
-//!    `DROP TRIGGER NAME ON TABLE` or `DROP INDEX NAME` (no `IF EXISTS`);
+//!    `DROP TRIGGER NAME ON TABLE`, `DROP INDEX NAME` or `DROP POLICY NAME
+//!    ON TABLE` (no `IF EXISTS`);
 //! 2. on success append [`LogLine::Dropped`] (`dropped KIND:TABLE:NAME`) to
 //!    the log file; on failure append [`LogLine::Failed`] (`failed ITEM:
 //!    ERROR`) and fail.
@@ -50,14 +51,17 @@ pub enum ObjectKind {
     Constraint,
     Trigger,
     Index,
+    /// A row-level security policy.
+    Policy,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [ObjectKind; 3] = [
+    pub const ALL: [ObjectKind; 4] = [
         ObjectKind::Constraint,
         ObjectKind::Trigger,
         ObjectKind::Index,
+        ObjectKind::Policy,
     ];
 
     /// The spelling of the contract and the registry.
@@ -66,6 +70,7 @@ impl ObjectKind {
             ObjectKind::Constraint => "constraint",
             ObjectKind::Trigger => "trigger",
             ObjectKind::Index => "index",
+            ObjectKind::Policy => "policy",
         }
     }
 }
@@ -91,7 +96,7 @@ impl FromStr for ObjectKind {
 pub enum ContractError {
     #[error("`{item}` is not KIND:TABLE:NAME")]
     NotKindTableName { item: String },
-    #[error("KIND `{kind}` is not constraint, trigger or index")]
+    #[error("KIND `{kind}` is not constraint, trigger, index or policy")]
     UnknownKind { kind: String },
     #[error("`{item}`: TABLE and NAME must be plain SQL identifiers")]
     NotSqlName { item: String },
@@ -151,6 +156,7 @@ impl DropSpec {
             }
             ObjectKind::Trigger => format!("DROP TRIGGER {} ON {}", self.name, self.table),
             ObjectKind::Index => format!("DROP INDEX {}", self.name),
+            ObjectKind::Policy => format!("DROP POLICY {} ON {}", self.name, self.table),
         }
     }
 }
@@ -272,11 +278,12 @@ mod tests {
             spec(ObjectKind::Constraint, "ledger", "ck_amount_positive"),
             spec(ObjectKind::Trigger, "ledger_entries", "ledger_append_only"),
             spec(ObjectKind::Index, "approvals", "uq_live_approval"),
+            spec(ObjectKind::Policy, "payment_requests", "tenant_rows"),
         ];
         let v = encode(&specs);
         assert_eq!(
             v,
-            "constraint:ledger:ck_amount_positive,trigger:ledger_entries:ledger_append_only,index:approvals:uq_live_approval"
+            "constraint:ledger:ck_amount_positive,trigger:ledger_entries:ledger_append_only,index:approvals:uq_live_approval,policy:payment_requests:tenant_rows"
         );
         assert_eq!(decode(&v).unwrap(), specs);
         assert_eq!(decode(&format!(" {v},, ")).unwrap(), specs);
@@ -287,6 +294,7 @@ mod tests {
                 "ALTER TABLE ledger DROP CONSTRAINT ck_amount_positive",
                 "DROP TRIGGER ledger_append_only ON ledger_entries",
                 "DROP INDEX uq_live_approval",
+                "DROP POLICY tenant_rows ON payment_requests",
             ]
         );
         assert!(decode("").unwrap().is_empty());

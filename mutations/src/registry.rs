@@ -187,7 +187,7 @@ pub struct SourceLocator {
 pub struct SchemaLocator {
     /// The object's name.
     pub object: String,
-    /// Constraint, trigger or index.
+    /// Constraint, trigger, index or policy.
     pub object_kind: ObjectKind,
     /// The table it is on.
     pub table: String,
@@ -432,7 +432,10 @@ impl TryFrom<RawGuard> for Guard {
                     .object
                     .ok_or_else(|| fail("schema locator needs `object`".into()))?;
                 let object_kind = l.object_kind.ok_or_else(|| {
-                    fail("schema locator needs `object_kind: constraint|trigger|index`".into())
+                    fail(
+                        "schema locator needs `object_kind: constraint|trigger|index|policy`"
+                            .into(),
+                    )
                 })?;
                 let table = l
                     .table

@@ -43,6 +43,9 @@ pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 pub const DEFAULT_CHECKPOINT_INTERVAL_MS: &str = "1000";
 /// The shortest and longest `checkpoint_interval_ms` accepted.
 pub const CHECKPOINT_INTERVAL_MS: std::ops::RangeInclusive<u64> = 10..=3_600_000;
+/// `row_security` when nothing sets it: whether `spendgate migrate` enables
+/// row-level security (see `migrations/*_row_security.sql`).
+pub const DEFAULT_ROW_SECURITY: &str = "false";
 
 /// Every setting, by its one name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -61,11 +64,12 @@ pub enum Name {
     RazorpayKeySecret,
     RazorpayBaseUrl,
     MandateKeys,
+    RowSecurity,
 }
 
 impl Name {
     /// Every key, in the order `config check` prints them.
-    pub const ALL: [Name; 14] = [
+    pub const ALL: [Name; 15] = [
         Name::DatabaseUrl,
         Name::MigrationDatabaseUrl,
         Name::OnboardDatabaseUrl,
@@ -80,6 +84,7 @@ impl Name {
         Name::RazorpayKeySecret,
         Name::RazorpayBaseUrl,
         Name::MandateKeys,
+        Name::RowSecurity,
     ];
 
     /// The name in `spendgate.toml`.
@@ -99,6 +104,7 @@ impl Name {
             Name::RazorpayKeySecret => "razorpay_key_secret",
             Name::RazorpayBaseUrl => "razorpay_base_url",
             Name::MandateKeys => "mandate_keys",
+            Name::RowSecurity => "row_security",
         }
     }
 
@@ -143,6 +149,7 @@ impl Name {
             Name::Bind => Some(DEFAULT_BIND),
             Name::CheckpointIntervalMs => Some(DEFAULT_CHECKPOINT_INTERVAL_MS),
             Name::RazorpayBaseUrl => Some(gate::provider::RAZORPAY_API),
+            Name::RowSecurity => Some(DEFAULT_ROW_SECURITY),
             _ => None,
         }
     }
@@ -193,6 +200,11 @@ impl Name {
                 "the keys file of the humans who may sign mandates: one `TENANT PERSON \
                  ed25519:BASE64` per line (`spendgate mandate keygen` prints the line); \
                  without it no policy verifies and every proposal is POLICY_INVALID"
+            }
+            Name::RowSecurity => {
+                "`true` or `false`: whether the database keeps tenants apart with row-level \
+                 security (applied by `spendgate migrate`; `spendgate tenant apply` writes \
+                 each tenant's token first)"
             }
         }
     }
@@ -468,6 +480,21 @@ impl Config {
                 Name::Provider,
                 &setting,
                 format!("is `{}`, not `razorpay` or `demo`", shown(other)),
+            )),
+        }
+    }
+
+    /// Whether the database enforces row-level security for the gate's
+    /// runtime role (`row_security`: `true` or `false`).
+    pub fn row_security(&self) -> Result<bool, ConfigError> {
+        let setting = self.required(Name::RowSecurity)?;
+        match setting.value.as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => Err(invalid(
+                Name::RowSecurity,
+                &setting,
+                format!("is `{}`, not `true` or `false`", shown(other)),
             )),
         }
     }

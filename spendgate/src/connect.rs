@@ -8,27 +8,38 @@
 //! whose migrations are all applied: otherwise the command stops and says to
 //! run `spendgate migrate`. Errors show URLs redacted.
 
+use gate::service::ledger::{EVERY_TENANT, row_token};
 use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 
 use crate::config::Config;
 use crate::error::Failure;
 
-/// A pool of `size` connections as the application role, on a current schema.
+/// A pool of `size` connections as the application role, on a current
+/// schema. With a ledger key configured, every connection carries the
+/// every-tenant row-security token (a startup parameter), so that the
+/// commands that read across tenants (`ledger`, `log`, `evidence`, ...) see
+/// every tenant's rows where `row_security` is on.
 pub async fn app_pool(config: &Config, size: u32) -> Result<PgPool, Failure> {
-    pool_at(config.database_url()?, size).await
+    let token = crate::commands::ledger_key(config)
+        .ok()
+        .map(|key| row_token(&key, EVERY_TENANT));
+    pool_at(config.database_url()?, size, token).await
 }
 
 /// A pool of `size` connections as the onboarding role, on a current schema.
 pub async fn onboard_pool(config: &Config, size: u32) -> Result<PgPool, Failure> {
-    pool_at(config.onboard_database_url()?, size).await
+    pool_at(config.onboard_database_url()?, size, None).await
 }
 
-async fn pool_at(url: String, size: u32) -> Result<PgPool, Failure> {
+async fn pool_at(url: String, size: u32, token: Option<String>) -> Result<PgPool, Failure> {
     let shown = gate::db::redact_url(&url);
-    let options: PgConnectOptions = url
+    let mut options: PgConnectOptions = url
         .parse()
         .map_err(|e| Failure::Input(format!("{shown} is not a Postgres URL: {e}")))?;
+    if let Some(token) = token {
+        options = options.options([("spendgate.tenant_token", token)]);
+    }
     let pool = gate::db::pool_options(size)
         .connect_with(options)
         .await
@@ -48,6 +59,12 @@ pub async fn migrate(config: &Config) -> Result<Vec<i64>, Failure> {
     gate::db::migrate(&pool)
         .await
         .map_err(|e| Failure::database(format!("migrating {shown}"), e))?;
+    // Row-level security as `row_security` says, on every tenant table.
+    sqlx::query("SELECT spendgate_row_security($1)")
+        .bind(config.row_security()?)
+        .execute(&pool)
+        .await
+        .map_err(|e| Failure::database(format!("applying row_security to {shown}"), e))?;
     let after = applied(&pool)
         .await
         .map_err(|e| Failure::database(format!("reading the migrations of {shown}"), e))?;

@@ -51,7 +51,7 @@ impl<P: PaymentProvider> Gate<P> {
         price_paise: i64,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("changing a price").await?;
+        let mut tx = self.begin_in(tenant, "changing a price").await?;
         let refuse = |known: bool, reason: Reason| {
             Entry::new(
                 known.then_some(tenant),
@@ -127,7 +127,7 @@ impl<P: PaymentProvider> Gate<P> {
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
         let m = &signed.mandate;
-        let mut tx = self.begin("publishing a mandate").await?;
+        let mut tx = self.begin_in(tenant, "publishing a mandate").await?;
         let refuse = |known: bool, reason: Reason| {
             Entry::new(
                 known.then_some(tenant),
@@ -366,7 +366,7 @@ impl<P: PaymentProvider> Gate<P> {
         to: RequestState,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("ending a request").await?;
+        let mut tx = self.begin_in(tenant, "ending a request").await?;
         let kind = if to == RequestState::Expired {
             "expiry.refused"
         } else {

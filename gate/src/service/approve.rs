@@ -43,7 +43,7 @@ impl<P: PaymentProvider> Gate<P> {
         approver: &str,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("approving").await?;
+        let mut tx = self.begin_in(tenant, "approving").await?;
         let refuse = |tenant: Option<&str>, reason: Reason| {
             Entry::new(
                 tenant,

@@ -49,7 +49,9 @@ impl<P: PaymentProvider> Gate<P> {
         actor: &str,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("issuing a checkout authority").await?;
+        let mut tx = self
+            .begin_in(tenant, "issuing a checkout authority")
+            .await?;
         let refuse = |tenant: Option<&str>, reason: Reason| {
             Entry::new(
                 tenant,

@@ -135,7 +135,7 @@ impl<P: PaymentProvider> Gate<P> {
         // (delegation_root_by_onboarding).
         let mut tx = match parent {
             None => self.begin_onboarding("granting a root delegation").await?,
-            Some(_) => self.begin("granting a delegation").await?,
+            Some(_) => self.begin_in(tenant, "granting a delegation").await?,
         };
         let refusal = self
             .grant_refusal(&mut tx, tenant, caller, parent, hop, now)
@@ -269,7 +269,7 @@ impl<P: PaymentProvider> Gate<P> {
         actor: &str,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("revoking a delegation").await?;
+        let mut tx = self.begin_in(tenant, "revoking a delegation").await?;
         let mut refusal = match identity::resolve(&mut tx, tenant, actor).await? {
             Err(reason) => Some(reason),
             Ok(who) if !may_revoke(who) => Some(Reason::ActorNotPermitted),

@@ -199,6 +199,30 @@ pub fn row_mac(key: &LedgerKey, table: &str, fields: &[&str]) -> String {
     hex::encode(mac.finalize().into_bytes())
 }
 
+/// The scope of the row-security token that opens every tenant's rows: the
+/// gate's paths that must find a tenant first (a key by its digest, an
+/// event by its order, reconcile, the audit).
+pub const EVERY_TENANT: &str = "*";
+
+/// The domain of the row-security tokens.
+const ROW_TOKEN_DOMAIN: &str = "spendgate/row-security/v1";
+
+/// The token that opens `scope`'s rows (a tenant's id, or [`EVERY_TENANT`])
+/// to the runtime role under row-level security
+/// (`migrations/*_row_security.sql`): [`row_mac`] over the domain
+/// `spendgate/row-security/v1` and `scope`. Only the holder of the ledger
+/// key can compute it; the database keeps only its SHA-256
+/// ([`row_token_digest`]).
+pub fn row_token(key: &LedgerKey, scope: &str) -> String {
+    row_mac(key, ROW_TOKEN_DOMAIN, &[scope])
+}
+
+/// What the database keeps of a row-security token: its SHA-256, lower-case
+/// hex (the digest `spendgate_tenant()` compares).
+pub fn row_token_digest(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
 /// Whether `stored` is the MAC [`row_mac`] gives for the row, compared in
 /// constant time; a missing MAC verifies as nothing.
 pub fn row_mac_holds(key: &LedgerKey, table: &str, fields: &[&str], stored: Option<&str>) -> bool {

@@ -118,6 +118,9 @@ pub struct Gate<P> {
     worlds: WorldCache,
     turns: Turns,
     untenanted: refusal::Untenanted,
+    /// Whether each transaction inside one tenant is bound to that tenant's
+    /// row-security token ([`Gate::with_row_security`]).
+    row_security: bool,
 }
 
 impl<P: std::fmt::Debug> std::fmt::Debug for Gate<P> {
@@ -151,6 +154,7 @@ impl<P: PaymentProvider> Gate<P> {
     ) -> Result<Self, WebhookSecretError> {
         let secret = webhook_secret.into();
         webhook::check_secret("current", &secret)?;
+        let pool = every_tenant_pool(&pool, &ledger_key);
         Ok(Gate {
             pool,
             onboard: None,
@@ -164,6 +168,7 @@ impl<P: PaymentProvider> Gate<P> {
             worlds: WorldCache::default(),
             turns: Turns::default(),
             untenanted: refusal::Untenanted::default(),
+            row_security: true,
         })
     }
 
@@ -245,7 +250,20 @@ impl<P: PaymentProvider> Gate<P> {
     /// The key the ledger's chains are hashed with: a secret of the gate's
     /// own, never stored in the database (see [`ledger`]).
     pub fn with_ledger_key(mut self, key: LedgerKey) -> Self {
+        self.pool = every_tenant_pool(&self.pool, &key);
         self.ledger_key = key;
+        self
+    }
+
+    /// Whether each transaction the gate makes inside one tenant begins by
+    /// setting that tenant's row-security token (on unless set otherwise), so
+    /// that, where the database enforces row-level security, its statements
+    /// reach no other tenant's rows. Off, those transactions run under the
+    /// every-tenant token every connection of the gate carries: one round
+    /// trip fewer per transaction, and the stolen login is kept out all the
+    /// same (see `migrations/*_row_security.sql`).
+    pub fn with_row_security(mut self, bound: bool) -> Self {
+        self.row_security = bound;
         self
     }
 
@@ -366,6 +384,67 @@ impl<P: PaymentProvider> Gate<P> {
 }
 
 impl<P: PaymentProvider> Gate<P> {
+    /// As [`Gate::begin`], inside `tenant`: the transaction's first
+    /// statement sets `tenant`'s row-security token (when
+    /// [`Gate::with_row_security`] is on), so that under row-level security
+    /// it reads, locks and writes no other tenant's rows.
+    pub(crate) async fn begin_in(
+        &self,
+        tenant: &str,
+        action: &'static str,
+    ) -> Result<Transaction<'static, Postgres>, ServiceError> {
+        let mut tx = self.begin(action).await?;
+        if self.row_security {
+            sqlx::query("SELECT set_config('spendgate.tenant_token', $1, true)")
+                .bind(ledger::row_token(&self.ledger_key, tenant))
+                .execute(&mut *tx)
+                .await
+                .ctx(action)?;
+        }
+        Ok(tx)
+    }
+
+    /// Writes the row-security token digests of `tenants` and of every
+    /// tenant ([`ledger::EVERY_TENANT`]) for this gate's ledger key, in
+    /// `tx` (an onboarding transaction: the runtime role may not write
+    /// them). Seeding writes them; `spendgate tenant apply` writes them
+    /// again for a tenant that exists, so a deployment migrated before
+    /// row-level security, or whose ledger key changed, gets its own.
+    pub(crate) async fn write_row_tokens(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        tenants: &[String],
+    ) -> Result<(), ServiceError> {
+        let mut scopes: Vec<String> = tenants.to_vec();
+        scopes.push(ledger::EVERY_TENANT.to_owned());
+        let digests: Vec<String> = scopes
+            .iter()
+            .map(|s| ledger::row_token_digest(&ledger::row_token(&self.ledger_key, s)))
+            .collect();
+        sqlx::query(
+            "INSERT INTO row_tokens (scope, token_sha256) \
+             SELECT * FROM UNNEST($1::text[], $2::text[]) \
+             ON CONFLICT (scope) DO UPDATE SET token_sha256 = EXCLUDED.token_sha256",
+        )
+        .bind(&scopes)
+        .bind(&digests)
+        .execute(&mut **tx)
+        .await
+        .ctx("writing the row-security tokens")?;
+        Ok(())
+    }
+
+    /// Writes the row-security token digests of `tenants` (and of every
+    /// tenant) in a transaction of their own on the onboarding pool: what
+    /// `spendgate tenant apply` runs for a tenant that exists.
+    pub async fn register_row_tokens(&self, tenants: &[String]) -> Result<(), ServiceError> {
+        let mut tx = self
+            .begin_onboarding("writing the row-security tokens")
+            .await?;
+        self.write_row_tokens(&mut tx, tenants).await?;
+        tx.commit().await.ctx("writing the row-security tokens")
+    }
+
     /// A transaction on the onboarding pool (the gate's own without one),
     /// for `action`: begun as [`Gate::begin`] begins one.
     pub(crate) async fn begin_onboarding(
@@ -382,6 +461,22 @@ impl<P: PaymentProvider> Gate<P> {
             }
         }
     }
+}
+
+/// `pool` as the gate connects to it: every new connection carries the
+/// every-tenant row-security token as a startup parameter (never in a
+/// statement's text, which other sessions of the same role may read), so
+/// that the gate's paths that find a tenant first see every tenant's rows
+/// where row-level security is enforced. Connections open before are not
+/// reused: the pool is a new one, opened lazily, with `pool`'s settings.
+fn every_tenant_pool(pool: &PgPool, key: &LedgerKey) -> PgPool {
+    let token = ledger::row_token(key, ledger::EVERY_TENANT);
+    let options = pool
+        .connect_options()
+        .as_ref()
+        .clone()
+        .options([("spendgate.tenant_token", token)]);
+    pool.options().clone().connect_lazy_with(options)
 }
 
 /// The outcome of an operation that is not the agent-facing propose.

@@ -246,7 +246,7 @@ impl<P: PaymentProvider> Gate<P> {
         changes: Value,
     ) -> Result<(), ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("recording an onboarding").await?;
+        let mut tx = self.begin_in(tenant, "recording an onboarding").await?;
         let entry = Entry::new(
             Some(tenant),
             "tenant.applied",

@@ -101,7 +101,9 @@ impl<P: PaymentProvider> Gate<P> {
         actor: &str,
         now: DateTime<Utc>,
     ) -> Result<Result<(AuthorityRow, RequestRow), Reason>, ServiceError> {
-        let mut tx = self.begin("consuming a checkout authority").await?;
+        let mut tx = self
+            .begin_in(tenant, "consuming a checkout authority")
+            .await?;
         let refuse = |tenant: Option<&str>, reason: Reason| {
             Entry::new(
                 tenant,
@@ -260,7 +262,9 @@ impl<P: PaymentProvider> Gate<P> {
         order_id: &str,
     ) -> Result<Outcome, ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("recording a provider order").await?;
+        let mut tx = self
+            .begin_in(&authority.tenant_id, "recording a provider order")
+            .await?;
         let _request: RequestRow = lock(
             &mut tx,
             RequestKey {
@@ -313,7 +317,9 @@ impl<P: PaymentProvider> Gate<P> {
         cause: &ProviderError,
     ) -> Result<(), ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("recording a provider refusal").await?;
+        let mut tx = self
+            .begin_in(&authority.tenant_id, "recording a provider refusal")
+            .await?;
         let request: RequestRow = lock(
             &mut tx,
             RequestKey {
@@ -361,7 +367,9 @@ impl<P: PaymentProvider> Gate<P> {
         cause: &ProviderError,
     ) -> Result<(), ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("recording a provider failure").await?;
+        let mut tx = self
+            .begin_in(&authority.tenant_id, "recording a provider failure")
+            .await?;
         let entry = Entry::new(
             Some(&authority.tenant_id),
             "provider.error",

@@ -63,7 +63,7 @@ impl<P: PaymentProvider> Gate<P> {
         // Held until the proposal is decided: the tenant's proposals past its
         // turns wait here, without a connection (see `turns`).
         let _turn = self.turns().take(tenant).await;
-        let mut tx = self.begin("proposing").await?;
+        let mut tx = self.begin_in(tenant, "proposing").await?;
 
         // A key outside the identifier grammar is never looked up or stored:
         // the proposal is recorded without it and refused PROPOSAL_MALFORMED.

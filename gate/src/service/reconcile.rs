@@ -265,7 +265,9 @@ impl<P: PaymentProvider> Gate<P> {
         snapshot: Option<OrderSnapshot>,
     ) -> Result<Settled, ServiceError> {
         let now = self.now();
-        let mut tx = self.begin("reconciling a request").await?;
+        let mut tx = self
+            .begin_in(&authority.tenant_id, "reconciling a request")
+            .await?;
         let tenant = authority.tenant_id.clone();
         let mut request: RequestRow = lock(
             &mut tx,

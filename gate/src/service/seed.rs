@@ -106,6 +106,7 @@ impl<P: PaymentProvider> Gate<P> {
             .execute(&mut *tx)
             .await
             .ctx("seeding the tenants")?;
+        self.write_row_tokens(&mut tx, &rows.tenants).await?;
         sqlx::query(
             "INSERT INTO people (tenant_id, id, display_name, may_approve, is_operator) \
              SELECT t, p, p, a, o FROM UNNEST($1::text[], $2::text[], $3::bool[], $4::bool[]) \

@@ -95,6 +95,11 @@ const GLOBAL_TABLES: &[(&str, &str)] = &[
         "distributed by its own id (co-located with every tenant-owned table)",
     ),
     ("_sqlx_migrations", "the migrations' bookkeeping, not data"),
+    (
+        "row_tokens",
+        "the row-security token digests, keyed by scope (a tenant's id, or '*' for \
+         every tenant): a reference table copied to every node",
+    ),
 ];
 
 async fn fresh() -> Option<FreshDatabase> {

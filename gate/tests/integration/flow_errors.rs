@@ -16,17 +16,17 @@ use sqlx::postgres::PgPoolOptions;
 /// Nothing was written by a failed propose.
 async fn nothing_written(w: &World, ledger_before: i64) -> TestResult {
     let requests: i64 = sqlx::query_scalar("SELECT count(*) FROM payment_requests")
-        .fetch_one(w.db.pool())
+        .fetch_one(w.pool())
         .await?;
     let ledger: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-        .fetch_one(w.db.pool())
+        .fetch_one(w.pool())
         .await?;
     let reserved: Option<i64> =
         sqlx::query_scalar("SELECT sum(reserved_paise)::bigint FROM daily_spend")
-            .fetch_one(w.db.pool())
+            .fetch_one(w.pool())
             .await?;
     let spent: i64 = sqlx::query_scalar("SELECT spent_paise FROM delegations WHERE id = 'd-buyer'")
-        .fetch_one(w.db.pool())
+        .fetch_one(w.pool())
         .await?;
     assert_eq!(
         (requests, ledger, reserved.unwrap_or(0), spent),
@@ -37,7 +37,7 @@ async fn nothing_written(w: &World, ledger_before: i64) -> TestResult {
 
 async fn ledger_len(w: &World) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-        .fetch_one(w.db.pool())
+        .fetch_one(w.pool())
         .await
 }
 

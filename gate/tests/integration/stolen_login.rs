@@ -5,15 +5,20 @@
 //! `spendgate ledger verify` runs (`gate::service::audit`) names the row it
 //! changed. Step 2, inflate and pay, creates no provider order.
 //!
-//! Two of the red team's findings are outside this replay: locking every
-//! tenant's rows (`SELECT … FOR UPDATE`) and reading them. Neither moves
-//! money; both need row-level security, which is not built.
+//! Attempts 15 and 16, locking every tenant's rows (`SELECT … FOR UPDATE`)
+//! and reading them, are replayed with row-level security enforced
+//! (`migrations/*_row_security.sql`, the `tenant_rows` policies): the
+//! login, on a connection of its own, reads and locks no row of any tenant,
+//! whatever it sets `spendgate.tenant_token` to short of a token only the
+//! ledger key computes; one tenant's token opens no other tenant's rows.
 
 use crate::support::*;
 use gate::service::{Disagreement, LedgerKey, audit};
 use gate::{Decision, Reason};
 
 use crate::db_roles::assert_denied;
+use gate::service::ledger::{EVERY_TENANT, row_token, row_token_digest};
+use sqlx::PgPool;
 
 fn key() -> LedgerKey {
     LedgerKey::derived_from_secret(SECRET)
@@ -304,6 +309,210 @@ async fn attempt_14_a_rebound_key_is_refused() -> TestResult {
         );
         assert!(w.gate.authenticate(&k.token).await?.is_some());
         assert!(named(w, "api_keys").await?.is_empty());
+        Ok(())
+    })
+    .await
+}
+
+/// The stolen login: the runtime role on a connection of its own, which
+/// carries no row-security token (the gate's connections carry the
+/// every-tenant token, which only the ledger key computes).
+async fn stolen(w: &World) -> Result<PgPool, sqlx::Error> {
+    pool_of(&w.db, 2).await
+}
+
+/// Every table `tenant_rows` guards, read as the owner.
+async fn guarded_tables(w: &World) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT tablename::text FROM pg_policies WHERE schemaname = 'public' \
+         AND policyname = 'tenant_rows' ORDER BY 1",
+    )
+    .fetch_all(w.owner())
+    .await
+}
+
+/// What the login may set `spendgate.tenant_token` to without the ledger
+/// key: nothing, a guess, tenant ids, the every-tenant scope, and the
+/// digests the database compares against.
+fn guesses() -> Vec<Option<String>> {
+    vec![
+        None,
+        Some("guess".into()),
+        Some("acme".into()),
+        Some("globex".into()),
+        Some(EVERY_TENANT.into()),
+        Some(row_token_digest(&row_token(&key(), "acme"))),
+        Some(row_token_digest(&row_token(&key(), EVERY_TENANT))),
+    ]
+}
+
+/// Runs `sql` on `login` in a transaction whose token is `token`: the rows
+/// it returned, or the error.
+async fn rows_as(login: &PgPool, token: Option<&str>, sql: &str) -> Result<usize, sqlx::Error> {
+    let mut tx = login.begin().await?;
+    if let Some(token) = token {
+        sqlx::query("SELECT set_config('spendgate.tenant_token', $1, true)")
+            .bind(token)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.rollback().await?;
+    Ok(rows.len())
+}
+
+/// Attempt 15: `SELECT … FOR UPDATE` on every tenant's rows locks none: a
+/// table the role may update yields no row, one it may not is refused
+/// (42501), whatever the login sets its token to.
+#[tokio::test]
+async fn attempt_15_locking_every_tenants_rows_locks_none() -> TestResult {
+    on_world(async |w| {
+        checked_out(w).await?;
+        let login = stolen(w).await?;
+        let tables = guarded_tables(w).await?;
+        assert!(tables.len() >= 20, "{tables:?}");
+        let mut locked_by_rls = 0;
+        for token in guesses() {
+            for t in &tables {
+                match rows_as(
+                    &login,
+                    token.as_deref(),
+                    &format!("SELECT 1 FROM {t} FOR UPDATE"),
+                )
+                .await
+                {
+                    Ok(n) => {
+                        assert_eq!(n, 0, "{t} under {token:?}: {n} rows locked");
+                        locked_by_rls += 1;
+                    }
+                    Err(e) => assert_denied::<()>(Err(e), &format!("locking {t}")),
+                }
+            }
+        }
+        // The money tables are the ones the role may update: there, the
+        // policy is what holds.
+        assert!(locked_by_rls >= 7 * 5, "{locked_by_rls}");
+        // Not vacuous: the rows are there.
+        for t in ["payment_requests", "daily_spend", "delegations", "people"] {
+            let n: i64 =
+                sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {t}")))
+                    .fetch_one(w.owner())
+                    .await?;
+            assert!(n > 0, "{t} is empty");
+        }
+        login.close().await;
+        Ok(())
+    })
+    .await
+}
+
+/// Attempt 16: reading every tenant's rows reads none, whatever the login
+/// sets its token to; and the token table itself is not the login's to
+/// read or write, nor is the switch.
+#[tokio::test]
+async fn attempt_16_reading_every_tenants_rows_reads_none() -> TestResult {
+    on_world(async |w| {
+        checked_out(w).await?;
+        let login = stolen(w).await?;
+        for token in guesses() {
+            for t in guarded_tables(w).await? {
+                let n = rows_as(&login, token.as_deref(), &format!("SELECT * FROM {t}")).await?;
+                assert_eq!(n, 0, "{t} under {token:?}: {n} rows read");
+            }
+        }
+        assert_denied(
+            exec(&login, "SELECT * FROM row_tokens").await,
+            "reading the tokens",
+        );
+        assert_denied(
+            exec(
+                &login,
+                &format!(
+                    "INSERT INTO row_tokens (scope, token_sha256) VALUES ('acme', '{}')",
+                    row_token_digest("mine")
+                ),
+            )
+            .await,
+            "writing a token",
+        );
+        assert_denied(
+            exec(&login, "SELECT spendgate_row_security(false)").await,
+            "switching row-level security off",
+        );
+        login.close().await;
+        Ok(())
+    })
+    .await
+}
+
+/// acme's token opens acme's rows and no other tenant's: globex's rows are
+/// neither read, locked nor updated, and a row written into globex is
+/// refused by `tenant_rows`.
+#[tokio::test]
+async fn one_tenants_token_opens_no_other_tenant() -> TestResult {
+    on_world(async |w| {
+        checked_out(w).await?;
+        let login = stolen(w).await?;
+        let acme = row_token(&key(), "acme");
+        let people = rows_as(&login, Some(&acme), "SELECT 1 FROM people").await?;
+        let acme_people: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM people WHERE tenant_id = 'acme'")
+                .fetch_one(w.owner())
+                .await?;
+        assert_eq!(people as i64, acme_people);
+        for t in guarded_tables(w).await? {
+            let column = if t == "tenants" { "id" } else { "tenant_id" };
+            let sql = format!("SELECT 1 FROM {t} WHERE {column} <> 'acme'");
+            assert_eq!(rows_as(&login, Some(&acme), &sql).await?, 0, "{t}");
+        }
+        let globex_token = row_token(&key(), "globex");
+        let globex = rows_as(&login, Some(&globex_token), "SELECT 1 FROM people").await?;
+        assert!(globex > 0);
+        let mut tx = login.begin().await?;
+        sqlx::query("SELECT set_config('spendgate.tenant_token', $1, true)")
+            .bind(&acme)
+            .execute(&mut *tx)
+            .await?;
+        let updated =
+            sqlx::query("UPDATE delegations SET spent_paise = 0 WHERE tenant_id = 'globex'")
+                .execute(&mut *tx)
+                .await?;
+        assert_eq!(updated.rows_affected(), 0);
+        let written = sqlx::query(
+            "INSERT INTO policy_versions (tenant_id, version, policy, published_at) \
+             VALUES ('globex', 99, '{}', now())",
+        )
+        .execute(&mut *tx)
+        .await;
+        assert_refused_by(written, "policy \"tenant_rows\"");
+        tx.rollback().await?;
+        login.close().await;
+        Ok(())
+    })
+    .await
+}
+
+/// The token table's own guards, violated with SQL by the onboarding role
+/// (the one role that writes it): a digest is 64 lower-case hex characters,
+/// and one digest names one scope.
+#[tokio::test]
+async fn a_row_token_digest_is_hex_and_names_one_scope() -> TestResult {
+    on_world(async |w| {
+        assert_sql_refused_by(
+            w.onboard(),
+            "INSERT INTO row_tokens (scope, token_sha256) VALUES ('shadow', 'not hex')",
+            "ck_row_token_sha256_hex",
+        )
+        .await;
+        assert_sql_refused_by(
+            w.onboard(),
+            "INSERT INTO row_tokens (scope, token_sha256) \
+             SELECT 'shadow', token_sha256 FROM row_tokens WHERE scope = 'acme'",
+            "uq_row_token_sha256",
+        )
+        .await;
         Ok(())
     })
     .await

@@ -37,10 +37,11 @@ async fn one_tenant_waits_within_its_turns(turns: Option<usize>, in_database: i6
     };
     let gate = w.gate.clone();
     // acme's day is opened by one proposal, then held from outside the
-    // gate (the database's own pool, not the gate's three connections).
+    // gate (the owner's pool, which row-level security does not bind, not
+    // the gate's three connections).
     let step_up = body("CLOUD-TEAM", 1);
     gate.propose("acme", "buyer-agent", &step_up, None).await?;
-    let watcher = w.db.pool();
+    let watcher = w.owner();
     let mut holder = watcher.begin().await?;
     sqlx::query("SELECT 1 FROM daily_spend WHERE tenant_id = 'acme' FOR UPDATE")
         .execute(&mut *holder)

@@ -22,6 +22,13 @@
 //! - After the passes, one cell measures the delay from a commit to a kept
 //!   checkpoint covering it, with the gate's checkpoint signer running at
 //!   `spendgate serve`'s default interval ([`checkpoint_delay`]).
+//! - After the passes, [`LoadPlan::row_security_pairs`] pairs of flow cells
+//!   (tenant per client, [`PROFILED_CLIENTS`] clients) run on two more fresh
+//!   databases seeded alike, alternated: row-level security off (and a gate
+//!   that sets no tenant token), then on (`spendgate_row_security(true)`, a
+//!   gate binding each transaction to its tenant): what it costs
+//!   ([`RowSecurity`]). The main cells run as a default deployment does,
+//!   with it off.
 //! - Latencies go into HDR histograms (`hdrhistogram`), per operation.
 //! - Bounded: every cell stops at its deadline; pgbench gets `-T`. Only the
 //!   server of `DATABASE_URL` (loopback or unix socket: `harness db run`) is used.
@@ -77,6 +84,10 @@ pub struct LoadPlan {
     /// the same pass, on a copy of the schema without its guards
     /// ([`unguarded`]); empty: not at all.
     pub unguarded_clients: Vec<usize>,
+    /// Pairs of flow cells (tenant per client, [`PROFILED_CLIENTS`]
+    /// clients) with row-level security off and on, alternated on one
+    /// database ([`RowSecurity`]); 0: none.
+    pub row_security_pairs: usize,
 }
 
 /// The two shapes of load.
@@ -155,6 +166,20 @@ pub struct UnguardedRow {
     pub flow_tenant_per_client: Option<Cell>,
 }
 
+/// The purchase flow, tenant per client, with the database's row-level
+/// security off and on (`migrations/*_row_security.sql`): alternated cells
+/// on one seeded database, "off" by a gate that sets no tenant token per
+/// transaction on tables without row-level security, "on" by a gate that
+/// binds each transaction to its tenant with it enforced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RowSecurity {
+    pub clients: usize,
+    /// The cells with row-level security off, in the order run.
+    pub off: Vec<Cell>,
+    /// The cells with it on, each run just after the "off" cell of its pair.
+    pub on: Vec<Cell>,
+}
+
 /// Percentiles of one operation at one client count in one shape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyRow {
@@ -190,6 +215,9 @@ pub struct Load {
     /// signer `spendgate serve` runs ([`super::checkpoint_delay`]).
     #[serde(default)]
     pub checkpoint_delay: Option<CheckpointDelay>,
+    /// The flow with row-level security off and on, side by side.
+    #[serde(default)]
+    pub row_security: Option<RowSecurity>,
     pub seconds: f64,
 }
 
@@ -439,7 +467,7 @@ pub(super) async fn world(
     pool: u32,
 ) -> Result<(FreshDatabase, Arc<LoadGate>)> {
     let db = gate::db::fresh_database(admin_url).await?;
-    let gate = seeded_gate(&db, clients, pool).await?;
+    let gate = seeded_gate(&db, clients, pool, false).await?;
     Ok((db, gate))
 }
 
@@ -453,12 +481,17 @@ async fn unguarded_world(
     let db = gate::db::fresh_database(admin_url).await?;
     let owner = gate::db::server_urls(admin_url).await?.owner;
     let removed = unguarded::strip(&with_database(&owner, db.name())?).await?;
-    let gate = seeded_gate(&db, clients, pool).await?;
+    let gate = seeded_gate(&db, clients, pool, false).await?;
     Ok((db, gate, removed))
 }
 
 /// The gate of a load world on `db`: its pool opened whole, then seeded.
-async fn seeded_gate(db: &FreshDatabase, clients: usize, pool: u32) -> Result<Arc<LoadGate>> {
+async fn seeded_gate(
+    db: &FreshDatabase,
+    clients: usize,
+    pool: u32,
+    row_security: bool,
+) -> Result<Arc<LoadGate>> {
     let size = pool.max(1);
     let pool = gate::db::pool_options(size)
         .min_connections(size)
@@ -466,19 +499,98 @@ async fn seeded_gate(db: &FreshDatabase, clients: usize, pool: u32) -> Result<Ar
         .connect_with(db.connect_options().clone())
         .await
         .context("opening the load pool")?;
-    // Open every connection before the clock starts.
+    let clock = Accelerated {
+        start: standard_world().now,
+        origin: Instant::now(),
+    };
+    let gate = Gate::new(pool, InProcessProvider::new(), SECRET, Arc::new(clock))?
+        .with_row_security(row_security);
+    warm(gate.pool(), size).await?;
+    gate.seed(&load_seed(clients)).await?;
+    Ok(Arc::new(gate))
+}
+
+/// Opens `size` connections of `pool` before the clock starts.
+async fn warm(pool: &sqlx::PgPool, size: u32) -> Result<()> {
     let mut held = Vec::new();
     for _ in 0..size {
         held.push(pool.acquire().await.context("warming the load pool")?);
     }
     drop(held);
-    let clock = Accelerated {
-        start: standard_world().now,
-        origin: Instant::now(),
+    Ok(())
+}
+
+/// [`LoadPlan::row_security_pairs`] pairs of flow cells, tenant per client
+/// at `clients` clients, on two fresh databases seeded alike (each with a
+/// provider of its own, so that their order ids never meet): in each pair a
+/// cell on the one with row-level security disabled, by a gate that sets no
+/// tenant token, then one on the one with it enabled
+/// (`spendgate_row_security(true)`), by a gate that binds every
+/// transaction inside a tenant to it.
+async fn row_security_cells(
+    admin_url: &str,
+    owner: &str,
+    clients: usize,
+    pairs: usize,
+    seconds: Duration,
+    server: Option<cpu::Server>,
+    cell_no: &mut usize,
+) -> Result<RowSecurity> {
+    let size = one_per_client(clients);
+    let off_db = gate::db::fresh_database(admin_url).await?;
+    let on_db = gate::db::fresh_database(admin_url).await?;
+    let off = seeded_gate(&off_db, clients, size, false).await?;
+    let on = seeded_gate(&on_db, clients, size, true).await?;
+    let off_url = with_database(owner, off_db.name())?;
+    let on_url = with_database(owner, on_db.name())?;
+    let mut conn = PgConnection::connect(&on_url)
+        .await
+        .context("connecting as the owner to enforce row-level security")?;
+    sqlx::query("SELECT spendgate_row_security(true)")
+        .execute(&mut conn)
+        .await
+        .context("enforcing row-level security")?;
+    conn.close().await?;
+    let mut out = RowSecurity {
+        clients,
+        off: Vec::new(),
+        on: Vec::new(),
     };
-    let gate = Gate::new(pool, InProcessProvider::new(), SECRET, Arc::new(clock))?;
-    gate.seed(&load_seed(clients)).await?;
-    Ok(Arc::new(gate))
+    for _ in 0..pairs {
+        for enforced in [false, true] {
+            *cell_no += 1;
+            let served = match enforced {
+                true => Served {
+                    gate: &on,
+                    owner_url: &on_url,
+                },
+                false => Served {
+                    gate: &off,
+                    owner_url: &off_url,
+                },
+            };
+            let (c, _) = cell(
+                served,
+                *cell_no,
+                Shape::TenantPerClient,
+                Work::Flow,
+                clients,
+                seconds,
+                server,
+            )
+            .await?;
+            match enforced {
+                true => out.on.push(c),
+                false => out.off.push(c),
+            }
+        }
+    }
+    on.pool().close().await;
+    off.pool().close().await;
+    drop((on, off));
+    off_db.drop().await?;
+    on_db.drop().await?;
+    Ok(out)
 }
 
 /// A load world's gate, and its database's URL as the migrations' owner
@@ -1002,6 +1114,31 @@ pub(super) async fn measure(
                 None
             }
         };
+    let row_security = match plan.row_security_pairs {
+        0 => None,
+        pairs => {
+            progress.say("load: the flow with row-level security off and on");
+            let r = row_security_cells(
+                admin_url,
+                &owner,
+                PROFILED_CLIENTS,
+                pairs,
+                plan.cell,
+                server,
+                &mut cell_no,
+            )
+            .await?;
+            for c in r.off.iter().chain(&r.on).filter(|c| c.unexpected > 0) {
+                notes.push(format!(
+                    "{PROFILED_CLIENTS} clients, the flow with row-level security off or on: {} \
+                     operations did not do what the cell expects (first: {}).",
+                    c.unexpected,
+                    c.first_unexpected.as_deref().unwrap_or("?")
+                ));
+            }
+            Some(r)
+        }
+    };
     bench.drop().await?;
     gate.pool().close().await;
     drop(gate);
@@ -1034,6 +1171,7 @@ pub(super) async fn measure(
             statements: breakdown,
             unguarded,
             checkpoint_delay,
+            row_security,
             seconds: started.elapsed().as_secs_f64(),
         },
         notes,

@@ -59,6 +59,11 @@ pub struct PerfArgs {
     /// Seconds per load cell [default: 3; 1 with --quick].
     #[arg(long, value_name = "S")]
     pub cell_seconds: Option<u64>,
+    /// Pairs of load cells of the purchase flow (tenant per client, 8
+    /// clients) with the database's row-level security off and on,
+    /// alternated; 0 runs none [default: 4].
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub row_security_pairs: usize,
     /// Connections in the load phase's gate pool, never more than one per
     /// client of the largest count [default: 4 per CPU of this machine, the
     /// server's]. A cell with more clients than this queues them for a

@@ -80,7 +80,8 @@ pub fn open_gate(config: &Config, pool: PgPool) -> Result<Gate<Provider>, Failur
     let keys = mandate::keys_of_config(config)?;
     let gate = Gate::open(pool, provider, secret, key, Arc::new(SystemClock))
         .map_err(|e| Failure::Other(format!("{}: {e}", Name::WebhookSecret.name())))?
-        .with_mandate_keys(keys);
+        .with_mandate_keys(keys)
+        .with_row_security(config.row_security()?);
     match previous {
         None => Ok(gate),
         Some(previous) => gate

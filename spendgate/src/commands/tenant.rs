@@ -174,6 +174,15 @@ pub async fn run(config: &Config, command: TenantCommand) -> Result<ExitCode, Fa
             conflicts.len()
         )));
     }
+    if !dry_run {
+        // Each tenant's row-security token digest, for this gate's ledger
+        // key: a tenant that exists gets its own (a deployment migrated
+        // before row-level security, or a changed ledger key).
+        let ids: Vec<String> = loaded.file.tenants.iter().map(|t| t.id.clone()).collect();
+        gate.register_row_tokens(&ids)
+            .await
+            .map_err(|e| Failure::gate("writing the row-security tokens".to_owned(), e))?;
+    }
     if plan.is_empty() {
         println!(
             "nothing to change: every tenant of {} is as the file says",

@@ -67,6 +67,9 @@ impl World {
     pub async fn drop(self) -> TestResult {
         let World { db, gate, .. } = self;
         drop(gate);
+        sqlx::query("SELECT spendgate_row_security(false)")
+            .execute(db.owner_pool())
+            .await?;
         db.drop().await?;
         Ok(())
     }
@@ -111,6 +114,12 @@ pub async fn world_configured(
         clock.clone(),
     )?);
     gate.seed(&standard::seed()).await?;
+    // The gate's tests run with row-level security enforced
+    // (`spendgate_row_security`); `World::drop` turns it off again, so the
+    // database is handed back with the schema it was made with.
+    sqlx::query("SELECT spendgate_row_security(true)")
+        .execute(db.owner_pool())
+        .await?;
     Ok(Some(World {
         db,
         gate: Arc::new(gate),

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use crate::perf::checkpoint_delay::CheckpointDelay;
 use crate::perf::cpu::PerOp;
-use crate::perf::load::{Cell, LatencyRow, Load, LoadRow, Shape, Unguarded};
+use crate::perf::load::{Cell, LatencyRow, Load, LoadRow, RowSecurity, Shape, Unguarded};
 use crate::perf::statements::Breakdown;
 use crate::perf::stats::{format_rate, ratio, thousands};
 
@@ -278,6 +278,7 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
     s.push('\n');
     s.push_str(&issue42_section(load));
     s.push_str(&unguarded_section(load.unguarded.as_ref(), &load.rows));
+    s.push_str(&row_security_section(load.row_security.as_ref()));
     s.push_str(
         "### Latency per operation (HDR histogram)\n\n\
          `approve` comes from cells of its own (propose a step-up, then approve; only the \
@@ -378,6 +379,77 @@ fn cpu_section(rows: &[LoadRow]) -> String {
         s.push('\n');
     }
     s.push_str("\nEach figure: total µs (server + client).\n\n");
+    s
+}
+
+/// The most of the flow's throughput row-level security may cost and be
+/// on by default (issue 40, item 6).
+pub const ROW_SECURITY_MAX_COST: f64 = 0.10;
+
+/// The cells' completed flows over their seconds.
+fn pooled_rate(cells: &[Cell]) -> Option<f64> {
+    let completed: u64 = cells.iter().map(|c| c.completed).sum();
+    let seconds: f64 = cells.iter().map(|c| c.seconds).sum();
+    crate::perf::stats::rate(completed, seconds)
+}
+
+/// The flow with row-level security off and on, pair by pair, and what it
+/// costs; nothing when that part did not run.
+fn row_security_section(r: Option<&RowSecurity>) -> String {
+    let Some(r) = r else {
+        return String::new();
+    };
+    let mut s = String::from(
+        "### What row-level security costs
+
+",
+    );
+    let _ = writeln!(
+        s,
+        "The purchase flow (propose, checkout, pay, webhook), tenant per client at {} clients, \
+         on two fresh databases seeded alike, in alternated cells: off (row-level security \
+         disabled on the tenant tables, the gate setting no tenant token) then on \
+         (`spendgate_row_security(true)`, each transaction inside a tenant begun by setting \
+         that tenant's token, every statement filtered by the `tenant_rows` policies). Its \
+         cost is 1 − on ÷ off over all the pairs.\n",
+        r.clients
+    );
+    s.push_str("| pair | flow, off | flow, on | on ÷ off |\n|---|---|---|---|\n");
+    let rate = |c: &Cell| format_rate(c.per_sec);
+    for (i, (off, on)) in r.off.iter().zip(&r.on).enumerate() {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            i + 1,
+            rate(off),
+            rate(on),
+            on.per_sec
+                .zip(off.per_sec)
+                .and_then(|(a, b)| ratio(a, b))
+                .map_or("n/a".into(), |x| format!("{x:.3}"))
+        );
+    }
+    let (off, on) = (pooled_rate(&r.off), pooled_rate(&r.on));
+    let both = on.zip(off).and_then(|(a, b)| ratio(a, b));
+    let _ = writeln!(
+        s,
+        "| all | {} | {} | {} |\n",
+        format_rate(off),
+        format_rate(on),
+        both.map_or("n/a".into(), |x| format!("{x:.3}"))
+    );
+    if let Some(x) = both {
+        let cost = 1.0 - x;
+        let verdict = match cost <= ROW_SECURITY_MAX_COST {
+            true => "within the 10% allowed: on by default",
+            false => "more than the 10% allowed: off by default, `row_security = true` turns it on",
+        };
+        let _ = writeln!(
+            s,
+            "Row-level security cost {:.1}% of the flow's throughput in this run: {verdict}.\n",
+            cost * 100.0
+        );
+    }
     s
 }
 
@@ -603,8 +675,34 @@ pub(in crate::perf::render) mod tests {
                 max_ms: Some(1041.0),
                 longest_tick_ms: Some(41.0),
             }),
+            row_security: Some(RowSecurity {
+                clients: 8,
+                off: cell(100.0).into_iter().collect(),
+                on: cell(95.0).into_iter().collect(),
+            }),
             seconds: 40.0,
         }
+    }
+
+    #[test]
+    fn row_security_is_judged_by_its_share_of_the_flow() {
+        let md = section(Some(&fixed()), None);
+        assert!(md.contains("| 1 | 100/s | 95.0/s | 0.950 |"), "{md}");
+        assert!(
+            md.contains("cost 5.0% of the flow's throughput in this run: within the 10%"),
+            "{md}"
+        );
+        let mut dearer = fixed();
+        if let Some(r) = dearer.row_security.as_mut() {
+            r.on = cell(80.0).into_iter().collect();
+        }
+        assert!(
+            section(Some(&dearer), None)
+                .contains("cost 20.0% of the flow's throughput in this run: more than"),
+        );
+        let mut none = fixed();
+        none.row_security = None;
+        assert!(!section(Some(&none), None).contains("row-level security costs"));
     }
 
     #[test]
