@@ -1028,7 +1028,14 @@ impl<P: PaymentProvider> Gate<P> {
         if let Some(reason) = verdict(event, authority.amount_paise, &authority.currency) {
             return Ok(Err(reason));
         }
-        if payment_on_the_books(tx, &event.payment_id).await?.is_some() {
+        // Booked for this very order: reconcile recorded the order and its
+        // capture between this event's order lookup and now, so the event
+        // repeats what the books hold. Booked for another order: malformed.
+        let booked = payment_on_the_books(tx, &event.payment_id).await?;
+        if booked.as_deref() == Some(event.order_id.as_str()) {
+            return Ok(Err(Reason::WebhookDuplicate));
+        }
+        if booked.is_some() {
             return Ok(Err(Reason::WebhookMalformed));
         }
         let kept: Option<String> = sqlx::query_scalar(
