@@ -89,22 +89,14 @@ async fn a_serve_killed_before_its_tick_leaves_nothing_out() {
     let work = tempfile::tempdir().unwrap();
     let (agent, human) = onboard(&db, work.path());
     // The tests' interval is an hour: this serve signs only at its start.
-    let served = Served::start({
-        let mut c = spendgate(&db, work.path());
-        c.arg("serve");
-        c
-    });
+    let served = Served::serve(&db, work.path());
     purchase(&served.url, &agent, &human).await;
     let (head, covered) = head_and_covered(&db, "acme").await;
     assert!(covered < head, "the purchase is not signed yet");
     // Killed (SIGKILL), not stopped: no tick after the commits.
     drop(served);
 
-    let served = Served::start({
-        let mut c = spendgate(&db, work.path());
-        c.arg("serve");
-        c
-    });
+    let served = Served::serve(&db, work.path());
     // It signs before it listens: the purchase is covered now.
     let (_, covered) = head_and_covered(&db, "acme").await;
     assert_eq!(covered, head);

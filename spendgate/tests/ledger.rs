@@ -21,11 +21,7 @@ async fn an_anchor_names_a_cut_tail_that_a_plain_verify_cannot_see() {
     let Some(db) = fresh_db().await else { return };
     let work = tempfile::tempdir().unwrap();
     let (agent, _) = onboard(&db, work.path());
-    let served = Served::start({
-        let mut c = spendgate(&db, work.path());
-        c.arg("serve");
-        c
-    });
+    let served = Served::serve(&db, work.path());
     for _ in 0..3 {
         let (status, body) = call(
             reqwest::Method::POST,
@@ -151,11 +147,7 @@ async fn verify_names_each_row_the_runtime_login_changed_and_exits_1() {
     let Some(db) = fresh_db().await else { return };
     let work = tempfile::tempdir().unwrap();
     let (agent, _) = onboard(&db, work.path());
-    let served = Served::start({
-        let mut c = spendgate(&db, work.path());
-        c.arg("serve");
-        c
-    });
+    let served = Served::serve(&db, work.path());
     let (status, body) = call(
         reqwest::Method::POST,
         &format!("{}/v1/requests", served.url),

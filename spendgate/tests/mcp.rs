@@ -35,11 +35,7 @@ async fn an_mcp_client_drives_spendgate_mcp_against_spendgate_serve() {
     let Some(db) = fresh_db().await else { return };
     let work = tempfile::tempdir().unwrap();
     let (agent, human) = onboard(&db, work.path());
-    let served = Served::start({
-        let mut c = spendgate(&db, work.path());
-        c.arg("serve");
-        c
-    });
+    let served = Served::serve(&db, work.path());
     let url = served.url.clone();
 
     let mut child = command(&url, &agent);

@@ -15,22 +15,14 @@ async fn purchases_survive_restarts_and_the_ledger_verifies_only_with_its_key() 
     let (agent, human) = onboard(&db, work.path());
 
     // Restart between pay and the webhook.
-    let served = Served::start({
-        let mut c = spendgate(&db, work.path());
-        c.arg("serve");
-        c
-    });
+    let served = Served::serve(&db, work.path());
     let (first, first_order) = purchase(&served.url, &agent, &human).await;
     assert_eq!(
         state_of(&served.url, &agent, &first).await,
         "PROVIDER_PENDING"
     );
     served.stop();
-    let served = Served::start({
-        let mut c = spendgate(&db, work.path());
-        c.arg("serve");
-        c
-    });
+    let served = Served::serve(&db, work.path());
     let sent = send_webhook(&served.url, &first_order, 25_000);
     assert!(
         sent.status.success(),
@@ -42,11 +34,7 @@ async fn purchases_survive_restarts_and_the_ledger_verifies_only_with_its_key() 
 
     // Restart between two purchases: the second gets an order of its own.
     served.stop();
-    let served = Served::start({
-        let mut c = spendgate(&db, work.path());
-        c.arg("serve");
-        c
-    });
+    let served = Served::serve(&db, work.path());
     let (second, second_order) = purchase(&served.url, &agent, &human).await;
     assert_ne!(
         second_order, first_order,

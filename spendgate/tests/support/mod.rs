@@ -240,6 +240,14 @@ pub struct Served {
 }
 
 impl Served {
+    /// `spendgate serve` on `db`, configured from `dir` as [`spendgate`]
+    /// configures every command, started as [`Served::start`] starts one.
+    pub fn serve(db: &Db, dir: &Path) -> Served {
+        let mut c = spendgate(db, dir);
+        c.arg("serve");
+        Served::start(c)
+    }
+
     /// Starts `c` (a `serve` command) and waits for its "listening" line.
     pub fn start(mut c: Command) -> Served {
         let mut child = c

@@ -40,26 +40,40 @@ use serde_json::Value;
 use super::text::visible;
 use super::{document, money, problem, reader, reason_words, respond, unavailable};
 use crate::auth::Caller;
-use crate::state::Shared;
+use crate::state::{AppState, Shared};
+
+/// 404: the tenant has no request by the id asked for (or the path names none).
+fn not_found() -> Response {
+    problem(
+        StatusCode::NOT_FOUND,
+        "No such request",
+        "This tenant has no request by that id.",
+    )
+}
+
+/// The reader a receipt route answers and the request id its path names,
+/// or the answer that refuses them ([`reader`]'s 401 or 403; 404 for a path
+/// that names no id).
+async fn reader_and_id<P: PaymentProvider>(
+    s: &AppState<P>,
+    headers: &HeaderMap,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<(Caller, String), Response> {
+    let c = reader(s, headers).await?;
+    let Ok(Path(id)) = path else {
+        return Err(not_found());
+    };
+    Ok((c, id))
+}
 
 pub(crate) async fn page<P: PaymentProvider>(
     State(s): Shared<P>,
     headers: HeaderMap,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Response {
-    let c = match reader(&s, &headers).await {
-        Ok(c) => c,
+    let (c, id) = match reader_and_id(&s, &headers, path).await {
+        Ok(found) => found,
         Err(answer) => return answer,
-    };
-    let not_found = || {
-        problem(
-            StatusCode::NOT_FOUND,
-            "No such request",
-            "This tenant has no request by that id.",
-        )
-    };
-    let Ok(Path(id)) = path else {
-        return not_found();
     };
     let receipt = match s.gate.receipt(&c.tenant, &id).await {
         Ok(Some(r)) => r,
@@ -80,8 +94,9 @@ pub(crate) async fn page<P: PaymentProvider>(
 
 /// Why a request's bundle cannot be served yet.
 pub const BUNDLE_NEEDS_CHECKPOINT: &str = "no kept checkpoint covers this request's ledger \
-     entries (a page never signs one). Run `spendgate log checkpoint --tenant <tenant>` to sign \
-     one, then ask again.";
+     entries yet (a page never signs one). `spendgate serve` signs one within its \
+     `checkpoint_interval_ms`; or run `spendgate log checkpoint --tenant <tenant>` to sign one \
+     now, then ask again.";
 
 /// `GET /receipts/{id}/bundle`: the request's evidence bundle as one tar
 /// file, built read-only against the newest kept checkpoint covering its
@@ -91,19 +106,9 @@ pub(crate) async fn bundle<P: PaymentProvider>(
     headers: HeaderMap,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Response {
-    let c = match reader(&s, &headers).await {
-        Ok(c) => c,
+    let (c, id) = match reader_and_id(&s, &headers, path).await {
+        Ok(found) => found,
         Err(answer) => return answer,
-    };
-    let not_found = || {
-        problem(
-            StatusCode::NOT_FOUND,
-            "No such request",
-            "This tenant has no request by that id.",
-        )
-    };
-    let Ok(Path(id)) = path else {
-        return not_found();
     };
     let Some(verifier) = s
         .config
