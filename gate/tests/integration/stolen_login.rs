@@ -321,11 +321,19 @@ async fn stolen(w: &World) -> Result<PgPool, sqlx::Error> {
     pool_of(&w.db, 2).await
 }
 
-/// Every table `tenant_rows` guards, read as the owner.
+/// Every table of tenant rows (a `tenant_id` column, and `tenants`), read as
+/// the owner: the tables `tenant_rows` must guard.
 async fn guarded_tables(w: &World) -> Result<Vec<String>, sqlx::Error> {
+    // Read from the schema, never from the policies themselves: a table
+    // whose policy is gone is still a table of tenant rows, and is checked.
     sqlx::query_scalar(
-        "SELECT tablename::text FROM pg_policies WHERE schemaname = 'public' \
-         AND policyname = 'tenant_rows' ORDER BY 1",
+        "SELECT c.relname::text FROM pg_class c \
+           JOIN pg_namespace n ON n.oid = c.relnamespace \
+          WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') \
+            AND (c.relname = 'tenants' OR EXISTS ( \
+                   SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid \
+                      AND a.attname = 'tenant_id' AND NOT a.attisdropped)) \
+          ORDER BY 1",
     )
     .fetch_all(w.owner())
     .await
