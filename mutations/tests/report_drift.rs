@@ -185,9 +185,7 @@ fn the_corpus_columns_are_consistent_with_the_registry_and_the_summary() {
                     .guards
                     .iter()
                     .filter(|p| p.id != g.id)
-                    .filter(|p| {
-                        p.twins.iter().any(|t| *t == g.id) || own_twins.iter().any(|t| *t == p.id)
-                    })
+                    .filter(|p| p.twins.contains(&g.id) || own_twins.contains(&p.id))
                     .map(|p| p.id.as_str())
                     .collect();
                 match registry.guard(by) {
