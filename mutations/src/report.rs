@@ -988,8 +988,9 @@ exempt:
         }
     }
 
-    #[test]
-    fn a_report_takes_its_table_from_the_registry_and_its_times_from_the_runs() {
+    /// The test registry, and a schemata run in which both its guards were
+    /// caught (`cap` in 1 s, `db-once` in 2 s, 10 s in all).
+    fn both_caught() -> (Registry, Report) {
         let registry = Registry::parse(REG, Path::new("r.yaml")).unwrap();
         let full = run(
             Mode::Schemata,
@@ -999,6 +1000,12 @@ exempt:
             ],
             10.0,
         );
+        (registry, full)
+    }
+
+    #[test]
+    fn a_report_takes_its_table_from_the_registry_and_its_times_from_the_runs() {
+        let (registry, full) = both_caught();
         let rewrite = run(
             Mode::Rewrite,
             vec![outcome("cap", GuardKind::Source, Verdict::Caught, 9.0)],
@@ -1059,15 +1066,7 @@ exempt:
 
     #[test]
     fn a_corpus_run_merges_by_id_recounts_and_says_how_each_kill_moves() {
-        let registry = Registry::parse(REG, Path::new("r.yaml")).unwrap();
-        let full = run(
-            Mode::Schemata,
-            vec![
-                outcome("cap", GuardKind::Source, Verdict::Caught, 1.0),
-                outcome("db-once", GuardKind::Schema, Verdict::Caught, 2.0),
-            ],
-            10.0,
-        );
+        let (registry, full) = both_caught();
         let plain = MutationReport::build(&registry, "harness mutate", 2, &full, None);
         let plain_md = render_markdown(&plain);
         assert!(!plain_md.contains("What the corpus proves"));
@@ -1157,15 +1156,7 @@ exempt:
         ] {
             assert!(!is_money_threat(t), "{t}");
         }
-        let registry = Registry::parse(REG, Path::new("r.yaml")).unwrap();
-        let full = run(
-            Mode::Schemata,
-            vec![
-                outcome("cap", GuardKind::Source, Verdict::Caught, 1.0),
-                outcome("db-once", GuardKind::Schema, Verdict::Caught, 2.0),
-            ],
-            10.0,
-        );
+        let (registry, full) = both_caught();
         let plain = MutationReport::build(&registry, "harness mutate", 2, &full, None);
         let row = |effect| GuardCorpus {
             effect,
