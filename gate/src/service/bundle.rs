@@ -29,7 +29,6 @@ use spendgate_verify::bundle_dir::{
     CHECKPOINT, ENTRIES, ENTRY_EXT, EVENT_BODY_EXT, EVENT_SIGNATURE_EXT, EVENTS, PROOF_EXT,
     PROPOSAL_RAW,
 };
-use spendgate_verify::proof::TlogProof;
 use sqlx::PgPool;
 
 use super::error::ServiceError;
@@ -80,38 +79,20 @@ pub async fn prove_kept(
         return Ok(Err(Unproved::NoCheckpoint { need }));
     };
     let tree = tlog::tree_of(&leaves);
-    if checkpoint.size > tree.len() {
-        return Err(LogError::Rewritten {
-            tenant: tenant.to_owned(),
-            size: checkpoint.size,
-            signed: checkpoint.root,
-            now: format!("a tree of {} leaves", tree.len()),
-        });
-    }
-    let mut proofs = Vec::with_capacity(seqs.len());
-    for seq in seqs {
-        let index = seq as u64 - 1;
-        let path = tree
-            .inclusion_proof(index, checkpoint.size)
-            .map_err(|cause| LogError::Merkle {
-                tenant: tenant.to_owned(),
-                cause,
-            })?;
-        let entry = leaves
-            .get(index as usize)
-            .map(|(_, e)| e.clone())
-            .unwrap_or_default();
-        proofs.push(Inclusion {
-            seq,
-            entry,
-            proof: TlogProof {
-                extra: None,
-                index,
-                path,
-                checkpoint_note: checkpoint.note.clone(),
-            },
-        });
-    }
+    // `seqs_naming` found each number among these leaves (entry `seq` is
+    // leaf `seq - 1`).
+    let wanted = seqs
+        .into_iter()
+        .map(|seq| {
+            let entry = usize::try_from(seq - 1)
+                .ok()
+                .and_then(|i| leaves.get(i))
+                .map(|(_, e)| e.clone())
+                .unwrap_or_default();
+            (seq, entry)
+        })
+        .collect();
+    let proofs = tlog::proofs_against(tenant, &tree, &checkpoint, wanted)?;
     Ok(Ok((checkpoint, proofs)))
 }
 

@@ -344,24 +344,48 @@ pub async fn prove_inclusion(
     }
     let need = wanted.iter().map(|(s, _)| *s as u64).max().unwrap_or(0);
     let checkpoint = covering(pool, key, tenant, &tree, need, at).await?;
-    let mut out = Vec::with_capacity(wanted.len());
-    for (seq, entry) in wanted {
-        let index = seq as u64 - 1;
-        let path = tree
-            .inclusion_proof(index, checkpoint.size)
-            .map_err(merkle(tenant))?;
-        out.push(Inclusion {
-            seq,
-            entry,
-            proof: TlogProof {
-                extra: None,
-                index,
-                path,
-                checkpoint_note: checkpoint.note.clone(),
-            },
+    let out = proofs_against(tenant, &tree, &checkpoint, wanted)?;
+    Ok((checkpoint, out))
+}
+
+/// Each of `wanted` (an entry's number and text) with its proof against
+/// `checkpoint`, once `tree` is seen to still have the checkpoint's root at
+/// its size: a log cut below the checkpoint or rewritten under it is
+/// [`LogError::Rewritten`], never a proof that cannot verify.
+pub(crate) fn proofs_against(
+    tenant: &str,
+    tree: &Tree,
+    checkpoint: &StoredCheckpoint,
+    wanted: Vec<(i64, String)>,
+) -> Result<Vec<Inclusion>, LogError> {
+    if checkpoint.size > tree.len() {
+        return Err(LogError::Rewritten {
+            tenant: tenant.to_owned(),
+            size: checkpoint.size,
+            signed: checkpoint.root.clone(),
+            now: format!("a tree of {} leaves", tree.len()),
         });
     }
-    Ok((checkpoint, out))
+    still_holds(tenant, tree, checkpoint)?;
+    wanted
+        .into_iter()
+        .map(|(seq, entry)| {
+            let index = seq as u64 - 1;
+            let path = tree
+                .inclusion_proof(index, checkpoint.size)
+                .map_err(merkle(tenant))?;
+            Ok(Inclusion {
+                seq,
+                entry,
+                proof: TlogProof {
+                    extra: None,
+                    index,
+                    path,
+                    checkpoint_note: checkpoint.note.clone(),
+                },
+            })
+        })
+        .collect()
 }
 
 /// Proves the tenant's checkpoint of size `to` (the newest kept one when

@@ -280,3 +280,34 @@ async fn an_entry_forged_past_the_checkpoint_gets_no_checkpoint() -> TestResult 
     })
     .await
 }
+
+/// A read-only proof (the bundle a receipt links to) is never made against
+/// a kept checkpoint the ledger no longer has the root of: a rewrite under
+/// it is named, not served as a proof that cannot verify.
+#[tokio::test]
+async fn a_kept_proof_over_a_rewritten_ledger_is_refused_as_rewritten() -> TestResult {
+    on_world(async |w| {
+        let signer = signer(w, HOUR)?;
+        let proposed = w.propose("SNACK-BOX", 1).await?;
+        let request = proposed.request_id.ok_or("no request")?;
+        signer.tick().await?;
+        let pool = w.pool();
+        let kept = gate::service::bundle::prove_kept(pool, "acme", &request).await?;
+        assert!(kept.is_ok(), "proved before the rewrite: {kept:?}");
+        exec(
+            w.owner(),
+            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
+             UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
+              WHERE tenant_id = 'acme' AND kind = 'proposal'; \
+             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only",
+        )
+        .await?;
+        let after = gate::service::bundle::prove_kept(pool, "acme", &request).await;
+        assert!(
+            matches!(after, Err(LogError::Rewritten { .. })),
+            "{after:?}"
+        );
+        Ok(())
+    })
+    .await
+}
