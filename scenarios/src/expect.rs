@@ -242,12 +242,83 @@ impl Counts {
     }
 }
 
-/// A step's expectation: a decision, or counts for `concurrent`.
+/// A step's expectation: a decision, counts for `concurrent`, or what a
+/// `login` statement came to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum StepExpect {
     Decision(Expect),
     Counts(Counts),
+    Login(LoginExpect),
+}
+
+/// What a `login` step's statement is expected to come to:
+/// `{refused_by: <guard>}` (the constraint or trigger of that name refused
+/// it; `privilege` for SQLSTATE 42501, a privilege the role lacks), or
+/// `{decision: ok}` (the database wrote it; what follows must refuse).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoginExpect {
+    Written,
+    RefusedBy(String),
+}
+
+/// The `refused_by` of a refusal for a privilege the role lacks (42501).
+pub const PRIVILEGE: &str = "privilege";
+
+impl LoginExpect {
+    /// Parses a `login` step's `expect` at `path`.
+    pub fn parse(value: &Value, path: &str) -> Result<LoginExpect, ParseError> {
+        let map = as_mapping(value, path)?;
+        let Some(guard) = map.get("refused_by") else {
+            let e = Expect::parse(value, path)?;
+            if e.decision != DecisionKind::Ok || e.reason.is_some() || !e.reason_any.is_empty() {
+                return Err(LoadErrorKind::InvalidValue {
+                    path: path.to_string(),
+                    message: "a `login` step expects `{refused_by: <constraint, trigger or `privilege`>}` or `{decision: ok}` (written)".into(),
+                }
+                .into());
+            }
+            return Ok(LoginExpect::Written);
+        };
+        check_table(map, crate::tables::LOGIN_EXPECT, path)?;
+        let path = join(path, "refused_by");
+        let name: String = decode(guard.clone(), &path)?;
+        let grammar = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && name.len() <= 63;
+        if !grammar {
+            return Err(LoadErrorKind::InvalidValue {
+                path,
+                message: format!(
+                    "`{name}` is no guard's name: a constraint or trigger name (lower case, digits, `_`, at most 63) or `{PRIVILEGE}`"
+                ),
+            }
+            .into());
+        }
+        Ok(LoginExpect::RefusedBy(name))
+    }
+
+    /// Whether the expectation is a refusal (the attack's check).
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, LoginExpect::RefusedBy(_))
+    }
+}
+
+impl Serialize for LoginExpect {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = serializer.serialize_map(Some(1))?;
+        match self {
+            LoginExpect::Written => m.serialize_entry("decision", "ok")?,
+            LoginExpect::RefusedBy(name) => m.serialize_entry("refused_by", name)?,
+        }
+        m.end()
+    }
 }
 
 #[cfg(test)]

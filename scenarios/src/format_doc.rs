@@ -91,6 +91,10 @@ pub fn render(taxonomy: &Taxonomy) -> String {
         spelled(&DecisionKind::ALL, DecisionKind::as_str),
         spelled(&DecisionKind::ALL, DecisionKind::as_str),
     );
+    out.push_str(
+        "\nA `login` step expects what the database did with its statement: `{decision: ok}` (written), or\n\n",
+    );
+    keys_table(&mut out, tables::LOGIN_EXPECT);
 
     out.push_str("\n## Verbs\n\n");
     let _ = writeln!(

@@ -29,7 +29,7 @@ pub mod world;
 pub mod yaml;
 
 pub use error::{LoadError, LoadErrorKind};
-pub use expect::{Counts, DecisionKind, Expect, StepExpect};
+pub use expect::{Counts, DecisionKind, Expect, LoginExpect, PRIVILEGE, StepExpect};
 pub use gate_core::RequestState;
 /// The policy types are the decision core's: a world file and a `set_policy` step
 /// deserialize straight into them.
@@ -39,9 +39,9 @@ pub use scenario::{Invariants, Label, Scenario};
 pub use step::{Concurrent, Step, VERBS, Verb};
 pub use taxonomy::{Taxonomy, ThreatClass, ThreatLayer};
 pub use verbs::{
-    AdvanceClock, Approve, Cancel, Checkout, Grant, MandateSignature, Pay, Propose, Provider,
-    ProviderCapture, ProviderMode, Replay, Revoke, SetClock, SetPolicy, SetPrice, Signature,
-    Webhook,
+    AdvanceClock, Approve, Cancel, Checkout, Grant, Login, MandateSignature, Pay, Propose,
+    Provider, ProviderCapture, ProviderMode, Replay, Revoke, SetClock, SetPolicy, SetPrice,
+    Signature, Webhook,
 };
 pub use wire::{HeaderValues, KeyTrick, WireStep};
 pub use world::World;

@@ -202,8 +202,8 @@ impl Scenario {
             ""
         };
         Some(format!(
-            "no step is expected to come out `deny` or `step_up`, and no money invariant is given \
-             (one of {}){ledger_only}",
+            "no step is expected to come out `deny` or `step_up` (or a `login` step `refused_by` a guard), \
+             and no money invariant is given (one of {}){ledger_only}",
             MONEY_INVARIANTS.join(", ")
         ))
     }
@@ -212,7 +212,8 @@ impl Scenario {
     /// - the wire-only steps, when there are any (the service refuses them
     ///   before the gate; the other steps set them up);
     /// - else the steps expected to come out `deny` (a `concurrent` step:
-    ///   with refused copies), the refusals the attack meets;
+    ///   with refused copies; a `login` step: refused by a guard), the
+    ///   refusals the attack meets;
     /// - else those expected `step_up` (the attack is evading a human);
     /// - else every step (the invariants alone carry the check).
     pub fn attack_steps(&self) -> Vec<usize> {
@@ -229,6 +230,8 @@ impl Scenario {
             move |s: &Step| match &s.expect {
                 Some(StepExpect::Decision(e)) => e.decision == kind,
                 Some(StepExpect::Counts(c)) => c.exact(kind) > 0,
+                // A login statement refused is the refusal the attack meets.
+                Some(StepExpect::Login(e)) => kind == DecisionKind::Deny && e.is_refusal(),
                 None => false,
             }
         };

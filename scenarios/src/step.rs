@@ -26,10 +26,10 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{LoadErrorKind, ParseError};
-use crate::expect::{Counts, DecisionKind, Expect, StepExpect};
+use crate::expect::{Counts, DecisionKind, Expect, LoginExpect, StepExpect};
 use crate::tables::{self, check_table};
 use crate::verbs::{
-    AdvanceClock, Approve, Cancel, Checkout, Grant, Pay, Propose, Provider, ProviderCapture,
+    AdvanceClock, Approve, Cancel, Checkout, Grant, Login, Pay, Propose, Provider, ProviderCapture,
     ProviderMode, Replay, Revoke, SetClock, SetPolicy, SetPolicySigning, SetPrice, Webhook,
     decode_b64,
 };
@@ -69,6 +69,8 @@ pub enum Verb {
     ProviderCapture(ProviderCapture),
     Replay(Replay),
     Concurrent(Concurrent),
+    /// One SQL statement as the gate's runtime database role.
+    Login(Login),
 }
 
 impl Verb {
@@ -93,6 +95,7 @@ impl Verb {
             Verb::ProviderCapture(_) => "provider_capture",
             Verb::Replay(_) => "replay",
             Verb::Concurrent(_) => "concurrent",
+            Verb::Login(_) => "login",
         }
     }
 
@@ -109,6 +112,7 @@ impl Verb {
             Verb::ProviderCapture(p) => vec![("order", p.order.as_str())],
             Verb::Replay(r) => vec![("of", r.of.as_str())],
             Verb::Concurrent(c) => c.step.verb.references(),
+            Verb::Login(l) => l.placeholders().into_iter().map(|n| ("sql", n)).collect(),
             _ => Vec::new(),
         }
     }
@@ -130,6 +134,7 @@ impl Verb {
             Verb::Provider(x) => crate::yaml::to_value(x),
             Verb::ProviderCapture(x) => crate::yaml::to_value(x),
             Verb::Replay(x) => crate::yaml::to_value(x),
+            Verb::Login(x) => crate::yaml::to_value(x),
             Verb::Expire | Verb::Reconcile => Ok(Value::Mapping(Mapping::new())),
             Verb::Concurrent(c) => {
                 let mut m = Mapping::new();
@@ -203,6 +208,7 @@ impl Step {
             Some(StepExpect::Counts(c)) => {
                 c.exact(DecisionKind::Deny) > 0 || c.exact(DecisionKind::StepUp) > 0
             }
+            Some(StepExpect::Login(e)) => e.is_refusal(),
             None => false,
         }
     }
@@ -269,7 +275,7 @@ impl Step {
             }
             (a, b) => a.or(b),
         };
-        if tenant.is_some() && matches!(verb_key.as_str(), "replay" | "concurrent") {
+        if tenant.is_some() && matches!(verb_key.as_str(), "replay" | "concurrent" | "login") {
             return Err(LoadErrorKind::UnknownKey {
                 path: path.to_string(),
                 key: "tenant".into(),
@@ -297,6 +303,7 @@ impl Step {
                         }
                         StepExpect::Counts(counts)
                     }
+                    Verb::Login(_) => StepExpect::Login(LoginExpect::parse(v, &expect_path)?),
                     _ => StepExpect::Decision(Expect::parse(v, &expect_path)?),
                 })
             }
@@ -313,6 +320,12 @@ impl Step {
                     return Err(invalid(
                         &wire_path,
                         "a `replay` resends its step as it was and a `concurrent` step's copies are its inner step's: neither takes a wire block",
+                    ));
+                }
+                if matches!(verb, Verb::Login(_)) {
+                    return Err(invalid(
+                        &wire_path,
+                        "a `login` statement goes to the database, not over the wire: it takes no wire block",
                     ));
                 }
                 if expect.is_some() && (w.as_actor.is_some() || w.key.is_some() || w.body.is_some())
@@ -500,6 +513,13 @@ fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
         }
         "provider_capture" => Verb::ProviderCapture(decode::<ProviderCapture>(body, path)?),
         "replay" => Verb::Replay(decode(body, path)?),
+        "login" => {
+            let l: Login = decode(body, path)?;
+            if let Some(problem) = l.problem() {
+                return Err(invalid(&join(path, "sql"), problem));
+            }
+            Verb::Login(l)
+        }
         "concurrent" => {
             let map = as_mapping(&body, path)?;
             let times: u32 = required(map, "times", path)?;
@@ -520,6 +540,13 @@ fn parse_verb(key: &str, body: Value, path: &str) -> Result<Verb, ParseError> {
                 return Err(LoadErrorKind::InvalidValue {
                     path: inner_path,
                     message: "a concurrent step cannot nest another".into(),
+                }
+                .into());
+            }
+            if matches!(inner.verb, Verb::Login(_)) {
+                return Err(LoadErrorKind::InvalidValue {
+                    path: inner_path,
+                    message: "a `login` statement is one statement, not copies at once".into(),
                 }
                 .into());
             }
@@ -600,6 +627,7 @@ mod tests {
             "{provider_capture: {order: o1}}",
             "{replay: {of: o1}}",
             "{concurrent: {times: 3, step: {pay: {authority: c1}}}, expect: {ok: 1, deny: 2}}",
+            "{login: {sql: 'UPDATE checkout_authorities SET amount_paise = 1 WHERE id = $c1'}, expect: {refused_by: ck_authority_ttl}}",
         ];
         for (text, verb) in texts.iter().zip(VERBS) {
             let step = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -817,6 +845,61 @@ mod tests {
         assert!(
             matches!(parse("{concurrent: {times: 2, step: {pay: {authority: c}, wire: {status: 401}}}}").unwrap_err(),
             LoadErrorKind::UnknownKey { key, .. } if key == "wire")
+        );
+    }
+
+    #[test]
+    fn login_steps_take_one_statement_and_a_refusal_or_written_expectation() {
+        let step = parse(
+            "{login: {sql: 'DELETE FROM x WHERE id = $c1'}, expect: {refused_by: privilege}}",
+        )
+        .unwrap();
+        assert!(step.expects_refusal());
+        assert_eq!(step.verb.references(), vec![("sql", "c1")]);
+        let written = parse("{login: {sql: 'SELECT 1'}, expect: {decision: ok}}").unwrap();
+        assert_eq!(
+            written.expect,
+            Some(StepExpect::Login(LoginExpect::Written))
+        );
+        assert!(!written.expects_refusal());
+        assert_eq!(Step::parse(&written.to_value(), "x").unwrap(), written);
+        for (text, at) in [
+            ("{login: {sql: ''}}", "steps[1].login.sql"),
+            ("{login: {sql: 'SELECT 1; SELECT 2'}}", "steps[1].login.sql"),
+            (
+                "{login: {sql: 'SELECT 1'}, expect: {decision: deny}}",
+                "steps[1].expect",
+            ),
+            (
+                "{login: {sql: 'SELECT 1'}, expect: {refused_by: 'CK X'}}",
+                "steps[1].expect.refused_by",
+            ),
+            (
+                "{login: {sql: 'SELECT 1'}, wire: {status: 200}}",
+                "steps[1].wire",
+            ),
+            (
+                "{concurrent: {times: 2, step: {login: {sql: 'SELECT 1'}}}}",
+                "steps[1].concurrent.step",
+            ),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(
+                matches!(&err, LoadErrorKind::InvalidValue { path, .. } if path == at),
+                "{text}: {err:?}"
+            );
+        }
+        assert!(
+            matches!(parse("{login: {sql: 'SELECT 1'}, expect: {refused_by: x, reason: SKU_UNKNOWN}}").unwrap_err(),
+            LoadErrorKind::UnknownKey { key, .. } if key == "reason")
+        );
+        assert!(
+            matches!(parse("{tenant: acme, login: {sql: 'SELECT 1'}}").unwrap_err(),
+            LoadErrorKind::UnknownKey { key, .. } if key == "tenant")
+        );
+        assert!(
+            matches!(parse("{login: {sql: 'SELECT 1', as: x}}").unwrap_err(),
+            LoadErrorKind::UnknownKey { key, .. } if key == "as")
         );
     }
 

@@ -99,7 +99,7 @@ pub const SCENARIO: &[Key] = &[
     req("id", "kebab-case, unique across the corpus"),
     req(
         "label",
-        "`attack` or `legit`; an attack must carry a check its success would break: a step expected `deny` or `step_up` (a `concurrent` step: some `deny` or `step_up` copies), or a money invariant (`provider_orders`, `captured_paise`, `provider_captured_paise`, `spent_today_paise`, `delegation_spent_paise`, `books_balanced`, `request_states`); `ledger_intact` alone is not one, and the loader refuses an attack without one",
+        "`attack` or `legit`; an attack must carry a check its success would break: a step expected `deny` or `step_up` (a `concurrent` step: some `deny` or `step_up` copies; a `login` step: `refused_by`), or a money invariant (`provider_orders`, `captured_paise`, `provider_captured_paise`, `spent_today_paise`, `delegation_spent_paise`, `books_balanced`, `request_states`); `ledger_intact` alone is not one, and the loader refuses an attack without one",
     ),
     opt(
         "class",
@@ -127,7 +127,7 @@ pub const STEP: &[Key] = &[
     ),
     opt(
         "expect",
-        "`{decision, reason}` or `{decision, reason_any}`; for `concurrent`, counts",
+        "`{decision, reason}` or `{decision, reason_any}`; for `concurrent`, counts; for `login`, `{refused_by}` or `{decision: ok}`",
     ),
     opt(
         "wire",
@@ -144,6 +144,13 @@ pub const EXPECT: &[Key] = &[
         "a non-empty list of acceptable reason codes (instead of `reason`)",
     ),
 ];
+
+/// The keys of a `login` step's refusal expectation (its other shape is
+/// `{decision: ok}`: written).
+pub const LOGIN_EXPECT: &[Key] = &[req(
+    "refused_by",
+    "the constraint or trigger whose name the database's refusal carries, or `privilege` (SQLSTATE 42501)",
+)];
 
 /// The invariants checked after the last step.
 pub const INVARIANTS: &[Key] = &[
@@ -220,7 +227,7 @@ pub const POLICY: &[Key] = &[
 ];
 
 /// Every verb, in the spec's order.
-pub const VERB_SPECS: [VerbSpec; 18] = [
+pub const VERB_SPECS: [VerbSpec; 19] = [
     VerbSpec {
         name: "propose",
         about: "the agent-facing call, exactly as an agent would send it",
@@ -426,11 +433,26 @@ pub const VERB_SPECS: [VerbSpec; 18] = [
             "takes no `tenant`; the inner step may name one",
         ],
     },
+    VerbSpec {
+        name: "login",
+        about: "one SQL statement sent as the gate's runtime database role (the login `serve` holds): what a thief of that login can send",
+        keys: &[step_ref(
+            "sql",
+            &["propose", "checkout", "pay", "grant"],
+            "one statement; `$<step name>` is replaced by the id that step produced (request, authority, order, delegation), quoted as a SQL literal",
+        )],
+        rules: &[
+            "exactly one statement: not empty, nothing after its `;`, no dollar quoting, no positional parameter (`$1`); a `$` inside a literal, a quoted identifier or a comment is text",
+            "its `expect` is `{refused_by: <constraint or trigger>}` (the database refused it naming that guard), `{refused_by: privilege}` (SQLSTATE 42501) or `{decision: ok}` (written); a refusal expected and the statement written is an attack not blocked; any other database error is the outcome `error`, which meets no expectation",
+            "takes no `tenant` and no `wire` block, and cannot be the step of a `concurrent`; the database and HTTP engines send it on the gate's own login (the HTTP engine's is the served gate's), the pure engine cannot send it (such a scenario is not run there); the oracle models no write of it, its state staying as it was (exact for a refused statement, which changes nothing)",
+            "in the spec's step table: | `login` | `sql` (one statement; `$<step name>` is that step's id, quoted) | sends one SQL statement as the gate's runtime database role, the login `serve` holds; its `expect` is `{refused_by: <constraint or trigger>}`, `{refused_by: privilege}` (42501) or `{decision: ok}` (written), and a statement expected refused that was written is an attack not blocked |",
+        ],
+    },
 ];
 
 /// Every verb's key, in the spec's order.
-pub const VERBS: [&str; 18] = {
-    let mut out = [""; 18];
+pub const VERBS: [&str; 19] = {
+    let mut out = [""; 19];
     let mut i = 0;
     while i < out.len() {
         out[i] = VERB_SPECS[i].name;
@@ -546,6 +568,7 @@ mod tests {
             ("provider", serde_fields::<Provider>()),
             ("provider_capture", serde_fields::<ProviderCapture>()),
             ("replay", serde_fields::<Replay>()),
+            ("login", serde_fields::<Login>()),
         ];
         for (name, fields) in pairs {
             assert!(!fields.is_empty(), "{name}");
@@ -586,6 +609,7 @@ mod tests {
             ("provider_capture", "{order: o}"),
             ("replay", "{of: p}"),
             ("concurrent", "{times: 1, step: {pay: {authority: c}}}"),
+            ("login", "{sql: 'SELECT 1'}"),
         ];
         assert_eq!(samples.map(|(v, _)| v), VERBS);
         for (name, body) in samples {
@@ -625,6 +649,7 @@ mod tests {
             "{webhook: {order: o, receipt: c, raw: x}}",
             "{provider_capture: {order: o}}",
             "{replay: {of: p}}",
+            "{login: {sql: 'SELECT $p'}}",
         ];
         for text in samples {
             let value: crate::yaml::Value = crate::yaml::from_str(text).unwrap();

@@ -432,3 +432,204 @@ pub fn rfc3339(ts: &str) -> Option<DateTime<Utc>> {
         .ok()
         .map(|t| t.with_timezone(&Utc))
 }
+
+/// `login`: one SQL statement sent as the gate's runtime database role, the
+/// login `serve` holds (what a thief of that login can send). A placeholder
+/// `$<step name>` is replaced by what that earlier step produced (a request,
+/// authority, order or delegation id), quoted as a SQL literal; a `$`
+/// inside a quoted literal, a quoted identifier or a comment is text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Login {
+    pub sql: String,
+}
+
+/// One piece of a `login` statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SqlPiece<'a> {
+    Text(&'a str),
+    Placeholder(&'a str),
+}
+
+/// A character that may follow the first of a placeholder's name.
+fn name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+impl Login {
+    /// The statement cut into text and placeholders, or why it is not one
+    /// statement the loader accepts: empty, more than one statement, an
+    /// unterminated literal or comment, dollar quoting, or a positional
+    /// parameter (`$1`: nothing is bound).
+    fn pieces(&self) -> Result<Vec<SqlPiece<'_>>, String> {
+        let sql = self.sql.as_str();
+        let bytes = sql.as_bytes();
+        let mut out = Vec::new();
+        let mut start = 0;
+        let mut i = 0;
+        let mut statement_ended = false;
+        let mut content = false;
+        while i < bytes.len() {
+            let c = bytes[i];
+            let rest = &sql[i..];
+            if rest.starts_with("--") {
+                i = rest.find('\n').map_or(bytes.len(), |n| i + n + 1);
+                continue;
+            }
+            if let Some(comment) = rest.strip_prefix("/*") {
+                let Some(end) = comment.find("*/") else {
+                    return Err("a `/*` comment is not closed".into());
+                };
+                i += end + 4;
+                continue;
+            }
+            if c.is_ascii_whitespace() {
+                i += 1;
+                continue;
+            }
+            if statement_ended {
+                return Err("give one statement: text follows its `;`".into());
+            }
+            match c {
+                b';' => {
+                    statement_ended = true;
+                    i += 1;
+                }
+                b'\'' | b'"' => {
+                    content = true;
+                    let mut j = i + 1;
+                    loop {
+                        match bytes.get(j) {
+                            None => {
+                                return Err(format!(
+                                    "a literal opened with {} is not closed",
+                                    c as char
+                                ));
+                            }
+                            Some(&q) if q == c && bytes.get(j + 1) == Some(&c) => j += 2,
+                            Some(&q) if q == c => break,
+                            Some(_) => j += 1,
+                        }
+                    }
+                    i = j + 1;
+                }
+                b'$' => {
+                    content = true;
+                    let name_len = rest[1..]
+                        .char_indices()
+                        .find(|(_, ch)| !name_char(*ch))
+                        .map_or(rest.len() - 1, |(n, _)| n);
+                    let name = &rest[1..1 + name_len];
+                    if rest[1 + name_len..].starts_with('$') {
+                        return Err("dollar quoting is not accepted: write a quoted literal".into());
+                    }
+                    match name.chars().next() {
+                        Some(first) if first.is_ascii_alphabetic() || first == '_' => {}
+                        Some(_) => {
+                            return Err(format!(
+                                "`${name}` is a positional parameter and nothing is bound: name a step (`$p1`)"
+                            ));
+                        }
+                        None => return Err("a `$` names no step".into()),
+                    }
+                    out.push(SqlPiece::Text(&sql[start..i]));
+                    out.push(SqlPiece::Placeholder(name));
+                    i += 1 + name_len;
+                    start = i;
+                }
+                _ => {
+                    content = true;
+                    i += rest.chars().next().map_or(1, char::len_utf8);
+                }
+            }
+        }
+        if !content {
+            return Err("the statement is empty".into());
+        }
+        out.push(SqlPiece::Text(&sql[start..]));
+        Ok(out)
+    }
+
+    /// Why the loader refuses the statement, if it does.
+    pub fn problem(&self) -> Option<String> {
+        self.pieces().err()
+    }
+
+    /// The step names the placeholders refer to, in order (repeats kept).
+    pub fn placeholders(&self) -> Vec<&str> {
+        self.pieces()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|p| match p {
+                SqlPiece::Placeholder(name) => Some(name),
+                SqlPiece::Text(_) => None,
+            })
+            .collect()
+    }
+
+    /// The statement with every placeholder replaced by `value(name)`,
+    /// quoted as a SQL literal (a `'` doubled). A statement the loader would
+    /// refuse is returned as written (the database then refuses it).
+    pub fn statement(&self, value: impl Fn(&str) -> String) -> String {
+        let Ok(pieces) = self.pieces() else {
+            return self.sql.clone();
+        };
+        pieces
+            .into_iter()
+            .map(|p| match p {
+                SqlPiece::Text(t) => t.to_string(),
+                SqlPiece::Placeholder(name) => {
+                    format!("'{}'", value(name).replace('\'', "''"))
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod login_tests {
+    use super::Login;
+
+    fn login(sql: &str) -> Login {
+        Login { sql: sql.into() }
+    }
+
+    #[test]
+    fn placeholders_are_replaced_by_quoted_literals_outside_quotes_and_comments() {
+        let l = login(
+            "UPDATE t SET a = '$c1', \"$x\" = 1 WHERE id = $c1 AND r = $p_1; -- $o1\n/* $o2 */",
+        );
+        assert_eq!(l.problem(), None);
+        assert_eq!(l.placeholders(), vec!["c1", "p_1"]);
+        let sql = l.statement(|n| format!("{n}'id"));
+        assert_eq!(
+            sql,
+            "UPDATE t SET a = '$c1', \"$x\" = 1 WHERE id = 'c1''id' AND r = 'p_1''id'; -- $o1\n/* $o2 */"
+        );
+    }
+
+    #[test]
+    fn empty_multi_statement_and_unbound_sql_is_refused() {
+        for (sql, says) in [
+            ("", "empty"),
+            ("  ; -- nothing\n", "empty"),
+            ("/* only */", "empty"),
+            ("DELETE FROM a; DELETE FROM b", "one statement"),
+            ("SELECT 1;;", "one statement"),
+            ("SELECT 'a", "not closed"),
+            ("SELECT 1 /* x", "not closed"),
+            ("SELECT $1", "positional"),
+            ("SELECT $$x$$", "dollar"),
+            ("SELECT $t$x$t$", "dollar"),
+            ("SELECT $ ", "names no step"),
+        ] {
+            let problem = login(sql).problem();
+            assert!(
+                problem.as_deref().is_some_and(|p| p.contains(says)),
+                "{sql:?}: {problem:?}"
+            );
+        }
+        assert_eq!(login("SELECT ';' ; ").problem(), None);
+        assert_eq!(login("SELECT 'é' || é").problem(), None);
+    }
+}

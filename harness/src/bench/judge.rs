@@ -2,18 +2,19 @@
 //! *passed* and *blocked*.
 //!
 //! Guarantees: a scenario passes when every step's expectation (decision and
-//! reason, or counts) and every invariant hold. An attack is blocked when
-//! every invariant holds, no step expected to come out `deny` or `step_up`
-//! came out `allow` or `ok`, and no `concurrent` step came out more
-//! permissive than its exact counts (more `allow`, `ok` or `step_up` copies
-//! than expected; an omitted key means 0). The reported reasons are those of the first step
+//! reason, counts, or what a `login` statement came to) and every invariant
+//! hold. An attack is blocked when every invariant holds, no step expected
+//! to come out `deny` or `step_up` came out `allow` or `ok`, no `login`
+//! statement expected refused was written, and no `concurrent` step came
+//! out more permissive than its exact counts (more `allow`, `ok` or
+//! `step_up` copies than expected; an omitted key means 0). The reported reasons are those of the first step
 //! that missed its expectation, else of the last step with an expectation.
 //! An error is a failure with its message, and never blocks; an engine
 //! error (the gate failed, panicked or timed out) is also marked as one.
 
-use scenarios::{DecisionKind, Scenario, StepExpect};
+use scenarios::{DecisionKind, LoginExpect, Scenario, StepExpect};
 
-use super::observed::{ObservedState, StepOutcome};
+use super::observed::{LoginOutcome, ObservedState, StepOutcome};
 use super::results::{Label, ScenarioResult};
 
 /// What running a scenario produced, up to where it stopped.
@@ -104,6 +105,40 @@ pub fn judge(scenario: &Scenario, run: &Run, engine: &str, heldout: bool) -> Sce
                 if c.more_permissive(seen) {
                     breached = true;
                 }
+            }
+            (StepExpect::Login(e), StepOutcome::Login(seen)) => {
+                let (want, met) = match e {
+                    LoginExpect::Written => (
+                        "written".to_string(),
+                        matches!(seen, LoginOutcome::Written { .. }),
+                    ),
+                    LoginExpect::RefusedBy(guard) => {
+                        // A statement expected refused that was written is a
+                        // write past the guard: money or authority moved.
+                        if matches!(seen, LoginOutcome::Written { .. }) {
+                            breached = true;
+                        }
+                        (
+                            format!("refused_by {guard}"),
+                            *seen == LoginOutcome::Refused(guard.clone()),
+                        )
+                    }
+                };
+                let pair = (Some(want.clone()), Some(seen.describe()));
+                last_expected = Some(pair.clone());
+                if !met {
+                    failures.push(format!(
+                        "step {label} (login): expected {want}, got {}",
+                        seen.describe()
+                    ));
+                    first_miss.get_or_insert(pair);
+                }
+            }
+            (StepExpect::Login(_), _) | (_, StepOutcome::Login(_)) => {
+                failures.push(format!(
+                    "step {label}: a `login` step's outcome is what the database did with its statement, and only its"
+                ));
+                first_miss.get_or_insert((None, None));
             }
             (StepExpect::Decision(_), StepOutcome::Counts(_))
             | (StepExpect::Counts(_), StepOutcome::Decided { .. }) => {
@@ -359,6 +394,66 @@ steps:
     expect: {deny: 3}
 invariants: {provider_orders: 0}
 "#;
+
+    const LOGIN_REFUSED: &str = r#"
+id: login-inflates-an-authority
+label: attack
+world: standard
+steps:
+  - login: {sql: "UPDATE checkout_authorities SET amount_paise = amount_paise * 100"}
+    expect: {refused_by: authority_terms_immutable}
+"#;
+
+    #[test]
+    fn a_login_statement_expected_refused_and_written_is_not_blocked() {
+        let s = scenario(LOGIN_REFUSED);
+        let refused = run_of(StepOutcome::Login(LoginOutcome::Refused(
+            "authority_terms_immutable".into(),
+        )));
+        let r = judge(&s, &refused, "database", false);
+        assert!(r.passed && r.blocked, "{r:?}");
+        // Written: the guard let the login through; money or authority moved.
+        let written = run_of(StepOutcome::Login(LoginOutcome::Written { rows: 1 }));
+        let r = judge(&s, &written, "database", false);
+        assert!(!r.passed && !r.blocked, "{r:?}");
+        assert!(r.failures[0].contains("got written (1 rows)"), "{r:?}");
+        // Another guard refused it: a reason changed, nothing moved.
+        let other = run_of(StepOutcome::Login(LoginOutcome::Refused(
+            "privilege".into(),
+        )));
+        let r = judge(&s, &other, "database", false);
+        assert!(!r.passed && r.blocked, "{r:?}");
+        // Any other database error meets no expectation and moves nothing.
+        let error = run_of(StepOutcome::Login(LoginOutcome::Error(
+            "42601: syntax error".into(),
+        )));
+        let r = judge(&s, &error, "database", false);
+        assert!(!r.passed && r.blocked && !r.engine_error, "{r:?}");
+        // A decision where a login outcome belongs is a failure, never a pass.
+        let r = judge(
+            &s,
+            &run_of(StepOutcome::Decided {
+                kind: DecisionKind::Deny,
+                reason: None,
+            }),
+            "database",
+            false,
+        );
+        assert!(!r.passed, "{r:?}");
+    }
+
+    #[test]
+    fn a_login_statement_expected_written_passes_only_when_written() {
+        let s = scenario(
+            &LOGIN_REFUSED
+                .replace("{refused_by: authority_terms_immutable}", "{decision: ok}")
+                .replace("label: attack", "label: legit"),
+        );
+        let written = run_of(StepOutcome::Login(LoginOutcome::Written { rows: 0 }));
+        assert!(judge(&s, &written, "database", false).passed);
+        let refused = run_of(StepOutcome::Login(LoginOutcome::Refused("x".into())));
+        assert!(!judge(&s, &refused, "database", false).passed);
+    }
 
     #[test]
     fn three_copies_allowed_against_deny_three_is_not_blocked() {

@@ -16,6 +16,32 @@ pub enum StepOutcome {
     },
     /// The counts of a `concurrent` step.
     Counts(BTreeMap<DecisionKind, u32>),
+    /// What a `login` statement came to.
+    Login(LoginOutcome),
+}
+
+/// What the database did with a `login` statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoginOutcome {
+    /// It ran: `rows` rows written (or returned).
+    Written { rows: u64 },
+    /// A guard refused it: the constraint or trigger its error names, or
+    /// `privilege` (SQLSTATE 42501).
+    Refused(String),
+    /// Any other error of the database (its SQLSTATE and message): no
+    /// guard's refusal, and no expectation's.
+    Error(String),
+}
+
+impl LoginOutcome {
+    /// How the corpus would write this outcome.
+    pub fn describe(&self) -> String {
+        match self {
+            LoginOutcome::Written { rows } => format!("written ({rows} rows)"),
+            LoginOutcome::Refused(guard) => format!("refused_by {guard}"),
+            LoginOutcome::Error(text) => format!("error ({text})"),
+        }
+    }
 }
 
 impl StepOutcome {
@@ -23,7 +49,7 @@ impl StepOutcome {
     pub fn reason(&self) -> Option<Reason> {
         match self {
             StepOutcome::Decided { reason, .. } => *reason,
-            StepOutcome::Counts(_) => None,
+            StepOutcome::Counts(_) | StepOutcome::Login(_) => None,
         }
     }
 

@@ -94,7 +94,9 @@ fn finish(world: &World, seed: u64, n: usize, draft: Draft) -> Scenario {
         .iter()
         .map(|o| match o {
             StepOutcome::Single(o) => *o,
-            StepOutcome::Counts(_) => unreachable!("the generator writes no concurrent steps"),
+            StepOutcome::Counts(_) | StepOutcome::Outside => {
+                unreachable!("the generator writes no concurrent or login steps")
+            }
         })
         .collect();
     for (step, o) in s.steps.iter_mut().zip(&outcomes) {

@@ -33,6 +33,9 @@ pub fn step(
     i: usize,
     step: &Step,
 ) -> Result<StepOutcome, OracleError> {
+    if let Verb::Login(_) = &step.verb {
+        return Ok(StepOutcome::Outside);
+    }
     if let Verb::Concurrent(c) = &step.verb {
         let tenant = tenant_of(state, &c.step);
         let mut counts: BTreeMap<DecisionKind, u32> = BTreeMap::new();
@@ -212,6 +215,12 @@ fn verb(
             return Err(OracleError::Unsupported {
                 step: i,
                 message: "nested concurrent".into(),
+            });
+        }
+        Verb::Login(_) => {
+            return Err(OracleError::Unsupported {
+                step: i,
+                message: "a login statement is outside the model".into(),
             });
         }
     })

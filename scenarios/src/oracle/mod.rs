@@ -1,6 +1,8 @@
 //! The oracle: a small model of the spec's rules, written from
 //! `shared/spec/scenarios.md` and NOT from the gate, that says what each step
 //! of a scenario should come out as.
+//! A `login` step (a statement past the gate) is outside the model: the
+//! oracle's state stays as it was ([`StepOutcome::Outside`]).
 //!
 //! Guarantees: [`run`] is a pure, deterministic function of (world,
 //! scenario): no clock, no randomness, no I/O. It follows the spec's
@@ -77,6 +79,12 @@ pub enum StepOutcome {
     Single(Outcome),
     /// A `concurrent` step: how many copies came out each way.
     Counts(BTreeMap<DecisionKind, u32>),
+    /// A `login` step: a statement sent past the gate, outside the model.
+    /// The oracle knows no schema, so it says nothing of whether a guard
+    /// refused it, and models no write of it (exact when the statement is
+    /// refused: a refused statement changes nothing; the spec's "a stolen
+    /// database login moves no money" is what the corpus checks after it).
+    Outside,
 }
 
 /// The invariants' observable values after the last step.

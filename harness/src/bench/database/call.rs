@@ -82,6 +82,11 @@ pub(super) enum Call {
     Reconcile {
         tenant: Option<String>,
     },
+    /// One statement as the gate's runtime database role, its placeholders
+    /// already replaced.
+    Login {
+        sql: String,
+    },
     Nothing,
 }
 
@@ -108,6 +113,7 @@ impl Call {
             | Call::Provider { .. }
             | Call::ProviderCapture { .. }
             | Call::Reconcile { .. }
+            | Call::Login { .. }
             | Call::Nothing => None,
         }
     }
@@ -215,9 +221,70 @@ impl Call {
                 gate.reconcile(tenant.as_deref()).await?;
                 return Ok((operation(Decision::Allow, ok), None, None));
             }
+            Call::Login { sql } => {
+                let outcome = login(gate.pool(), &sql).await;
+                let guard = match &outcome {
+                    LoginOutcome::Refused(g) if g != scenarios::PRIVILEGE => Some(g.clone()),
+                    _ => None,
+                };
+                return Ok((StepOutcome::Login(outcome), None, guard));
+            }
             Call::Nothing => return Ok((operation(Decision::Allow, ok), None, None)),
         };
         Ok((operation(o.decision, kind), o.id, o.constraint))
+    }
+}
+
+/// The longest a `login` statement may run or wait for a lock, so that no
+/// statement stalls its scenario into a timeout.
+const LOGIN_STATEMENT_TIMEOUT: &str = "5s";
+
+/// Runs one statement on `pool` (the gate's own: its runtime role), in a
+/// transaction of its own that bounds its time and then commits. A refusal
+/// that names a constraint or trigger is that guard's; SQLSTATE 42501 is
+/// `privilege`; any other error is the outcome `error` with its text, never
+/// an error of the run.
+pub(super) async fn login(pool: &PgPool, sql: &str) -> LoginOutcome {
+    let as_outcome = |e: sqlx::Error| match e.as_database_error() {
+        Some(db) => match (db.constraint(), db.code()) {
+            (Some(name), _) => LoginOutcome::Refused(name.to_string()),
+            (None, Some(code)) if code == "42501" => {
+                LoginOutcome::Refused(scenarios::PRIVILEGE.to_string())
+            }
+            (None, code) => LoginOutcome::Error(format!(
+                "{}: {}",
+                code.as_deref().unwrap_or("no SQLSTATE"),
+                db.message()
+            )),
+        },
+        None => LoginOutcome::Error(e.to_string()),
+    };
+    let mut tx = match pool.begin().await {
+        Ok(tx) => tx,
+        Err(e) => return as_outcome(e),
+    };
+    for setting in ["statement_timeout", "lock_timeout"] {
+        if let Err(e) = sqlx::query("SELECT set_config($1, $2, true)")
+            .bind(setting)
+            .bind(LOGIN_STATEMENT_TIMEOUT)
+            .execute(&mut *tx)
+            .await
+        {
+            return as_outcome(e);
+        }
+    }
+    // The statement is the corpus's by design: what a thief of the login
+    // sends. It goes as one prepared statement, which Postgres refuses to
+    // hold more than one command.
+    let statement = sqlx::query(sqlx::AssertSqlSafe(sql.to_string())).persistent(false);
+    let rows = match statement.execute(&mut *tx).await {
+        Ok(done) => done.rows_affected(),
+        Err(e) => return as_outcome(e),
+    };
+    match tx.commit().await {
+        Ok(()) => LoginOutcome::Written { rows },
+        // A deferred guard refuses at commit.
+        Err(e) => as_outcome(e),
     }
 }
 

@@ -536,6 +536,9 @@ impl<'a> Driver<'a> {
             Verb::Reconcile => Call::Reconcile {
                 tenant: step.tenant.clone(),
             },
+            Verb::Login(l) => Call::Login {
+                sql: l.statement(|name| self.id_of(name)),
+            },
             Verb::Replay(_) | Verb::Concurrent(_) => {
                 bail!(
                     "step {:?}: `{}` cannot be nested here",

@@ -55,7 +55,7 @@ use sqlx::PgPool;
 use tokio::task::JoinSet;
 
 use super::judge::Run;
-use super::observed::{ObservedState, StepOutcome};
+use super::observed::{LoginOutcome, ObservedState, StepOutcome};
 use super::pool::{DatabasePool, RunEnd};
 use call::*;
 use driver::*;

@@ -381,6 +381,9 @@ impl Wire {
                 }
                 r
             }
+            Call::Login { .. } => {
+                return Err("statements of the stolen database login (on the served gate's login)");
+            }
             _ => {
                 return Err(
                     "operations that are not agent or human calls (sweep, provider, clock)",
