@@ -95,7 +95,8 @@ impl Signed {
 /// integrated.
 async fn head(gate: &LoadGate, tenant: &str) -> Result<u64> {
     let seq: i64 = sqlx::query_scalar(
-        "SELECT h.seq + (SELECT count(*) FROM ledger_queue q WHERE q.tenant_id = h.tenant_id)            FROM ledger_head h WHERE h.tenant_id = $1",
+        "SELECT h.seq + (SELECT count(*) FROM ledger_queue q WHERE q.tenant_id = h.tenant_id) \
+           FROM ledger_head h WHERE h.tenant_id = $1",
     )
     .bind(tenant)
     .fetch_one(gate.pool())
