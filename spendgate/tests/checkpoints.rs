@@ -16,7 +16,8 @@ use support::*;
 async fn head_and_covered(db: &Db, tenant: &str) -> (u64, u64) {
     let pool = gate::db::connect(&db.app).await.unwrap();
     let (head, covered): (i64, i64) = sqlx::query_as(
-        "SELECT (SELECT seq FROM ledger_head WHERE tenant_id = $1), \
+        "SELECT (SELECT seq FROM ledger_head WHERE tenant_id = $1) \
+                + (SELECT count(*) FROM ledger_queue WHERE tenant_id = $1), \
                 (SELECT COALESCE(max(size), 0) FROM log_checkpoints WHERE tenant_id = $1)",
     )
     .bind(tenant)

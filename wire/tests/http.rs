@@ -1676,6 +1676,7 @@ async fn a_parent_named_over_the_wire_is_a_live_delegation_never_a_grantor() -> 
     .fetch_one(s.pool())
     .await?;
     assert_eq!((parent.as_deref(), grantor), (Some("d-buyer"), None));
+    s.gate.integrate().await?;
     let granted_by: Option<String> = sqlx::query_scalar(
         "SELECT entry::jsonb->'body'->>'granted_by' FROM ledger_entries \
          WHERE tenant_id = 'acme' AND kind = 'delegation.granted' \

@@ -130,6 +130,7 @@ async fn an_agent_key_is_refused_on_every_page_and_no_page_route_writes() -> Tes
         before,
         "the bundle route wrote something"
     );
+    s.gate.integrate().await?;
     gate::service::tlog::sign_checkpoint(s.pool(), &log_key(), "acme", s.gate.now()).await?;
     let pages = [
         "/console".to_owned(),
@@ -417,6 +418,7 @@ async fn in_a_browser_the_console_lists_a_purchase_and_its_receipt_verifies_unti
     let request = purchase(&s, &agent, &lead).await?;
     let verifier = log_key().verifier("acme")?.to_text();
     assert!(verifier.matches('+').count() > 2, "{verifier}");
+    s.gate.integrate().await?;
     gate::service::tlog::sign_checkpoint(s.pool(), &log_key(), "acme", s.gate.now()).await?;
 
     // The console lists the purchase and the refusal, and counts the refusal.
@@ -564,6 +566,7 @@ async fn the_receipt_bundle_is_a_tar_that_verifies_offline_once_a_checkpoint_is_
     assert!(html.contains("a[U+202E]b"), "the RLO is not spelled out");
     assert!(!html.contains('\u{202E}'), "the RLO is in the page");
 
+    s.gate.integrate().await?;
     gate::service::tlog::sign_checkpoint(s.pool(), &log_key(), "acme", s.gate.now()).await?;
     let html = get(format!("/receipts/{request}")).await?.text().await?;
     assert!(

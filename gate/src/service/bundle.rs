@@ -291,14 +291,16 @@ pub enum KeptBundle {
 
 impl<P: crate::provider::PaymentProvider> super::Gate<P> {
     /// The bundle of one request of the tenant against the newest kept
-    /// checkpoint covering its entries, read-only (see [`prove_kept`] and
-    /// [`files`]); `verifier` is the log's verifier key as text.
+    /// checkpoint covering its entries (see [`prove_kept`] and [`files`]),
+    /// read after the committed queued ledger entries are integrated;
+    /// `verifier` is the log's verifier key as text.
     pub async fn kept_bundle(
         &self,
         tenant: &str,
         request: &str,
         verifier: &str,
     ) -> Result<KeptBundle, ServiceError> {
+        self.integrate().await?;
         if !super::views::is_plausible_id(request)
             || pages::json_rows(&self.pool, REQUEST_SQL, tenant, request)
                 .await?

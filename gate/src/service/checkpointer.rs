@@ -1,8 +1,11 @@
-//! The checkpoint signer: each tenant's log signed within a bounded delay of
-//! its ledger growing.
+//! The sequencer and checkpoint signer: each committed operation's queued
+//! ledger entries integrated into its tenant's chain, and the log signed,
+//! within a bounded delay of the commit.
 //!
 //! Guarantees:
-//! - One tick ([`Checkpointer::tick`]) finds, in one statement, the tenants
+//! - One tick ([`Checkpointer::tick`]) first integrates every committed
+//!   queued entry ([`ledger::integrate`]; a row it refuses is named in the
+//!   tick's refusals), then finds, in one statement, the tenants
 //!   whose ledger head is past the largest size of their kept checkpoints,
 //!   and for each signs and keeps ([`tlog::sign_tree`]) a tree covering
 //!   every entry one read of its ledger sees. An entry committed before a
@@ -12,10 +15,10 @@
 //!   every interval (a tick that takes longer delays the next, never
 //!   overlaps it), so an entry is covered within one interval and one tick's
 //!   work of its commit (`start` returns after its first tick). Nothing the
-//!   ledger does not hold is needed to catch up: a signer stopped or killed
-//!   between a commit and the tick that would have covered it loses nothing
-//!   (the entries are in the ledger), and the first tick of the next one
-//!   covers them.
+//!   database does not hold is needed to catch up: a signer stopped or
+//!   killed between a commit and the tick that would have integrated or
+//!   covered it loses nothing (the entries are in the queue or the ledger),
+//!   and the first tick of the next one integrates and covers them.
 //! - It never signs over a rewrite. A full check (a signer's first tick,
 //!   then every [`DEFAULT_FULL_CHECK_EVERY`]th) reads the tenant's whole log:
 //!   its tree must still have, at the size of the tenant's largest kept
@@ -46,7 +49,8 @@ use spendgate_verify::merkle::{Hash, Tree, hash_to_base64, leaf_hash};
 use sqlx::PgPool;
 
 use super::clock::Clock;
-use super::ledger::{GENESIS_HASH, LedgerKey, chain_hash};
+use super::error::ServiceError;
+use super::ledger::{self, GENESIS_HASH, LedgerKey, QueueRefusal, chain_hash};
 use super::tlog::{self, LogError, LogKey, StoredCheckpoint};
 
 /// The interval `spendgate serve` signs at unless its `checkpoint_interval_ms`
@@ -75,6 +79,12 @@ pub enum Refusal {
         seq: i64,
         problem: &'static str,
     },
+    /// A queued entry was left out of the chain.
+    #[error("{0}")]
+    Queue(QueueRefusal),
+    /// The tenant's queued entries could not be integrated this tick.
+    #[error("tenant {tenant}'s queued ledger entries could not be integrated: {cause}")]
+    Integration { tenant: String, cause: ServiceError },
     /// Two roots are kept at the largest size: the log was forked.
     #[error(
         "tenant {tenant} has {roots} checkpoints of size {size} with different roots: \
@@ -206,10 +216,22 @@ impl Checkpointer {
         })
     }
 
-    /// Signs every grown tenant once; `Err` only when the grown tenants
-    /// could not be listed.
+    /// Integrates every committed queued entry, then signs every grown
+    /// tenant once; `Err` only when the queued or the grown tenants could
+    /// not be listed.
     pub async fn tick(&self) -> Result<Tick, LogError> {
         let mut tick = Tick::default();
+        let integrated = ledger::integrate(&self.pool, &self.ledger_key)
+            .await
+            .map_err(|e| LogError::Integration(Box::new(e)))?;
+        for refusal in integrated.refused {
+            tick.refused
+                .push((refusal.tenant.clone(), Refusal::Queue(refusal)));
+        }
+        for (tenant, cause) in integrated.failed {
+            tick.refused
+                .push((tenant.clone(), Refusal::Integration { tenant, cause }));
+        }
         let full = self
             .ticks
             .fetch_add(1, Ordering::Relaxed)

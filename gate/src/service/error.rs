@@ -58,7 +58,11 @@ pub enum ServiceError {
 impl ServiceError {
     /// Classifies a sqlx error raised while doing `action`.
     pub fn from_sqlx(action: &'static str, cause: sqlx::Error) -> Self {
-        if is_unavailable(&cause) {
+        let head_missing = matches!(&cause, sqlx::Error::Database(e)
+            if e.constraint() == Some("fk_ledger_queue_head"));
+        if head_missing {
+            ServiceError::LedgerHeadMissing
+        } else if is_unavailable(&cause) {
             ServiceError::DatabaseUnavailable { action, cause }
         } else {
             ServiceError::Database { action, cause }

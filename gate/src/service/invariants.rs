@@ -116,6 +116,14 @@ impl<P: PaymentProvider> Gate<P> {
             .ctx("reading a request's state")
     }
 
+    /// Integrates every tenant's committed queued ledger entries into its
+    /// chain: the sequencer's step (see [`ledger::integrate`]), which the
+    /// checkpoint signer runs every tick and every reader holding the key
+    /// runs before it reads the chain.
+    pub async fn integrate(&self) -> Result<ledger::Integrated, ServiceError> {
+        ledger::integrate(&self.pool, self.ledger_key()).await
+    }
+
     /// Walks every tenant's chain under the gate's ledger key; see [`ledger::verify`].
     pub async fn verify_ledger(&self) -> Result<LedgerReport, ServiceError> {
         ledger::verify(&self.pool, self.ledger_key(), None, None).await

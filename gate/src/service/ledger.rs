@@ -11,23 +11,27 @@
 //!   the instant, so an entry cannot be moved, renumbered or re-dated). The
 //!   [`LedgerKey`] is held by the gate and never stored in the database: the
 //!   database's owner can edit rows, but cannot compute a hash that verifies.
-//! - [`append`] takes the row lock of each head it writes to, in tenant
-//!   order, and nothing else of the ledger's. It writes a tenant's entries
-//!   and moves its head in one statement that only moves a head still at the
-//!   number and hash the entries were chained from: first the head the key's
-//!   last append left (a hint, which saves the round trip that reads the
-//!   head), and when that head has moved, the head read under its lock
-//!   (through [`super::lock`]). It is the last thing an operation does
-//!   before it commits, or rides on the operation's last INSERT (a
-//!   [`Chained`] append: `propose` writes its request and its entries in one
-//!   statement), so a chain never forks and an entry exists exactly when
-//!   the operation it records committed. An entry with no tenant is NOT written: a call naming an
+//! - [`append`] queues an operation's entries in its own transaction
+//!   (`ledger_queue`), each with a random id and the gate's MAC over
+//!   tenant, id, kind, instant, subject and body; it reads and locks no
+//!   head, so a tenant's operations do not serialize on its chain. The
+//!   sequencer, [`integrate`], numbers and chains the committed queued
+//!   entries after the head, writes them and moves the head in one
+//!   transaction under the head's lock, and deletes them from the queue:
+//!   an entry is in the chain exactly once when the operation it records
+//!   committed and an integration ran since, and a crash in between loses
+//!   nothing (the entries wait in the queue). It chains in no row whose MAC
+//!   fails or whose id is already in the ledger (a database login's forgery
+//!   or copy), and names each. An entry with no tenant is NOT written: a call naming an
 //!   unknown tenant has no chain to record it under, so it writes nothing
 //!   (the spec's one exception to "every refusal is on the ledger"). The
 //!   database refuses UPDATE, DELETE and TRUNCATE of entries
-//!   (`ledger_append_only`) and an entry of a chain without a head
-//!   (`fk_ledger_entry_head`).
-//! - [`verify`] walks each chain in order, with the key, and names the FIRST
+//!   (`ledger_append_only`), an entry of a chain without a head
+//!   (`fk_ledger_entry_head`, `fk_ledger_queue_head`), and any change to a
+//!   queued row but its deletion once integrated
+//!   (`ledger_queue_integrated_only`).
+//! - [`verify`] integrates first, names every queued row left out, then
+//!   walks each chain in order, with the key, and names the FIRST
 //!   broken entry of each (tenant, number, problem): a missing number, a
 //!   `prev_hash` that is not the previous entry's hash, a hash that the key
 //!   does not give for the stored entry (a forged or edited entry, even one
@@ -41,9 +45,8 @@
 //!   ledger is never loaded whole and concurrent appends never look like
 //!   breaks.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use hmac::digest::KeyInit;
@@ -69,19 +72,12 @@ const BLOCK: usize = 64;
 
 /// The secret the chain hashes are keyed with. The gate holds it; the
 /// database never sees it. Its `Debug` never shows it.
-///
-/// A key also remembers, for each tenant, the head its last append left
-/// (clones share what it remembers). [`append`] chains from that head first
-/// and saves the round trip that reads the head; it is a hint, never
-/// trusted: the write moves the head only if the head is still there, and
-/// otherwise the head is read under its lock and the entries chained again.
 #[derive(Clone)]
 pub struct LedgerKey {
     mac: Hmac<Sha256>,
     /// Keys [`row_mac`]: `HMAC-SHA256(ledger key, ROW_MAC_DOMAIN)`, so no
     /// row MAC is ever a chain hash.
     row: Hmac<Sha256>,
-    last_heads: Arc<Mutex<HashMap<String, LedgerHeadRow>>>,
 }
 
 /// A ledger key that cannot be used.
@@ -120,7 +116,6 @@ impl LedgerKey {
         Ok(LedgerKey {
             row: row_key(&mac),
             mac,
-            last_heads: Arc::default(),
         })
     }
 
@@ -144,35 +139,7 @@ impl LedgerKey {
         LedgerKey {
             row: row_key(&mac),
             mac,
-            last_heads: Arc::default(),
         }
-    }
-
-    /// The head this key's last append to `tenant`'s chain left, if any.
-    fn last_head(&self, tenant: &str) -> Option<LedgerHeadRow> {
-        let heads = self
-            .last_heads
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        heads.get(tenant).cloned()
-    }
-
-    /// Forgets the head remembered for `tenant`'s chain.
-    fn forget(&self, tenant: &str) {
-        let mut heads = self
-            .last_heads
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        heads.remove(tenant);
-    }
-
-    /// Remembers `head` as the head of `tenant`'s chain after an append.
-    fn remember(&self, tenant: &str, head: LedgerHeadRow) {
-        let mut heads = self
-            .last_heads
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        heads.insert(tenant.to_owned(), head);
     }
 }
 
@@ -383,130 +350,108 @@ fn instant_text(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-/// Appends `entries` at `at`, each to its tenant's chain, hashed under
-/// `key`. Call it last, just before committing.
+/// Queues `entries` at `at`, each for its tenant's chain, with the gate's
+/// MAC under `key`: one INSERT per tenant into `ledger_queue`, no head read
+/// or lock. The sequencer ([`integrate`]) numbers and chains them later.
 ///
 /// Entries without a tenant are skipped: there is no chain to record them
 /// under (a call naming an unknown tenant writes nothing; its callers pass
 /// `None` for it). A tenant without a head row (gone, or never a tenant) is
-/// [`ServiceError::LedgerHeadMissing`]: its chain cannot be continued, and
-/// the caller's transaction, this append included, is rolled back.
+/// [`ServiceError::LedgerHeadMissing`] (`fk_ledger_queue_head`): its chain
+/// cannot be continued, and the caller's transaction, this append included,
+/// is rolled back.
 pub(crate) async fn append(
     conn: &mut PgConnection,
     key: &LedgerKey,
     at: DateTime<Utc>,
     entries: Vec<Entry>,
 ) -> Result<(), ServiceError> {
-    // Grouped by tenant, in tenant order: several heads are locked in one
-    // order, so two multi-tenant appends never wait on each other in a cycle.
     let mut chains: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
     for e in entries {
         if let Some(tenant) = e.tenant.clone() {
             chains.entry(tenant).or_default().push(e);
         }
     }
-    let at = stored_instant(at);
     for (tenant, entries) in chains {
-        // The head this key's last append left, when it is still the head:
-        // one statement. Otherwise (no hint, or the head moved since) the
-        // head is locked and read, and the entries chained from it.
-        let hinted = match key.last_head(&tenant) {
-            Some(hint) => write(conn, key, &tenant, at, hint, &entries).await?,
-            None => None,
-        };
-        let end = match hinted {
-            Some(end) => end,
-            None => {
-                let head: LedgerHeadRow = lock(conn, LedgerHeadKey { tenant: &tenant })
-                    .await
-                    .ctx("locking the tenant's ledger head")?
-                    .ok_or(ServiceError::LedgerHeadMissing)?;
-                write(conn, key, &tenant, at, head, &entries)
-                    .await?
-                    .ok_or(ServiceError::LedgerHeadMissing)?
-            }
-        };
-        // Remembered before the caller commits: if it rolls back instead,
-        // the next append finds the head elsewhere and reads it.
-        key.remember(&tenant, end);
+        let queued = Queued::new(key, &tenant, at, &entries)?;
+        let sql = format!("WITH {} SELECT count(*) FROM queued", Queued::CTES);
+        queued
+            .bind(sqlx::query_as::<_, (i64,)>(sqlx::AssertSqlSafe(sql)))
+            .fetch_one(&mut *conn)
+            .await
+            .ctx("queueing ledger entries")?;
     }
     Ok(())
 }
 
-/// One tenant's entries chained from a head, ready to go in with the head's
-/// move in one statement: by [`write`] alone, or carried by another
-/// statement (`requests::insert`) as [`Chained::CTES`], which saves that
-/// statement's round trip.
+/// One tenant's entries of one operation, each with a random id and the
+/// gate's MAC, ready to go into `ledger_queue`: by [`append`], or carried
+/// by another statement of the operation (`requests::insert`) as
+/// [`Queued::CTES`], which saves a round trip.
 #[derive(Debug)]
-pub(crate) struct Chained {
+pub(crate) struct Queued {
     tenant: String,
     at: DateTime<Utc>,
-    from: LedgerHeadRow,
-    rows: Rows,
-    end: LedgerHeadRow,
+    ids: Vec<String>,
+    kinds: Vec<String>,
+    subjects: Vec<String>,
+    bodies: Vec<String>,
+    macs: Vec<String>,
 }
 
-impl Chained {
-    /// Two common table expressions, binding `$1` to `$11`: `moved` moves
-    /// the head to the last entry, only if it is still at the head the
-    /// entries were chained from (a head another transaction holds is waited
-    /// for, then compared as it committed), and `appended` writes the
-    /// entries behind a head that moved, and none otherwise. The head moves
-    /// first: `fk_ledger_entry_head` is checked at the end of the statement.
-    pub const CTES: &'static str = "moved AS ( \
-             UPDATE ledger_head SET seq = $8, hash = $9 \
-              WHERE tenant_id = $1 AND seq = $10 AND hash = $11 \
-             RETURNING tenant_id), \
-         appended AS ( \
-             INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash) \
-             SELECT moved.tenant_id, u.seq, u.kind, $2, u.entry, u.prev_hash, u.hash \
-             FROM moved, UNNEST($3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[]) \
-               WITH ORDINALITY AS u(seq, kind, entry, prev_hash, hash, n) ORDER BY u.n)";
-    /// How many parameters [`Chained::CTES`] binds: a carrying statement's
+impl Queued {
+    /// One common table expression, `queued`, binding `$1` to `$7`: it
+    /// inserts the entries into the queue in their order.
+    pub const CTES: &'static str = "queued AS ( \
+             INSERT INTO ledger_queue (tenant_id, entry_id, ord, kind, at, subject, body, row_mac) \
+             SELECT $1, u.id, u.n, u.kind, $2, u.subject, u.body, u.mac \
+             FROM UNNEST($3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) \
+               WITH ORDINALITY AS u(id, kind, subject, body, mac, n) \
+             RETURNING 1)";
+    /// How many parameters [`Queued::CTES`] binds: a carrying statement's
     /// own are numbered after them.
-    pub const PARAMS: usize = 11;
+    pub const PARAMS: usize = 7;
 
-    /// Numbers and hashes `entries` (all of `tenant`'s) from `from`, at `at`.
-    fn new(
+    /// `entries` (all of `tenant`'s) at `at`, each given a fresh random id
+    /// and its MAC.
+    pub fn new(
         key: &LedgerKey,
         tenant: &str,
         at: DateTime<Utc>,
-        from: LedgerHeadRow,
         entries: &[Entry],
     ) -> Result<Self, ServiceError> {
         let at = stored_instant(at);
-        let (mut seq, mut prev) = (from.seq, from.hash.clone());
-        let mut rows = Rows::default();
-        for e in entries {
-            seq += 1;
-            let canonical = Canonical {
-                seq,
-                at: instant_text(at),
-                tenant: tenant.to_owned(),
-                kind: e.kind.to_owned(),
-                subject: e.subject.clone(),
-                body: e.body.clone(),
-            };
-            let text = serde_json::to_string(&canonical).map_err(|e| ServiceError::Corrupt {
-                what: format!("a ledger entry does not serialize: {e}"),
-            })?;
-            let hash = chain_hash(key, &prev, &text);
-            rows.seqs.push(seq);
-            rows.kinds.push(e.kind.to_owned());
-            rows.texts.push(text);
-            rows.prevs.push(std::mem::replace(&mut prev, hash.clone()));
-            rows.hashes.push(hash);
-        }
-        Ok(Chained {
+        let mut queued = Queued {
             tenant: tenant.to_owned(),
             at,
-            from,
-            rows,
-            end: LedgerHeadRow { seq, hash: prev },
-        })
+            ids: Vec::with_capacity(entries.len()),
+            kinds: Vec::with_capacity(entries.len()),
+            subjects: Vec::with_capacity(entries.len()),
+            bodies: Vec::with_capacity(entries.len()),
+            macs: Vec::with_capacity(entries.len()),
+        };
+        for e in entries {
+            let mut bits = [0u8; 16];
+            getrandom::fill(&mut bits).map_err(ServiceError::Randomness)?;
+            let id = hex::encode(bits);
+            let corrupt = |e: serde_json::Error| ServiceError::Corrupt {
+                what: format!("a ledger entry does not serialize: {e}"),
+            };
+            // Both as JSON text: a subject may hold any character, NUL
+            // included, which a text column cannot.
+            let subject = serde_json::to_string(&e.subject).map_err(corrupt)?;
+            let body = serde_json::to_string(&e.body).map_err(corrupt)?;
+            let mac = queue_mac(key, tenant, &id, e.kind, at, &subject, &body);
+            queued.ids.push(id);
+            queued.kinds.push(e.kind.to_owned());
+            queued.subjects.push(subject);
+            queued.bodies.push(body);
+            queued.macs.push(mac);
+        }
+        Ok(queued)
     }
 
-    /// Binds [`Chained::CTES`]' parameters, `$1` to `$11`, to `query`.
+    /// Binds [`Queued::CTES`]' parameters, `$1` to `$7`, to `query`.
     pub fn bind<'q, O>(
         &'q self,
         query: sqlx::query::QueryAs<'q, Postgres, O, PgArguments>,
@@ -514,80 +459,256 @@ impl Chained {
         query
             .bind(&self.tenant)
             .bind(self.at)
-            .bind(&self.rows.seqs)
-            .bind(&self.rows.kinds)
-            .bind(&self.rows.texts)
-            .bind(&self.rows.prevs)
-            .bind(&self.rows.hashes)
-            .bind(self.end.seq)
-            .bind(&self.end.hash)
-            .bind(self.from.seq)
-            .bind(&self.from.hash)
+            .bind(&self.ids)
+            .bind(&self.kinds)
+            .bind(&self.subjects)
+            .bind(&self.bodies)
+            .bind(&self.macs)
     }
+}
 
-    /// After the statement that carried it ran: whether the head `moved`
-    /// (and the entries went in). A move is remembered as the tenant's head
-    /// for the key's next append.
-    pub fn landed(self, key: &LedgerKey, moved: bool) -> bool {
-        if moved {
-            // Remembered before the caller commits: if it rolls back
-            // instead, the next append finds the head elsewhere and reads it.
-            key.remember(&self.tenant, self.end);
-        } else {
-            // The head moved on: the next append reads it under its lock
-            // instead of trying the remembered one again.
-            key.forget(&self.tenant);
+/// The MAC of one queued entry: [`row_mac`] over `ledger_queue`, tenant,
+/// id, kind, instant (microseconds), subject and body.
+fn queue_mac(
+    key: &LedgerKey,
+    tenant: &str,
+    id: &str,
+    kind: &str,
+    at: DateTime<Utc>,
+    subject: &str,
+    body: &str,
+) -> String {
+    row_mac(
+        key,
+        "ledger_queue",
+        &[
+            tenant,
+            id,
+            kind,
+            &at.timestamp_micros().to_string(),
+            subject,
+            body,
+        ],
+    )
+}
+
+// ---- the sequencer -------------------------------------------------------------
+
+/// A queued entry [`integrate`] did not chain in, and why. It stays in the
+/// queue (the database lets nothing but its integration delete it) and is
+/// named again by every integration and every [`verify`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueRefusal {
+    pub tenant: String,
+    pub entry_id: String,
+    pub problem: String,
+}
+
+impl fmt::Display for QueueRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tenant {}'s queued ledger entry {} {}: it is not integrated",
+            self.tenant, self.entry_id, self.problem
+        )
+    }
+}
+
+/// What one [`integrate`] did.
+#[derive(Debug, Default)]
+pub struct Integrated {
+    /// Entries chained into the ledger.
+    pub entries: u64,
+    /// Queued rows left out.
+    pub refused: Vec<QueueRefusal>,
+    /// Tenants whose queue could not be integrated this time, and why.
+    pub failed: Vec<(String, ServiceError)>,
+}
+
+#[derive(sqlx::FromRow)]
+struct QueuedRow {
+    entry_id: String,
+    kind: String,
+    at: DateTime<Utc>,
+    subject: String,
+    body: String,
+    row_mac: String,
+    integrated: bool,
+}
+
+/// The sequencer: integrates every tenant's committed queued entries into
+/// its chain.
+///
+/// For each tenant with queued rows, in one transaction: the head is locked
+/// (through [`super::lock`]), the queue's committed rows read in the order
+/// they were queued, each whose MAC holds and whose id is not in the ledger
+/// already is numbered after the head, chained under `key` and written to
+/// `ledger_entries` with its id, the head moved to the last, and those rows
+/// deleted from the queue. Rows committed meanwhile are read by the next
+/// integration (nothing is skipped by a watermark); two sequencers at once
+/// wait on the head's lock, and the second reads the queue after the first
+/// committed, so no entry is integrated twice and no chain forks. A row
+/// whose MAC fails, whose id is already integrated (a copy) or whose body
+/// is not JSON is left in the queue and named ([`QueueRefusal`]).
+pub async fn integrate(pool: &PgPool, key: &LedgerKey) -> Result<Integrated, ServiceError> {
+    let tenants: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT tenant_id FROM ledger_queue ORDER BY tenant_id")
+            .fetch_all(pool)
+            .await
+            .ctx("finding the tenants with queued ledger entries")?;
+    let mut done = Integrated::default();
+    for tenant in tenants {
+        match integrate_tenant(pool, key, &tenant, &mut done.refused).await {
+            Ok(n) => done.entries += n,
+            Err(e) => done.failed.push((tenant, e)),
         }
-        moved
+    }
+    Ok(done)
+}
+
+/// One tenant's part of [`integrate`]; returns how many entries it chained.
+async fn integrate_tenant(
+    pool: &PgPool,
+    key: &LedgerKey,
+    tenant: &str,
+    refused: &mut Vec<QueueRefusal>,
+) -> Result<u64, ServiceError> {
+    let mut tx = pool
+        .begin()
+        .await
+        .ctx("integrating queued ledger entries")?;
+    let head: LedgerHeadRow = lock(&mut tx, LedgerHeadKey { tenant })
+        .await
+        .ctx("locking the tenant's ledger head")?
+        .ok_or(ServiceError::LedgerHeadMissing)?;
+    let queued: Vec<QueuedRow> = sqlx::query_as(
+        "SELECT q.entry_id, q.kind, q.at, q.subject, q.body, q.row_mac, \
+                EXISTS (SELECT 1 FROM ledger_entries e \
+                         WHERE e.tenant_id = q.tenant_id AND e.entry_id = q.entry_id) \
+                  AS integrated \
+           FROM ledger_queue q WHERE q.tenant_id = $1 ORDER BY q.queued_at, q.ord",
+    )
+    .bind(tenant)
+    .fetch_all(&mut *tx)
+    .await
+    .ctx("reading the tenant's queued ledger entries")?;
+    let (mut seq, mut prev) = (head.seq, head.hash);
+    let mut rows = Rows::default();
+    for q in queued {
+        let problem = if !q.mac_holds(key, tenant) {
+            Some("does not carry the gate's MAC (forged or changed)")
+        } else if q.integrated {
+            Some("is a copy of an entry already in the ledger")
+        } else {
+            None
+        };
+        let parsed = (
+            serde_json::from_str::<String>(&q.subject),
+            serde_json::from_str::<Value>(&q.body),
+        );
+        let (subject, body) = match (problem, parsed) {
+            (None, (Ok(subject), Ok(body))) => (subject, body),
+            (problem, _) => {
+                refused.push(QueueRefusal {
+                    tenant: tenant.to_owned(),
+                    entry_id: q.entry_id,
+                    problem: problem
+                        .unwrap_or("has a subject or body that is not JSON")
+                        .to_owned(),
+                });
+                continue;
+            }
+        };
+        seq += 1;
+        let canonical = Canonical {
+            seq,
+            at: instant_text(q.at),
+            tenant: tenant.to_owned(),
+            kind: q.kind.clone(),
+            subject,
+            body,
+        };
+        let text = serde_json::to_string(&canonical).map_err(|e| ServiceError::Corrupt {
+            what: format!("a ledger entry does not serialize: {e}"),
+        })?;
+        let hash = chain_hash(key, &prev, &text);
+        rows.seqs.push(seq);
+        rows.kinds.push(q.kind);
+        rows.ats.push(q.at);
+        rows.texts.push(text);
+        rows.prevs.push(std::mem::replace(&mut prev, hash.clone()));
+        rows.hashes.push(hash);
+        rows.ids.push(q.entry_id);
+    }
+    if rows.ids.is_empty() {
+        tx.rollback()
+            .await
+            .ctx("integrating queued ledger entries")?;
+        return Ok(0);
+    }
+    // The head moves first: `fk_ledger_entry_head` is checked at the end of
+    // the statement.
+    sqlx::query(
+        "WITH moved AS (UPDATE ledger_head SET seq = $2, hash = $3 WHERE tenant_id = $1) \
+         INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash, entry_id) \
+         SELECT $1, u.seq, u.kind, u.at, u.entry, u.prev_hash, u.hash, u.id \
+           FROM UNNEST($4::bigint[], $5::text[], $6::timestamptz[], $7::text[], $8::text[], \
+                       $9::text[], $10::text[]) AS u(seq, kind, at, entry, prev_hash, hash, id)",
+    )
+    .bind(tenant)
+    .bind(seq)
+    .bind(&prev)
+    .bind(&rows.seqs)
+    .bind(&rows.kinds)
+    .bind(&rows.ats)
+    .bind(&rows.texts)
+    .bind(&rows.prevs)
+    .bind(&rows.hashes)
+    .bind(&rows.ids)
+    .execute(&mut *tx)
+    .await
+    .ctx("writing integrated ledger entries")?;
+    sqlx::query("DELETE FROM ledger_queue WHERE tenant_id = $1 AND entry_id = ANY($2)")
+        .bind(tenant)
+        .bind(&rows.ids)
+        .execute(&mut *tx)
+        .await
+        .ctx("removing integrated entries from the ledger queue")?;
+    tx.commit()
+        .await
+        .ctx("committing integrated ledger entries")?;
+    Ok(rows.ids.len() as u64)
+}
+
+impl QueuedRow {
+    fn mac_holds(&self, key: &LedgerKey, tenant: &str) -> bool {
+        let at = self.at.timestamp_micros().to_string();
+        row_mac_holds(
+            key,
+            "ledger_queue",
+            &[
+                tenant,
+                &self.entry_id,
+                &self.kind,
+                &at,
+                &self.subject,
+                &self.body,
+            ],
+            Some(&self.row_mac),
+        )
     }
 }
 
-/// `tenant`'s `entries`, chained from the head this key's last append left
-/// (see [`LedgerKey`]), for a statement that carries them
-/// ([`Chained::CTES`]); `None` when the key remembers no head for the
-/// tenant. Whether they went in is the carrying statement's to tell
-/// ([`Chained::landed`]); when they did not, [`append`] them as usual.
-pub(crate) fn chain_from_last_head(
-    key: &LedgerKey,
-    tenant: &str,
-    at: DateTime<Utc>,
-    entries: &[Entry],
-) -> Result<Option<Chained>, ServiceError> {
-    key.last_head(tenant)
-        .map(|head| Chained::new(key, tenant, at, head, entries))
-        .transpose()
-}
-
-/// Chains `entries` from `head` and, in one statement, writes them and moves
-/// `tenant`'s head to the last of them, only if the head is still at
-/// `head`'s number and hash. Returns the new head, or `None` when the head
-/// was elsewhere and nothing was written.
-async fn write(
-    conn: &mut PgConnection,
-    key: &LedgerKey,
-    tenant: &str,
-    at: DateTime<Utc>,
-    head: LedgerHeadRow,
-    entries: &[Entry],
-) -> Result<Option<LedgerHeadRow>, ServiceError> {
-    let chained = Chained::new(key, tenant, at, head, entries)?;
-    let sql = format!("WITH {} SELECT count(*) FROM moved", Chained::CTES);
-    let (moved,): (i64,) = chained
-        .bind(sqlx::query_as(sqlx::AssertSqlSafe(sql)))
-        .fetch_one(&mut *conn)
-        .await
-        .ctx("appending to the ledger")?;
-    Ok((moved == 1).then_some(chained.end))
-}
-
-/// One tenant's new entries, column by column, for one INSERT.
+/// One tenant's newly integrated entries, column by column, for one INSERT.
 #[derive(Debug, Default)]
 struct Rows {
     seqs: Vec<i64>,
     kinds: Vec<String>,
+    ats: Vec<DateTime<Utc>>,
     texts: Vec<String>,
     prevs: Vec<String>,
     hashes: Vec<String>,
+    ids: Vec<String>,
 }
 
 async fn tenant_exists(conn: &mut PgConnection, tenant: &str) -> Result<bool, ServiceError> {
@@ -851,11 +972,13 @@ pub struct LedgerReport {
     pub chains: Vec<ChainReport>,
     /// Entries that verified, over every chain.
     pub entries: u64,
+    /// Queued rows the integration before the walk left out.
+    pub queue: Vec<QueueRefusal>,
 }
 
 impl LedgerReport {
     pub fn intact(&self) -> bool {
-        self.chains.iter().all(ChainReport::intact)
+        self.chains.iter().all(ChainReport::intact) && self.queue.is_empty()
     }
 
     /// Every break found: each chain's first break, then its anchor break.
@@ -1114,6 +1237,15 @@ pub async fn verify(
     tenant: Option<&str>,
     anchor: Option<&Anchor>,
 ) -> Result<LedgerReport, ServiceError> {
+    let integrated = integrate(pool, key).await?;
+    if let Some((_, failed)) = integrated.failed.into_iter().next() {
+        return Err(failed);
+    }
+    let queue = integrated
+        .refused
+        .into_iter()
+        .filter(|r| tenant.is_none_or(|t| t == r.tenant))
+        .collect();
     let (tenants, known) = match tenant {
         Some(t) => {
             let mut conn = pool.acquire().await.ctx("reading the ledger")?;
@@ -1132,6 +1264,7 @@ pub async fn verify(
     let mut report = LedgerReport {
         chains: Vec::with_capacity(tenants.len()),
         entries: 0,
+        queue,
     };
     for t in &tenants {
         let anchored = anchor.and_then(|a| a.head_of(t));
@@ -1445,129 +1578,5 @@ mod tests {
                 "{text}\n  gave: {got}\n  want: {expected}"
             );
         }
-    }
-
-    // ---- the remembered head -------------------------------------------------
-
-    type DbResult = Result<(), Box<dyn std::error::Error>>;
-
-    /// A fresh database seeded with the standard world, the secret its gate
-    /// keys the ledger from, and a connection to it; `None` when no
-    /// database is configured (the test then passes without running, as
-    /// every database test does).
-    async fn seeded()
-    -> Result<Option<(crate::db::FreshDatabase, Vec<u8>)>, Box<dyn std::error::Error>> {
-        use super::super::{Gate, clock::ManualClock, standard};
-        let Some(db) = crate::db::fresh_test_database().await? else {
-            return Ok(None);
-        };
-        let secret = b"spendgate-ledger-hint-test-secret-0123456789".to_vec();
-        let clock = Arc::new(ManualClock::new(standard::now()));
-        let gate = Gate::new(
-            db.pool().clone(),
-            crate::provider::InProcessProvider::new(),
-            secret.clone(),
-            clock,
-        )?;
-        gate.seed(&standard::seed()).await?;
-        Ok(Some((db, secret)))
-    }
-
-    fn probe(what: &str) -> Vec<Entry> {
-        vec![Entry::new(
-            Some("acme"),
-            "probe",
-            what,
-            Value::String(what.into()),
-        )]
-    }
-
-    /// `key` appends `what` to acme's chain in a transaction of its own,
-    /// committed or rolled back.
-    async fn append_one(
-        conn: &mut PgConnection,
-        key: &LedgerKey,
-        what: &str,
-        commit: bool,
-    ) -> DbResult {
-        use sqlx::Connection;
-        let mut tx = conn.begin().await?;
-        append(&mut tx, key, super::super::standard::now(), probe(what)).await?;
-        if commit {
-            tx.commit().await?;
-        } else {
-            tx.rollback().await?;
-        }
-        Ok(())
-    }
-
-    /// The head a key remembers is never trusted. `a` remembers a head whose
-    /// transaction rolled back; `b` (the same secret, a memory of its own)
-    /// then writes that number at another hash. `a`'s next append must not
-    /// chain from the head it remembers (the number matches, the hash does
-    /// not), nor `b`'s from its own once `a` has moved the head on (the
-    /// number is behind): each reads the head under its lock instead, and the
-    /// chain verifies whole, in the order the appends committed.
-    #[tokio::test]
-    async fn a_remembered_head_that_moved_is_read_again_and_the_chain_stays_whole() -> DbResult {
-        let Some((db, secret)) = seeded().await? else {
-            return Ok(());
-        };
-        let (a, b) = (
-            LedgerKey::derived_from_secret(&secret),
-            LedgerKey::derived_from_secret(&secret),
-        );
-        let mut conn = db.pool().acquire().await?;
-        append_one(&mut conn, &a, "rolled back", false).await?;
-        append_one(&mut conn, &b, "b first", true).await?;
-        let (remembered, there) = (a.last_head("acme"), b.last_head("acme"));
-        let (Some(remembered), Some(there)) = (remembered, there) else {
-            return Err("both keys remember a head after appending".into());
-        };
-        assert_eq!(remembered.seq, there.seq);
-        assert_ne!(remembered.hash, there.hash);
-        for (key, what) in [(&a, "a after"), (&b, "b after"), (&b, "b again")] {
-            append_one(&mut conn, key, what, true).await?;
-        }
-        let report = verify(db.pool(), &a, Some("acme"), None).await?;
-        assert!(report.intact(), "{report:#?}");
-        let subjects: Vec<String> = sqlx::query_scalar(
-            "SELECT entry::json->>'subject' FROM ledger_entries \
-             WHERE tenant_id = 'acme' AND kind = 'probe' ORDER BY seq",
-        )
-        .fetch_all(&mut *conn)
-        .await?;
-        assert_eq!(subjects, ["b first", "a after", "b after", "b again"]);
-        drop(conn);
-        db.drop().await?;
-        Ok(())
-    }
-
-    /// What the hint saves: with the head it remembers still the head, an
-    /// append reads the head row once fewer than without one (the read
-    /// under the lock), counted by Postgres in the appending transaction.
-    #[tokio::test]
-    async fn a_current_remembered_head_saves_the_read_of_the_head() -> DbResult {
-        use sqlx::Connection;
-        let Some((db, secret)) = seeded().await? else {
-            return Ok(());
-        };
-        let key = LedgerKey::derived_from_secret(&secret);
-        let mut conn = db.pool().acquire().await?;
-        let mut reads = Vec::new();
-        for what in ["first, nothing remembered", "second, the head remembered"] {
-            let mut tx = conn.begin().await?;
-            let scans = "SELECT COALESCE(idx_scan, 0) + COALESCE(seq_scan, 0) \
-                         FROM pg_stat_xact_user_tables WHERE relname = 'ledger_head'";
-            let before: i64 = sqlx::query_scalar(scans).fetch_one(&mut *tx).await?;
-            append(&mut tx, &key, super::super::standard::now(), probe(what)).await?;
-            let after: i64 = sqlx::query_scalar(scans).fetch_one(&mut *tx).await?;
-            tx.commit().await?;
-            reads.push(after - before);
-        }
-        assert_eq!(reads[1] + 1, reads[0], "reads of ledger_head: {reads:?}");
-        drop(conn);
-        db.drop().await?;
-        Ok(())
     }
 }

@@ -42,7 +42,8 @@
 //! 4. the tenant's day of reservations in one currency (`decision_state`);
 //! 5. delegation hops, from the leaf upwards (a revocation locks the revoked
 //!    branch deepest first, and a release walks from the leaf to the root);
-//! 6. the tenant's ledger head, last, just before commit.
+//! 6. the tenant's ledger head: taken only by the sequencer
+//!    (`ledger::integrate`), alone in its transaction; no operation locks it.
 
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::QueryAs;

@@ -9,8 +9,8 @@
 //!   consumption and illegal state changes even from a writer that skips
 //!   this code.
 //! - Each operation is one transaction (pay is two, around the provider
-//!   call): it commits whole or not at all, and appends what it did to the
-//!   hash-chained ledger as its last statement.
+//!   call): it commits whole or not at all, and queues what it did for the
+//!   hash-chained ledger as its last statement (the sequencer chains it in).
 //! - A refusal is an [`Outcome`] carrying a [`Reason`] (a provider that
 //!   refuses or does not answer included: `PROVIDER_REJECTED`,
 //!   `PROVIDER_UNAVAILABLE`); a [`ServiceError`] means the gate could not
@@ -80,8 +80,8 @@ pub use gate_core::request_state::{RequestState, UnknownState};
 pub use gate_core::seed::{PersonSeed, Seed, TenantSeed};
 pub use invariants::Invariants;
 pub use ledger::{
-    Anchor, AnchorError, ChainHead, ChainReport, LedgerBreak, LedgerKey, LedgerKeyError,
-    LedgerReport, verify as verify_ledger,
+    Anchor, AnchorError, ChainHead, ChainReport, Integrated, LedgerBreak, LedgerKey,
+    LedgerKeyError, LedgerReport, QueueRefusal, integrate, verify as verify_ledger,
 };
 pub use onboard::{TenantAdditions, TenantHoldings};
 pub use reconcile::{Books, Reconciled};

@@ -388,12 +388,14 @@ impl<P: crate::provider::PaymentProvider> super::Gate<P> {
         refusal_counts(&self.pool, tenant).await
     }
 
-    /// The receipt of one request of the tenant (see [`receipt`]).
+    /// The receipt of one request of the tenant (see [`receipt`]), read
+    /// after the committed queued ledger entries are integrated.
     pub async fn receipt(
         &self,
         tenant: &str,
         request: &str,
     ) -> Result<Option<Receipt>, ServiceError> {
+        self.integrate().await?;
         receipt(&self.pool, tenant, request).await
     }
 }

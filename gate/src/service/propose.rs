@@ -14,9 +14,8 @@
 //! database becomes the matching budget refusal). Every proposal from a known
 //! agent is recorded (it counts towards velocity; a refusal towards the
 //! denial rate); every proposal, known agent or not, and its full decision
-//! are appended to the ledger (a recorded request's entries in the very
-//! statement that records it when the ledger key remembers the tenant's
-//! head: one round trip fewer). A recorded request keeps its body exactly as
+//! are queued for the ledger (a recorded request's entries in the very
+//! statement that records it: one round trip fewer). A recorded request keeps its body exactly as
 //! received (`request_bodies`, in that same statement) when the body is
 //! within the tool boundary's limit; a proposal refused before a request
 //! exists (an unknown tenant or actor) keeps only its digest in the ledger.
@@ -177,9 +176,8 @@ impl<P: PaymentProvider> Gate<P> {
                 (Birth::Denied(reason), RequestState::Denied)
             }
         };
-        // The id is drawn here, so that the entries naming it are chained
-        // and hashed before the one statement that writes the request and,
-        // when the key remembers the tenant's head, the entries with it.
+        // The id is drawn here, so that the entries naming it are made
+        // before the one statement that writes the request and queues them.
         let id = requests::new_id()?;
         let entries = vec![
             Entry::new(
@@ -211,8 +209,8 @@ impl<P: PaymentProvider> Gate<P> {
                 }),
             ),
         ];
-        let chained = ledger::chain_from_last_head(self.ledger_key(), tenant, now, &entries)?;
-        let (row, moved) = requests::insert(
+        let queued = ledger::Queued::new(self.ledger_key(), tenant, now, &entries)?;
+        let row = requests::insert(
             &mut tx,
             &NewRequest {
                 id: &id,
@@ -228,13 +226,9 @@ impl<P: PaymentProvider> Gate<P> {
                 born,
                 now,
             },
-            chained.as_ref(),
+            Some(&queued),
         )
         .await?;
-        let appended = chained.is_some_and(|c| c.landed(self.ledger_key(), moved));
-        if !appended {
-            ledger::append(&mut tx, self.ledger_key(), now, entries).await?;
-        }
         tx.commit().await.ctx("committing a proposal")?;
         let mut outcome = ProposeOutcome::new(Some(row.id), decision, false);
         outcome.retry_at = decision

@@ -20,7 +20,7 @@ use sqlx::PgConnection;
 
 use super::budget::{self, Reservation};
 use super::error::{Ctx, ServiceError};
-use super::ledger::{self, Chained, Entry, LedgerKey};
+use super::ledger::{self, Entry, LedgerKey, Queued};
 use super::rows::{REQUEST_COLUMNS, RequestRow};
 use crate::catalog::Purchase;
 use crate::ident::is_ident;
@@ -94,22 +94,14 @@ impl<'a> Birth<'a> {
 }
 
 /// Inserts the request in its birth state, and its body's bytes (when
-/// kept) in `request_bodies`, and returns it. Given `ledger`
-/// (the operation's entries, chained from the head its key remembers), the
-/// entries go in with the request in the same statement, and the answer
-/// says whether they did: `false` when the head had moved, and the caller
-/// appends them as usual.
+/// kept) in `request_bodies`, and returns it. Given `ledger` (the
+/// operation's entries), the entries are queued with the request in the
+/// same statement.
 pub(crate) async fn insert(
     conn: &mut PgConnection,
     new: &NewRequest<'_>,
-    ledger: Option<&Chained>,
-) -> Result<(RequestRow, bool), ServiceError> {
-    #[derive(sqlx::FromRow)]
-    struct Inserted {
-        #[sqlx(flatten)]
-        row: RequestRow,
-        ledger_moved: i64,
-    }
+    ledger: Option<&Queued>,
+) -> Result<RequestRow, ServiceError> {
     let quantity = new
         .proposal
         .map(|p| i32::try_from(p.quantity))
@@ -118,7 +110,7 @@ pub(crate) async fn insert(
             what: "a quantity past the boundary's limit reached the database".to_owned(),
         })?;
     // The request's parameters come after the ledger's, when it carries them.
-    let first = if ledger.is_some() { Chained::PARAMS } else { 0 };
+    let first = if ledger.is_some() { Queued::PARAMS } else { 0 };
     let values = (1..=22)
         .map(|n| format!("${}", first + n))
         .collect::<Vec<_>>()
@@ -140,23 +132,19 @@ pub(crate) async fn insert(
     );
     let sql = match ledger {
         Some(_) => format!(
-            "WITH {}, inserted AS ({insert}), {kept} \
-             SELECT inserted.*, (SELECT count(*) FROM moved) AS ledger_moved FROM inserted",
-            Chained::CTES
+            "WITH {}, inserted AS ({insert}), {kept} SELECT inserted.* FROM inserted",
+            Queued::CTES
         ),
-        None => format!(
-            "WITH inserted AS ({insert}), {kept} \
-             SELECT inserted.*, 0::bigint AS ledger_moved FROM inserted"
-        ),
+        None => format!("WITH inserted AS ({insert}), {kept} SELECT inserted.* FROM inserted"),
     };
     let (state, state_reason) = new.born.columns();
     let held = new.born.reservation();
-    let query = sqlx::query_as::<_, Inserted>(sqlx::AssertSqlSafe(sql));
+    let query = sqlx::query_as::<_, RequestRow>(sqlx::AssertSqlSafe(sql));
     let query = match ledger {
         Some(chained) => chained.bind(query),
         None => query,
     };
-    let inserted = query
+    query
         .bind(new.id)
         .bind(new.tenant)
         .bind(new.agent)
@@ -187,8 +175,7 @@ pub(crate) async fn insert(
         .bind(new.body)
         .fetch_one(conn)
         .await
-        .ctx("recording the proposal")?;
-    Ok((inserted.row, inserted.ledger_moved == 1))
+        .ctx("recording the proposal")
 }
 
 /// The request with this id in `tenant`; another tenant's request is
@@ -336,12 +323,11 @@ impl<'a> Transition<'a> {
         self.write(conn, now, None).await.map(|_| ())
     }
 
-    /// Writes the move as [`Transition::apply`] does, then appends `entries`
-    /// to the ledger: the operation's last writes, before its commit. When
-    /// the key remembers the head of the request's tenant's chain and every
-    /// entry is that tenant's, the entries ride on the move's statement
-    /// ([`Chained::CTES`]: one round trip for both); otherwise, or when the
-    /// head had moved, they are appended after it as usual.
+    /// Writes the move as [`Transition::apply`] does, then queues `entries`
+    /// for the ledger: the operation's last writes, before its commit. When
+    /// every entry is the request's tenant's, the entries ride on the move's
+    /// statement ([`Queued::CTES`]: one round trip for both); otherwise they
+    /// are appended after it.
     pub async fn apply_recording(
         self,
         conn: &mut PgConnection,
@@ -355,25 +341,23 @@ impl<'a> Transition<'a> {
             Hold::Keep | Hold::Take(_)
                 if entries.iter().all(|e| e.tenant.as_deref() == Some(tenant)) =>
             {
-                ledger::chain_from_last_head(key, tenant, now, &entries)?
+                Some(Queued::new(key, tenant, now, &entries)?)
             }
             Hold::Keep | Hold::Take(_) => None,
         };
-        let moved = self.write(conn, now, carried.as_ref()).await?;
-        if carried.is_some_and(|chained| chained.landed(key, moved)) {
+        if self.write(conn, now, carried.as_ref()).await? {
             return Ok(());
         }
         ledger::append(conn, key, now, entries).await
     }
 
-    /// Writes the move, carrying `ledger` when given; returns whether the
-    /// carried entries went in (the head was still where they were chained
-    /// from).
+    /// Writes the move, carrying `ledger` when given; returns whether it
+    /// carried them (a move to NEEDS_REVIEW carries none).
     async fn write(
         self,
         conn: &mut PgConnection,
         now: DateTime<Utc>,
-        ledger: Option<&Chained>,
+        ledger: Option<&Queued>,
     ) -> Result<bool, ServiceError> {
         let request = self.request;
         let note = match self.note {
@@ -411,7 +395,7 @@ impl<'a> Transition<'a> {
             }
         };
         // The move's parameters come after the ledger's, when it carries them.
-        let first = if ledger.is_some() { Chained::PARAMS } else { 0 };
+        let first = if ledger.is_some() { Queued::PARAMS } else { 0 };
         let n = |k: usize| format!("${}", first + k);
         let update = format!(
             "UPDATE payment_requests SET state = {s}, state_reason = COALESCE({note}, state_reason), \
@@ -432,8 +416,8 @@ impl<'a> Transition<'a> {
         let sql = match ledger {
             Some(_) => format!(
                 "WITH {}, updated AS ({update} RETURNING 1) \
-                 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM updated)",
-                Chained::CTES
+                 SELECT (SELECT count(*) FROM queued), (SELECT count(*) FROM updated)",
+                Queued::CTES
             ),
             None => format!("{update} RETURNING 0::bigint, 1::bigint"),
         };
@@ -455,6 +439,6 @@ impl<'a> Transition<'a> {
             .fetch_optional(conn)
             .await
             .ctx("moving a request to its next state")?;
-        Ok(answer.is_some_and(|(moved, _)| moved == 1))
+        Ok(ledger.is_some() && answer.is_some())
     }
 }

@@ -96,6 +96,8 @@ pub enum LogError {
         tenant: String,
         cause: CheckpointError,
     },
+    #[error("integrating the queued ledger entries: {0}")]
+    Integration(Box<super::error::ServiceError>),
 }
 
 fn db(action: &'static str) -> impl FnOnce(sqlx::Error) -> LogError {

@@ -21,12 +21,16 @@ fn signer(w: &World, interval: Duration) -> Result<Checkpointer, LogError> {
     Ok(w.gate.checkpointer(LogKey::new(LOG_SECRET)?, interval))
 }
 
-/// The tenant's ledger head (its number of entries).
+/// The tenant's committed entries, integrated (its head) or still queued:
+/// the size its log has once the sequencer ran.
 async fn head(w: &World, tenant: &str) -> Result<u64, sqlx::Error> {
-    let seq: i64 = sqlx::query_scalar("SELECT seq FROM ledger_head WHERE tenant_id = $1")
-        .bind(tenant)
-        .fetch_one(w.pool())
-        .await?;
+    let seq: i64 = sqlx::query_scalar(
+        "SELECT h.seq + (SELECT count(*) FROM ledger_queue q WHERE q.tenant_id = h.tenant_id) \
+           FROM ledger_head h WHERE h.tenant_id = $1",
+    )
+    .bind(tenant)
+    .fetch_one(w.pool())
+    .await?;
     Ok(seq as u64)
 }
 
@@ -244,6 +248,7 @@ async fn an_entry_forged_past_the_checkpoint_gets_no_checkpoint() -> TestResult 
         let before = kept(w, "acme").await?;
         let signed_size = covered(w, "acme").await?;
         w.propose("SNACK-BOX", 1).await?;
+        w.gate.integrate().await?;
         // The owner edits an entry no checkpoint covers yet: only the keyed
         // chain can tell.
         exec(
@@ -258,7 +263,7 @@ async fn an_entry_forged_past_the_checkpoint_gets_no_checkpoint() -> TestResult 
         let forged: i64 = sqlx::query_scalar(
             "SELECT max(seq) FROM ledger_entries WHERE tenant_id = 'acme' AND kind = 'proposal'",
         )
-        .fetch_one(w.pool())
+        .fetch_one(w.ledger().await?)
         .await?;
         assert!(forged as u64 > signed_size);
 

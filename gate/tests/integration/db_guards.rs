@@ -1103,6 +1103,7 @@ async fn ledger_append_only_refuses_delete() -> TestResult {
 #[tokio::test]
 async fn fk_ledger_entry_head_refuses_an_entry_outside_every_chain() -> TestResult {
     on_world(async |w| {
+        w.gate.integrate().await?;
         assert_refused_by(
             exec(
                 w.pool(),
@@ -1134,7 +1135,7 @@ async fn ledger_head_for_new_tenant_starts_every_tenant_an_empty_chain() -> Test
         exec(w.onboard(), "INSERT INTO tenants (id) VALUES ('initech')").await?;
         let head: Option<(i64, String)> =
             sqlx::query_as("SELECT seq, hash FROM ledger_head WHERE tenant_id = 'initech'")
-                .fetch_optional(w.pool())
+                .fetch_optional(w.ledger().await?)
                 .await?;
         assert_eq!(head, Some((0, "0".repeat(64))));
         Ok(())
@@ -1151,7 +1152,7 @@ async fn ledger_append_only_refuses_truncate() -> TestResult {
             "ledger_append_only",
         );
         let left: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-            .fetch_one(w.pool())
+            .fetch_one(w.ledger().await?)
             .await?;
         assert!(left > 0);
         Ok(())

@@ -150,7 +150,7 @@ async fn an_applied_event_keeps_its_body_and_signature_header_as_received() -> T
         let entry: String = sqlx::query_scalar(
             "SELECT entry FROM ledger_entries WHERE kind = 'provider_event' ORDER BY seq DESC LIMIT 1",
         )
-        .fetch_one(w.pool())
+        .fetch_one(w.ledger().await?)
         .await?;
         let entry: serde_json::Value = serde_json::from_str(&entry)?;
         assert_eq!(entry["body"]["body_sha256"], hex_sha256(&body));

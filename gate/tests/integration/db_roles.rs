@@ -46,6 +46,9 @@ const MANIFEST: &[(&str, &str)] = &[
     ("log_checkpoints", "SELECT INSERT"),
     // Seeded by its migration, then only moved (and locked).
     ("ledger_head", "SELECT UPDATE"),
+    // Queued entries are inserted by operations and deleted by their
+    // integration only (ledger_queue_integrated_only); never changed.
+    ("ledger_queue", "SELECT INSERT DELETE"),
     ("merchants", "SELECT"),
     ("payment_requests", "SELECT INSERT UPDATE"),
     ("people", "SELECT"),
@@ -288,7 +291,7 @@ async fn the_application_role_cannot_truncate_any_table() -> TestResult {
             assert_denied(exec(w.pool(), &sql).await, &sql);
         }
         let entries: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-            .fetch_one(w.pool())
+            .fetch_one(w.ledger().await?)
             .await?;
         assert!(entries > 0);
         Ok(())
@@ -302,7 +305,7 @@ async fn the_application_role_cannot_update_or_delete_the_ledger() -> TestResult
         paid_order(w).await?;
         let before: Vec<(i64, String, String)> =
             sqlx::query_as("SELECT seq, entry, hash FROM ledger_entries ORDER BY seq")
-                .fetch_all(w.pool())
+                .fetch_all(w.ledger().await?)
                 .await?;
         assert!(before.len() > 1, "{before:?}");
         for sql in [
@@ -319,7 +322,7 @@ async fn the_application_role_cannot_update_or_delete_the_ledger() -> TestResult
         }
         let after: Vec<(i64, String, String)> =
             sqlx::query_as("SELECT seq, entry, hash FROM ledger_entries ORDER BY seq")
-                .fetch_all(w.pool())
+                .fetch_all(w.ledger().await?)
                 .await?;
         assert_eq!(before, after, "the ledger changed");
         Ok(())
@@ -567,7 +570,7 @@ async fn the_runtime_role_cannot_onboard_and_the_onboarding_role_can() -> TestRe
         exec(onboard, "INSERT INTO tenants (id) VALUES ('onboarded')").await?;
         let heads: i64 =
             sqlx::query_scalar("SELECT count(*) FROM ledger_head WHERE tenant_id = 'onboarded'")
-                .fetch_one(w.pool())
+                .fetch_one(w.ledger().await?)
                 .await?;
         assert_eq!(heads, 1, "a tenant the onboarding role creates has its head");
         exec(onboard, root).await?;

@@ -250,7 +250,7 @@ async fn a_price_or_policy_change_names_a_real_sku_and_tenant() -> TestResult {
     let prices =
         || sqlx::query_scalar::<_, i64>("SELECT sum(price_paise)::bigint FROM catalog_items");
     let prices_before = prices().fetch_one(w.pool()).await?;
-    let before = entries().fetch_one(w.pool()).await?;
+    let before = entries().fetch_one(w.ledger().await?).await?;
     for (tenant, sku, reason) in [
         ("acme", "NOPE", Reason::SkuUnknown),
         ("acme", "cloud-starter", Reason::SkuUnknown),
@@ -267,7 +267,7 @@ async fn a_price_or_policy_change_names_a_real_sku_and_tenant() -> TestResult {
     let o = w.gate.set_policy("nobody", &patch).await?;
     assert_eq!(o.decision, Decision::Deny(Reason::TenantUnknown));
     assert_eq!(
-        entries().fetch_one(w.pool()).await?,
+        entries().fetch_one(w.ledger().await?).await?,
         before + 3,
         "each refusal of a known tenant is on its ledger; an unknown tenant's writes nothing"
     );

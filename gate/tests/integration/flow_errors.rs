@@ -19,7 +19,7 @@ async fn nothing_written(w: &World, ledger_before: i64) -> TestResult {
         .fetch_one(w.pool())
         .await?;
     let ledger: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-        .fetch_one(w.pool())
+        .fetch_one(w.ledger().await?)
         .await?;
     let reserved: Option<i64> =
         sqlx::query_scalar("SELECT sum(reserved_paise)::bigint FROM daily_spend")
@@ -35,10 +35,10 @@ async fn nothing_written(w: &World, ledger_before: i64) -> TestResult {
     Ok(())
 }
 
-async fn ledger_len(w: &World) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-        .fetch_one(w.pool())
-        .await
+async fn ledger_len(w: &World) -> Result<i64, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
+        .fetch_one(w.ledger().await?)
+        .await?)
 }
 
 #[tokio::test]
@@ -77,30 +77,28 @@ async fn a_database_that_is_down_is_a_clear_error() -> TestResult {
 #[tokio::test]
 async fn a_connection_lost_mid_operation_writes_nothing() -> TestResult {
     on_world(async |w| {
-    let before = ledger_len(w).await?;
-    // The server drops the gate's connection at the very last statement of
-    // propose (the trigger is the owner's to create and drop).
-    w.owner()
-        .execute(
-            "CREATE FUNCTION die() RETURNS trigger LANGUAGE plpgsql AS $$ \
+        let before = ledger_len(w).await?;
+        // The server drops the gate's connection at the very last statement of
+        // propose (the trigger is the owner's to create and drop).
+        w.owner()
+            .execute(
+                "CREATE FUNCTION die() RETURNS trigger LANGUAGE plpgsql AS $$ \
              BEGIN PERFORM pg_terminate_backend(pg_backend_pid()); RETURN NEW; END $$; \
-             CREATE TRIGGER die BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION die();",
-        )
-        .await?;
-    let err = w.propose("SNACK-BOX", 1)
-        .await;
-    assert!(
-        matches!(err, Err(ServiceError::DatabaseUnavailable { .. })),
-        "{err:?}"
-    );
-    w.owner()
-        .execute("DROP TRIGGER die ON ledger_entries")
-        .await?;
-    nothing_written(w, before).await?;
-    // And the gate carries on once the database is back.
-    let p = w.propose("SNACK-BOX", 1)
-        .await?;
-    assert_eq!(p.decision, Decision::Allow);
+             CREATE TRIGGER die BEFORE INSERT ON ledger_queue FOR EACH ROW EXECUTE FUNCTION die();",
+            )
+            .await?;
+        let err = w.propose("SNACK-BOX", 1).await;
+        assert!(
+            matches!(err, Err(ServiceError::DatabaseUnavailable { .. })),
+            "{err:?}"
+        );
+        w.owner()
+            .execute("DROP TRIGGER die ON ledger_queue")
+            .await?;
+        nothing_written(w, before).await?;
+        // And the gate carries on once the database is back.
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, Decision::Allow);
         Ok(())
     })
     .await

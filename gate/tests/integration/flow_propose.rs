@@ -108,9 +108,9 @@ async fn an_idempotent_replay_returns_the_first_decision_and_writes_nothing() ->
                 .fetch_one(w.pool())
                 .await?;
             let ledger: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-                .fetch_one(w.pool())
+                .fetch_one(w.ledger().await?)
                 .await?;
-            Ok::<_, sqlx::Error>((requests, ledger))
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((requests, ledger))
         };
         let before = count().await?;
         // Spend most of the delegation so a fresh decision would differ.
@@ -305,7 +305,7 @@ async fn the_agent_view_never_quotes_a_number_and_the_ledger_has_the_cap() -> Te
         let entry: String = sqlx::query_scalar(
             "SELECT entry FROM ledger_entries WHERE kind = 'decision' ORDER BY seq DESC LIMIT 1",
         )
-        .fetch_one(w.pool())
+        .fetch_one(w.ledger().await?)
         .await?;
         assert!(entry.contains("\"limit\":300000"), "{entry}");
         assert!(entry.contains("\"requested\":450000"), "{entry}");

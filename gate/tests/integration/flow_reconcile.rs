@@ -57,7 +57,7 @@ async fn balanced(w: &World) -> BoxResult<bool> {
 
 async fn ledger_len(w: &World) -> BoxResult<i64> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-        .fetch_one(w.pool())
+        .fetch_one(w.ledger().await?)
         .await?)
 }
 
@@ -473,7 +473,7 @@ async fn reconcile_entries(w: &World, authority: &str) -> BoxResult<i64> {
         "SELECT count(*) FROM ledger_entries WHERE kind = 'reconcile' AND entry::jsonb->>'subject' = $1",
     )
     .bind(authority)
-    .fetch_one(w.pool())
+    .fetch_one(w.ledger().await?)
     .await?)
 }
 

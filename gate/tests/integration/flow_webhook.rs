@@ -59,10 +59,12 @@ async fn nothing_captured(
         && w.gate.request_state("acme", request).await?.as_deref() == Some("PROVIDER_PENDING"))
 }
 
-async fn ledger_kinds(w: &World) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT kind FROM ledger_entries ORDER BY seq")
-        .fetch_all(w.pool())
-        .await
+async fn ledger_kinds(w: &World) -> Result<Vec<String>, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(
+        sqlx::query_scalar("SELECT kind FROM ledger_entries ORDER BY seq")
+            .fetch_all(w.ledger().await?)
+            .await?,
+    )
 }
 
 /// Razorpay's documented `payment.captured` example, with placeholder ids

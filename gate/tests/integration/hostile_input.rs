@@ -21,10 +21,10 @@ fn hostile() -> Vec<String> {
     ]
 }
 
-async fn ledger_rows(w: &World) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-        .fetch_one(w.pool())
-        .await
+async fn ledger_rows(w: &World) -> Result<i64, Box<dyn std::error::Error + Send + Sync>> {
+    Ok(sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
+        .fetch_one(w.ledger().await?)
+        .await?)
 }
 
 /// Raises the rate limits out of the way, so every refusal is the field's own.

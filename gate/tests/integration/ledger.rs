@@ -50,13 +50,13 @@ async fn chain(w: &World, tenant: &str) -> Fallible<Vec<Row>> {
          WHERE tenant_id = $1 ORDER BY seq",
     )
     .bind(tenant)
-    .fetch_all(w.pool())
+    .fetch_all(w.ledger().await?)
     .await?)
 }
 
 async fn ledger_rows(w: &World) -> Fallible<i64> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM ledger_entries")
-        .fetch_one(w.pool())
+        .fetch_one(w.ledger().await?)
         .await?)
 }
 
@@ -96,6 +96,7 @@ async fn history(w: &World) -> Fallible<String> {
 
 /// Runs `sqls` as the database owner with the append-only trigger disabled.
 async fn tamper(w: &World, sqls: &[String]) -> TestResult {
+    w.gate.integrate().await?;
     let mut conn = w.owner().acquire().await?;
     conn.execute("ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only")
         .await?;
@@ -670,7 +671,7 @@ async fn two_hundred_proposals_naming_an_unknown_tenant_write_no_ledger_row() ->
         }
         assert_eq!(ledger_rows(w).await?, before);
         let heads: i64 = sqlx::query_scalar("SELECT count(*) FROM ledger_head")
-            .fetch_one(w.pool())
+            .fetch_one(w.ledger().await?)
             .await?;
         assert_eq!(heads, 2, "no chain was started for the unknown tenant");
         assert!(w.gate.verify_ledger().await?.intact());
@@ -686,7 +687,7 @@ async fn last_entry(w: &World, tenant: &str) -> Fallible<(String, String, String
          ORDER BY seq DESC LIMIT 1",
     )
     .bind(tenant)
-    .fetch_one(w.pool())
+    .fetch_one(w.ledger().await?)
     .await?;
     let entry: serde_json::Value = serde_json::from_str(&entry)?;
     let hashed = entry["tenant"].as_str().unwrap_or_default().to_owned();
@@ -1021,7 +1022,7 @@ async fn proposals_from_two_gates_in_turn_each_write_their_two_entries_once() ->
             "SELECT entry::json->>'subject', kind FROM ledger_entries \
              WHERE tenant_id = 'acme' AND kind IN ('proposal', 'decision') ORDER BY seq",
         )
-        .fetch_all(w.pool())
+        .fetch_all(w.ledger().await?)
         .await?;
         let expected: Vec<(String, String)> = ids
             .iter()
@@ -1064,7 +1065,7 @@ async fn evidence_is_found_for_every_request_when_an_entry_quotes_a_nul() -> Tes
         let quoted: bool = sqlx::query_scalar(
             "SELECT bool_or(strpos(entry, '\\u0000') > 0) FROM ledger_entries WHERE tenant_id = 'acme'",
         )
-        .fetch_one(w.pool())
+        .fetch_one(w.ledger().await?)
         .await?;
         assert!(quoted, "the refusal's entry quotes the NUL");
         let seqs = tlog::request_entry_seqs(w.pool(), "acme", &request).await?;

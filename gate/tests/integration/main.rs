@@ -48,6 +48,7 @@ mod razorpay_keys_env;
 mod razorpay_live;
 mod registry_gaps;
 mod row_locks;
+mod sequencer;
 mod stolen_login;
 mod tenant_turns;
 mod webhook_envelope;

@@ -94,7 +94,7 @@ async fn a_mandate_is_published_only_when_its_approver_signed_it_above_the_versi
                AND strpos(entry, $1) > 0",
         )
         .bind(&digest)
-        .fetch_one(w.pool())
+        .fetch_one(w.ledger().await?)
         .await?;
         assert_eq!(named, 1, "the decision's entry names mandate {digest}");
         Ok(())

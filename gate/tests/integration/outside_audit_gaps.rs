@@ -61,6 +61,7 @@ async fn checkout_and_pay(w: &World, request: &str) -> TestResult {
 
 /// The body of the last ledger entry of `kind` about `subject`.
 async fn last_entry(w: &World, kind: &str, subject: &str) -> Res<Value> {
+    w.gate.integrate().await?;
     let texts: Vec<String> =
         sqlx::query_scalar("SELECT entry FROM ledger_entries WHERE kind = $1 ORDER BY seq DESC")
             .bind(kind)

@@ -240,6 +240,7 @@ fn a_ledger_report_lists_every_break_in_tenant_order_and_finds_each_chain() {
             chain_report("beta", None, None),
         ],
         entries: 6,
+        queue: Vec::new(),
     };
     assert!(clean.intact());
     assert_eq!(clean.breaks().count(), 0);
@@ -252,6 +253,7 @@ fn a_ledger_report_lists_every_break_in_tenant_order_and_finds_each_chain() {
             chain_report("gamma", None, Some(1)),
         ],
         entries: 9,
+        queue: Vec::new(),
     };
     assert!(!broken.intact());
     let found: Vec<_> = broken

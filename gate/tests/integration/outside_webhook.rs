@@ -77,7 +77,7 @@ async fn refused_events(w: &World) -> BoxResult<Vec<String>> {
         "SELECT entry::jsonb->'body'->'decision'->>'reason' FROM ledger_entries \
          WHERE tenant_id = 'acme' AND kind = 'provider_event.refused' ORDER BY seq",
     )
-    .fetch_all(w.pool())
+    .fetch_all(w.ledger().await?)
     .await?)
 }
 

@@ -187,7 +187,10 @@ impl Lying {
              AND entry::jsonb->>'subject' = $1",
         )
         .bind(authority)
-        .fetch_one(self.gate.pool())
+        .fetch_one({
+            self.gate.integrate().await?;
+            self.gate.pool()
+        })
         .await?)
     }
 

@@ -420,7 +420,10 @@ async fn reconcile_books_a_refunded_payment_and_records_the_refund_for_review() 
         "SELECT entry::jsonb->'body'->'refunded'->>0 FROM ledger_entries \
          WHERE tenant_id = 'acme' AND kind = 'reconcile'",
     )
-    .fetch_optional(db.pool())
+    .fetch_optional({
+        gate.integrate().await?;
+        db.pool()
+    })
     .await?;
     assert_eq!(refunded.as_deref(), Some(payment.id.as_str()));
     // A second run changes nothing.

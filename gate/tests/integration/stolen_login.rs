@@ -25,7 +25,11 @@ fn key() -> LedgerKey {
 }
 
 /// The audit's findings for `table`, as (key, problem).
-async fn named(w: &World, table: &str) -> Result<Vec<Disagreement>, sqlx::Error> {
+async fn named(
+    w: &World,
+    table: &str,
+) -> Result<Vec<Disagreement>, Box<dyn std::error::Error + Send + Sync>> {
+    w.gate.integrate().await?;
     Ok(audit(w.pool(), &key(), None)
         .await?
         .into_iter()

@@ -141,7 +141,7 @@ async fn the_ledger_names_an_event_by_its_id() -> TestResult {
             "SELECT entry::jsonb->>'subject' FROM ledger_entries \
              WHERE kind = 'provider_event' ORDER BY seq",
         )
-        .fetch_all(w.pool())
+        .fetch_all(w.ledger().await?)
         .await?;
         assert_eq!(subjects.len(), 2, "{subjects:?}");
         assert_eq!(subjects[0], "evt_subject_1");
@@ -178,7 +178,7 @@ async fn an_applied_capture_is_written_with_what_it_did() -> TestResult {
         let written: Value = sqlx::query_scalar(
             "SELECT entry::jsonb->'body' FROM ledger_entries WHERE kind = 'provider_event'",
         )
-        .fetch_one(w.pool())
+        .fetch_one(w.ledger().await?)
         .await?;
         assert_eq!(written["request"], json!(request), "{written}");
         assert_eq!(written["from"], json!("PROVIDER_PENDING"), "{written}");

@@ -10,10 +10,13 @@
 //! - [`DELAY_CLIENTS`] clients, each in a tenant of its own, propose (the
 //!   denied proposal of the load's propose cell: one committed operation
 //!   that appends to the ledger) for the cell's time. After each one the
-//!   client notes the instant the call returned (after its commit) and its
-//!   tenant's ledger head, which only that client moves: the operation's
-//!   last entry. An operation's delay is from that instant to the end of the
-//!   first tick that kept a checkpoint of its tenant of at least that size.
+//!   client notes the instant the call returned (after its commit) and how
+//!   many entries its tenant has committed, integrated or still queued (the
+//!   head's number plus the queued rows, in one snapshot: only that client
+//!   writes to its tenant): the operation's last entry's number once
+//!   integrated. An operation's delay is from that instant to the end of
+//!   the first tick that kept a checkpoint of its tenant of at least that
+//!   size, so it includes the sequencer's integration.
 //! - After the clients stop the signer runs on for at most
 //!   [`DRAIN_INTERVALS`] intervals, until every operation is covered; one
 //!   still uncovered is counted, never dropped.
@@ -88,12 +91,17 @@ impl Signed {
     }
 }
 
+/// The number the tenant's last committed entry has, or will have once
+/// integrated.
 async fn head(gate: &LoadGate, tenant: &str) -> Result<u64> {
-    let seq: i64 = sqlx::query_scalar("SELECT seq FROM ledger_head WHERE tenant_id = $1")
-        .bind(tenant)
-        .fetch_one(gate.pool())
-        .await
-        .context("reading a ledger head")?;
+    let seq: i64 = sqlx::query_scalar(
+        "SELECT h.seq + (SELECT count(*) FROM ledger_queue q WHERE q.tenant_id = h.tenant_id) \
+           FROM ledger_head h WHERE h.tenant_id = $1",
+    )
+    .bind(tenant)
+    .fetch_one(gate.pool())
+    .await
+    .context("reading a ledger head and its queue")?;
     Ok(seq.max(0) as u64)
 }
 

@@ -105,6 +105,7 @@ async fn run(pool: &sqlx::PgPool) -> Result<()> {
         bail!("a 180000 purchase was not refused under the signed cap: {decided:?}");
     }
     let in_force = gate.policy_document("acme").await?.map(|(v, _)| v);
+    gate.integrate().await?;
     let named: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM ledger_entries WHERE tenant_id = 'acme' AND kind = 'decision' \
            AND strpos(entry, $1) > 0",

@@ -89,6 +89,7 @@ async fn receipt(pool: sqlx::PgPool) -> Result<()> {
         .build()?;
     let result = async {
         let request = purchase(&client, &base, &agent, &human).await?;
+        gate.integrate().await?;
         gate::service::tlog::sign_checkpoint(&pool, &log_key, "acme", now).await?;
         show(&client, &base, &request, &auditor).await?;
         let verifier = log_key.verifier("acme")?.to_text();

@@ -39,7 +39,10 @@ use crate::error::Failure;
 pub async fn run(config: &Config, args: &EvidenceArgs) -> Result<ExitCode, Failure> {
     let key = super::log_key(config)?;
     let pool = crate::connect::app_pool(config, 1).await?;
-    let result = write_bundle(&pool, &key, args).await;
+    let result = match super::integrate_if_keyed(config, &pool).await {
+        Ok(()) => write_bundle(&pool, &key, args).await,
+        Err(e) => Err(e),
+    };
     pool.close().await;
     result
 }

@@ -1,7 +1,9 @@
 //! `spendgate ledger verify` and `spendgate ledger anchor`.
 //!
 //! Guarantees: both hash with `ledger_key` (required: without it there is
-//! nothing to verify with, an error, never "intact"). `verify` prints one
+//! nothing to verify with, an error, never "intact"), and integrate the
+//! committed queued entries first. `verify` names every queued row left
+//! out (a MAC that fails, a copy), and prints one
 //! line per chain, its entries and head when intact or its FIRST broken
 //! entry and what is wrong with it, and with `--anchor FILE` also names a
 //! chain cut below, or rewritten at, its anchored head. It then audits the
@@ -130,5 +132,8 @@ fn print_report(report: &LedgerReport) -> bool {
             report.entries
         );
     }
-    broken == 0
+    for refused in &report.queue {
+        println!("{}: QUEUED ROW REFUSED: {refused}", refused.tenant);
+    }
+    broken == 0 && report.queue.is_empty()
 }

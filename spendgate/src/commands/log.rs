@@ -61,7 +61,10 @@ pub async fn run(config: &Config, command: LogCommand) -> Result<ExitCode, Failu
         return Ok(ExitCode::SUCCESS);
     }
     let pool = crate::connect::app_pool(config, 1).await?;
-    let result = run_on(config, &pool, command).await;
+    let result = match super::integrate_if_keyed(config, &pool).await {
+        Ok(()) => run_on(config, &pool, command).await,
+        Err(e) => Err(e),
+    };
     pool.close().await;
     result
 }

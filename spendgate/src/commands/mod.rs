@@ -63,6 +63,28 @@ pub fn ledger_key(config: &Config) -> Result<LedgerKey, Failure> {
     LedgerKey::new(&bytes).map_err(|e| Failure::Other(format!("{}: {e}", Name::LedgerKey.name())))
 }
 
+/// Integrates every committed queued ledger entry into its chain when the
+/// configuration holds the ledger key (what `log` and `evidence` run before
+/// they read the log); a queued row left out is named on stderr.
+pub async fn integrate_if_keyed(config: &Config, pool: &sqlx::PgPool) -> Result<(), Failure> {
+    let Ok(key) = ledger_key(config) else {
+        return Ok(());
+    };
+    let done = gate::service::integrate(pool, &key)
+        .await
+        .map_err(|e| Failure::database("integrating the queued ledger entries", e))?;
+    for refused in &done.refused {
+        eprintln!("{}: QUEUED ROW REFUSED: {refused}", refused.tenant);
+    }
+    match done.failed.into_iter().next() {
+        Some((tenant, e)) => Err(Failure::database(
+            format!("integrating tenant {tenant}'s queued ledger entries"),
+            e,
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The log key from the configuration.
 pub fn log_key(config: &Config) -> Result<gate::service::tlog::LogKey, Failure> {
     let bytes = config.log_key()?;

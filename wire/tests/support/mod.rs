@@ -179,6 +179,8 @@ impl<P: PaymentProvider + 'static> Served<P> {
 
     /// Row counts of every table the gate writes, plus the ledger.
     pub async fn snapshot(&self) -> Res<Vec<(String, i64)>> {
+        // The ledger as the sequencer leaves it: every committed entry integrated.
+        self.gate.integrate().await?;
         let mut out = Vec::new();
         for table in [
             "payment_requests",

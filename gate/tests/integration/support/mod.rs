@@ -33,6 +33,14 @@ impl World {
         self.gate.pool()
     }
 
+    /// The gate's pool once every committed queued ledger entry is
+    /// integrated (`Gate::integrate`, the sequencer's step): what a test
+    /// reads `ledger_entries` or `ledger_head` through.
+    pub async fn ledger(&self) -> Result<&PgPool, ServiceError> {
+        self.gate.integrate().await?;
+        Ok(self.gate.pool())
+    }
+
     /// The onboarding role's pool, for a statement only onboarding may make
     /// (a tenant, a person, an agent, a merchant, a key, a root delegation).
     pub fn onboard(&self) -> &PgPool {
