@@ -5,7 +5,7 @@
 //! limit"); the catalog is the tenant's own rows only, each checked once per
 //! read against the gate's MAC (`row_mac`, keyed from the ledger key): a row
 //! that does not verify derives no purchase, and its sku is kept aside
-//! ([`TenantCatalog::unverified`]) so that it is refused, never a guess at
+//! (`TenantCatalog`'s `unverified` skus) so that it is refused, never a guess at
 //! its price; a delegation chain is
 //! read root to leaf by following the leaf's parents inside the tenant. These
 //! are plain reads: the rows a decision spends from, and the spend state it
