@@ -8,7 +8,11 @@
 //! take the same number and an older mandate sent again publishes nothing
 //! (never edits a version; the database refuses that too); every authority
 //! issued under an older version is thereby refused `AUTHORITY_POLICY_CHANGED`. `set_price`
-//! changes one catalog row of one tenant. `expire` and `cancel` move a request
+//! changes one catalog row of one tenant and writes its MAC
+//! (`ledger::catalog_item_mac`) with the new price; a row whose MAC does not
+//! verify (written or edited without the ledger key) is refused
+//! `PRICE_INVALID`, never given the gate's MAC, and a row that changed
+//! between its read and the write is not written (`SKU_UNKNOWN`). `expire` and `cancel` move a request
 //! that has not reached the provider to EXPIRED or CANCELLED and release its
 //! budgets in the same transaction; `expire_lapsed` does so for every request
 //! whose checkout authority ran out unused. Each change is appended to the ledger.
@@ -32,6 +36,36 @@ use crate::request_state::RequestState;
 #[cfg(any(test, feature = "test-support"))]
 use mandate::Mandate;
 use mandate::{MandateError, SignedMandate};
+
+/// A catalog row as a price change reads it: the terms its MAC covers.
+#[derive(sqlx::FromRow)]
+struct PricedRow {
+    merchant_id: String,
+    price_paise: i64,
+    currency: String,
+    category: String,
+    max_quantity: i32,
+    available: bool,
+    row_mac: Option<String>,
+}
+
+impl PricedRow {
+    /// The row as an item of `sku`, and its stored MAC.
+    fn item(self, sku: &str) -> (crate::catalog::CatalogItem, Option<String>) {
+        let item = crate::catalog::CatalogItem {
+            sku: sku.to_owned(),
+            merchant: self.merchant_id,
+            price_paise: self.price_paise,
+            currency: self.currency.trim_end().to_owned(),
+            category: self.category,
+            // A negative maximum cannot be stored (ck_catalog_max_quantity_positive).
+            max_quantity: u32::try_from(self.max_quantity).unwrap_or(0),
+            available: self.available,
+            description: String::new(),
+        };
+        (item, self.row_mac)
+    }
+}
 
 /// States from which a request may still be expired or cancelled.
 const ENDABLE: [RequestState; 3] = [
@@ -80,16 +114,57 @@ impl<P: PaymentProvider> Gate<P> {
         if let Some(reason) = refusal {
             return self.refuse(tx, now, refuse(true, reason), reason).await;
         }
-        let changed = sqlx::query(
-            "UPDATE catalog_items SET price_paise = $3 WHERE tenant_id = $1 AND sku = $2",
+        let current: Option<PricedRow> = sqlx::query_as(
+            "SELECT merchant_id, price_paise, currency, category, max_quantity, available, \
+             row_mac FROM catalog_items WHERE tenant_id = $1 AND sku = $2",
         )
         .bind(tenant)
         .bind(sku)
-        .bind(price_paise)
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await
-        .ctx("changing a price")?
-        .rows_affected();
+        .ctx("reading a catalog row")?;
+        let current = current.map(|row| row.item(sku));
+        let row_verifies = current.as_ref().is_none_or(|(item, mac)| {
+            ledger::catalog_item_mac_holds(self.ledger_key(), tenant, item, mac.as_deref())
+        });
+        if !row_verifies {
+            // A row the gate did not write: its terms are not given the
+            // gate's MAC by a price change.
+            return self
+                .refuse(
+                    tx,
+                    now,
+                    refuse(true, Reason::PriceInvalid),
+                    Reason::PriceInvalid,
+                )
+                .await;
+        }
+        let changed = match current {
+            None => 0,
+            Some((mut item, _)) => {
+                item.price_paise = price_paise;
+                let max_quantity = i32::try_from(item.max_quantity).unwrap_or(i32::MAX);
+                sqlx::query(
+                    "UPDATE catalog_items SET price_paise = $3, row_mac = $4 \
+                      WHERE tenant_id = $1 AND sku = $2 AND merchant_id = $5 \
+                        AND rtrim(currency) = $6 AND category = $7 AND max_quantity = $8 \
+                        AND available = $9",
+                )
+                .bind(tenant)
+                .bind(sku)
+                .bind(price_paise)
+                .bind(ledger::catalog_item_mac(self.ledger_key(), tenant, &item))
+                .bind(&item.merchant)
+                .bind(&item.currency)
+                .bind(&item.category)
+                .bind(max_quantity)
+                .bind(item.available)
+                .execute(&mut *tx)
+                .await
+                .ctx("changing a price")?
+                .rows_affected()
+            }
+        };
         if changed == 0 {
             return self
                 .refuse(

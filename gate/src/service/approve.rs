@@ -12,7 +12,12 @@
 //! new proposals) and reserves the budgets then, in the same transaction. A
 //! purchase that no longer hashes to what was proposed is refused
 //! `AUTHORITY_PURCHASE_CHANGED`; any other refusal moves the request to
-//! DENIED. Every approval attempt is appended to the ledger.
+//! DENIED. A pending request whose terms do not verify against the gate's
+//! MAC (`row_mac`, keyed from the ledger key) as the step-up the gate
+//! recorded (a row a database login inserted or edited) is refused
+//! `AUTHORITY_PURCHASE_CHANGED` before any approval is written, and left as
+//! it is; an approved request's MAC is rewritten to its authorized standing
+//! with the move. Every approval attempt is appended to the ledger.
 
 use serde_json::json;
 
@@ -112,6 +117,13 @@ impl<P: PaymentProvider> Gate<P> {
                 .refuse(tx, now, refuse(Some(&tenant), reason), reason)
                 .await;
         }
+        if !request.mac_holds(self.ledger_key(), ledger::STANDING_AWAITING) {
+            // Terms the gate did not record: nothing is approved on them.
+            let reason = Reason::AuthorityPurchaseChanged;
+            return self
+                .refuse(tx, now, refuse(Some(&tenant), reason), reason)
+                .await;
+        }
         if request.lifetime_over(now) {
             // Waited for a human past its lifetime: it expires instead.
             let reason = Reason::ApprovalNotPending;
@@ -153,7 +165,14 @@ impl<P: PaymentProvider> Gate<P> {
             version,
             mandate,
             reserved,
-        } = reevaluate(&mut tx, &request, now, self.mandate_keys()).await?;
+        } = reevaluate(
+            &mut tx,
+            &request,
+            now,
+            self.mandate_keys(),
+            self.ledger_key(),
+        )
+        .await?;
         let entries = vec![
             Entry::new(
                 Some(&tenant),
@@ -205,6 +224,7 @@ async fn reevaluate(
     request: &RequestRow,
     now: chrono::DateTime<chrono::Utc>,
     keys: &mandate::Keyring,
+    ledger_key: &ledger::LedgerKey,
 ) -> Result<Reevaluated, ServiceError> {
     let tenant = request.tenant_id.as_str();
     let proposal = match (&request.sku, request.quantity, &request.purpose) {
@@ -222,7 +242,7 @@ async fn reevaluate(
     // The policy and the catalog in one plain read, before the day lock (as
     // `propose` reads them): the catalog stays out of the tenant's critical
     // section.
-    let (policy, catalog) = world::policy_and_catalog(tx, tenant, true, keys).await?;
+    let (policy, catalog) = world::policy_and_catalog(tx, tenant, true, keys, ledger_key).await?;
     // The day and the agent's hops locked, then their chains read, in one
     // round trip (velocity and the denial rate do not count at approval).
     let judge = decide::judges(policy.as_ref());
@@ -267,9 +287,17 @@ async fn reevaluate(
         let wanted = today.reservation(leaf, p.amount_paise);
         match budget::reserve(tx, tenant, &wanted, today.cap_paise).await? {
             Ok(()) => {
+                // Authorized by the gate: the terms as recorded, under the
+                // version that decided them.
+                let authorized = ledger::RequestTerms {
+                    policy_version: decided.policy_version.or(request.policy_version),
+                    ..request.terms(ledger::STANDING_ALLOWED)
+                }
+                .mac(ledger_key);
                 Transition::new(request, RequestState::Authorized)
                     .taking(&wanted)
                     .under_policy(decided.policy_version)
+                    .sealed(&authorized)
                     .apply(tx, now)
                     .await?;
                 reserved = p.amount_paise;

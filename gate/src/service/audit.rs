@@ -13,7 +13,14 @@
 //! - a captured payment without the signed provider event that carried it
 //!   (or, learnt by reconcile, without a ledger entry naming it);
 //! - a policy version, a tenant or a root delegation without the ledger
-//!   entry that made it.
+//!   entry that made it;
+//! - a catalog row whose MAC does not verify (terms the gate never wrote),
+//!   or whose price is not the one the ledger last recorded for its sku
+//!   (`catalog.price_changed`, or the `seed` or `tenant.extended` entry
+//!   that added it), or that no entry records a price for;
+//! - a payment request whose MAC does not verify under the standing its
+//!   state needs (one that holds or moved money must be one the gate
+//!   authorized; any other, its first decision or an authorization).
 //!
 //! It changes nothing; a disagreement is a finding, never an error. The
 //! counters are checked here rather than by deferred constraint triggers:
@@ -22,7 +29,8 @@
 use serde::Serialize;
 use sqlx::{PgPool, Postgres, Transaction};
 
-use super::ledger::{self, AuthorityTerms, LedgerKey};
+use super::ledger::{self, AuthorityTerms, LedgerKey, RequestTerms};
+use crate::catalog::CatalogItem;
 
 /// One row that disagrees with the ledger or its MAC.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -73,6 +81,8 @@ pub async fn audit(
     let mut found = Vec::new();
     keys(&mut tx, key, tenant, &mut found).await?;
     authorities(&mut tx, key, tenant, &mut found).await?;
+    catalog(&mut tx, key, tenant, &mut found).await?;
+    requests(&mut tx, key, tenant, &mut found).await?;
     for (table, sql, problem) in COUNTS {
         let rows: Vec<(String, String, String)> = sqlx::query_as(*sql)
             .bind(tenant)
@@ -189,6 +199,179 @@ async fn authorities(
                 table: "checkout_authorities",
                 key: format!("id={}", a.id),
                 problem,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct CatalogAudit {
+    tenant_id: String,
+    sku: String,
+    merchant_id: String,
+    price_paise: i64,
+    currency: String,
+    category: String,
+    max_quantity: i32,
+    available: bool,
+    row_mac: Option<String>,
+    recorded_price: Option<i64>,
+}
+
+/// Each catalog row against its MAC and the price the ledger last recorded
+/// for its sku.
+async fn catalog(
+    tx: &mut Transaction<'static, Postgres>,
+    key: &LedgerKey,
+    tenant: Option<&str>,
+    found: &mut Vec<Disagreement>,
+) -> Result<(), sqlx::Error> {
+    let rows: Vec<CatalogAudit> = sqlx::query_as(
+        "SELECT c.tenant_id, c.sku, c.merchant_id, c.price_paise, c.currency, c.category, \
+                c.max_quantity, c.available, c.row_mac, \
+                (SELECT CASE e.kind \
+                          WHEN 'catalog.price_changed' \
+                            THEN (e.entry::jsonb -> 'body' ->> 'price_paise')::bigint \
+                          WHEN 'seed' \
+                            THEN (e.entry::jsonb -> 'body' -> 'catalog_prices' ->> c.sku)::bigint \
+                          ELSE (SELECT (g ->> 'price_paise')::bigint \
+                                  FROM jsonb_array_elements( \
+                                           e.entry::jsonb -> 'body' -> 'added' -> 'catalog') g \
+                                 WHERE g ->> 'sku' = c.sku LIMIT 1) END \
+                   FROM ledger_entries e \
+                  WHERE e.tenant_id = c.tenant_id \
+                    AND ((e.kind = 'catalog.price_changed' \
+                          AND e.entry::jsonb ->> 'subject' = c.sku) \
+                      OR (e.kind = 'seed' \
+                          AND e.entry::jsonb -> 'body' -> 'catalog_prices' ? c.sku) \
+                      OR (e.kind = 'tenant.extended' \
+                          AND jsonb_typeof(e.entry::jsonb -> 'body' -> 'added' -> 'catalog') \
+                              = 'array' \
+                          AND EXISTS (SELECT 1 FROM jsonb_array_elements( \
+                                          e.entry::jsonb -> 'body' -> 'added' -> 'catalog') g \
+                                       WHERE g ->> 'sku' = c.sku))) \
+                  ORDER BY e.seq DESC LIMIT 1) AS recorded_price \
+         FROM catalog_items c \
+         WHERE $1::text IS NULL OR c.tenant_id = $1 ORDER BY c.tenant_id, c.sku",
+    )
+    .bind(tenant)
+    .fetch_all(&mut **tx)
+    .await?;
+    for c in rows {
+        let item = CatalogItem {
+            sku: c.sku.clone(),
+            merchant: c.merchant_id,
+            price_paise: c.price_paise,
+            currency: c.currency.trim_end().to_owned(),
+            category: c.category,
+            max_quantity: u32::try_from(c.max_quantity).unwrap_or(0),
+            available: c.available,
+            description: String::new(),
+        };
+        let mut problems = Vec::new();
+        if !ledger::catalog_item_mac_holds(key, &c.tenant_id, &item, c.row_mac.as_deref()) {
+            problems.push(
+                "its MAC does not verify: its terms are not the ones the gate wrote".to_owned(),
+            );
+        }
+        match c.recorded_price {
+            None => problems.push(format!(
+                "price_paise {} but no ledger entry records a price for it",
+                c.price_paise
+            )),
+            Some(recorded) if recorded != c.price_paise => problems.push(format!(
+                "price_paise {} but the ledger last recorded {recorded}",
+                c.price_paise
+            )),
+            Some(_) => {}
+        }
+        if !problems.is_empty() {
+            found.push(Disagreement {
+                tenant: c.tenant_id,
+                table: "catalog_items",
+                key: format!("sku={}", c.sku),
+                problem: problems.join("; "),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct RequestAudit {
+    tenant_id: String,
+    id: String,
+    agent_id: String,
+    sku: Option<String>,
+    quantity: Option<i32>,
+    merchant_id: Option<String>,
+    amount_paise: Option<i64>,
+    currency: Option<String>,
+    purchase_digest: Option<String>,
+    policy_version: Option<i32>,
+    decision: String,
+    state: String,
+    row_mac: Option<String>,
+}
+
+/// The states of a request that holds or moved money: only a request the
+/// gate authorized reaches them.
+const AUTHORIZED_STATES: [&str; 4] = [
+    "AUTHORIZED",
+    "CHECKOUT_ISSUED",
+    "PROVIDER_PENDING",
+    "CAPTURED",
+];
+
+/// Each payment request against its MAC, under the standing its state
+/// needs.
+async fn requests(
+    tx: &mut Transaction<'static, Postgres>,
+    key: &LedgerKey,
+    tenant: Option<&str>,
+    found: &mut Vec<Disagreement>,
+) -> Result<(), sqlx::Error> {
+    let rows: Vec<RequestAudit> = sqlx::query_as(
+        "SELECT tenant_id, id, agent_id, sku, quantity, merchant_id, amount_paise, currency, \
+                purchase_digest, policy_version, decision, state, row_mac \
+         FROM payment_requests \
+         WHERE $1::text IS NULL OR tenant_id = $1 ORDER BY tenant_id, id",
+    )
+    .bind(tenant)
+    .fetch_all(&mut **tx)
+    .await?;
+    for r in rows {
+        let terms = |standing| RequestTerms {
+            tenant: &r.tenant_id,
+            id: &r.id,
+            agent: &r.agent_id,
+            sku: r.sku.as_deref(),
+            quantity: r.quantity,
+            merchant: r.merchant_id.as_deref(),
+            amount_paise: r.amount_paise,
+            currency: r.currency.as_deref().map(str::trim_end),
+            digest: r.purchase_digest.as_deref(),
+            policy_version: r.policy_version,
+            standing,
+        };
+        let stored = r.row_mac.as_deref();
+        let authorized = terms(ledger::STANDING_ALLOWED).verifies(key, stored);
+        let holds = authorized
+            || (!AUTHORIZED_STATES.contains(&r.state.as_str())
+                && terms(r.decision.as_str()).verifies(key, stored));
+        if !holds {
+            found.push(Disagreement {
+                tenant: r.tenant_id.clone(),
+                table: "payment_requests",
+                key: format!("id={}", r.id),
+                problem: format!(
+                    "its MAC does not verify: terms or a standing the gate did not write \
+                     (state {}, amount_paise {})",
+                    r.state,
+                    r.amount_paise
+                        .map_or_else(|| "none".to_owned(), |a| a.to_string())
+                ),
             });
         }
     }

@@ -13,6 +13,14 @@
 //! in the same transaction. The authority binds the SHA-256 of the canonical
 //! purchase and the policy version, lives 15 minutes (`ck_authority_ttl`),
 //! and has an unguessable id (an HMAC under the gate's secret).
+//!
+//! A request whose terms do not verify against the gate's MAC
+//! (`row_mac`, keyed from the ledger key) as one the gate authorized (a row
+//! a database login inserted, edited, or moved to AUTHORIZED itself) is
+//! refused `AUTHORITY_PURCHASE_CHANGED` and recorded, before anything else
+//! is done on its word: no authority, nothing released. A sku whose catalog
+//! row does not verify derives no purchase: `AUTHORITY_PURCHASE_CHANGED`
+//! (here and at pay).
 
 use chrono::{DateTime, Duration, Utc};
 use hmac::{Hmac, KeyInit, Mac};
@@ -27,9 +35,10 @@ use super::lock::{RequestKey, lock};
 use super::requests::Transition;
 use super::rows::RequestRow;
 use super::world;
+use super::world::TenantCatalog;
 use super::world_cache::WorldCache;
 use super::{Gate, Outcome};
-use crate::catalog::{Catalog, derive};
+use crate::catalog::derive;
 use crate::ident::is_ident;
 use crate::proposal::PurchaseProposal;
 use crate::provider::PaymentProvider;
@@ -120,6 +129,16 @@ impl<P: PaymentProvider> Gate<P> {
                 )
                 .await;
         };
+        if request.state == RequestState::Authorized
+            && !request.mac_holds(self.ledger_key(), ledger::STANDING_ALLOWED)
+        {
+            // Terms or a standing the gate did not write: no authority, and
+            // nothing released on the row's word.
+            let reason = Reason::AuthorityPurchaseChanged;
+            return self
+                .refuse(tx, now, refuse(Some(&tenant), reason), reason)
+                .await;
+        }
         if request.state == RequestState::Authorized && request.lifetime_over(now) {
             // Not checked out within its lifetime: it expires now, and its
             // budgets come back.
@@ -145,8 +164,7 @@ impl<P: PaymentProvider> Gate<P> {
         }
         if let Err(reason) = still_valid(
             &mut tx,
-            self.worlds(),
-            self.mandate_keys(),
+            self.world_readers(),
             &request,
             version,
             &digest,
@@ -240,6 +258,27 @@ impl<P: PaymentProvider> Gate<P> {
     }
 }
 
+/// What [`still_valid`] reads the world with: the worlds the gate keeps,
+/// the humans' mandate keys a policy is checked under, and the ledger key
+/// each catalog row's MAC is checked under.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WorldReaders<'a> {
+    pub worlds: &'a WorldCache,
+    pub keys: &'a mandate::Keyring,
+    pub ledger: &'a ledger::LedgerKey,
+}
+
+impl<P: PaymentProvider> Gate<P> {
+    /// This gate's [`WorldReaders`].
+    pub(crate) fn world_readers(&self) -> WorldReaders<'_> {
+        WorldReaders {
+            worlds: self.worlds(),
+            keys: self.mandate_keys(),
+            ledger: self.ledger_key(),
+        }
+    }
+}
+
 /// The state a request that failed [`still_valid`] for `reason` ends in:
 /// EXPIRED when the policy's validity window no longer holds it, CANCELLED
 /// when the world it was authorized in has changed.
@@ -256,11 +295,17 @@ pub(crate) fn ends_in(reason: Reason) -> RequestState {
 /// statement, the policy and the catalog only when the world `worlds` keeps
 /// for the tenant is not the current one ([`world::world_and_chain`]); a
 /// catalog comes with an enforceable policy only; a missing one derives
-/// nothing, so the purchase would not match: fail closed.
+/// nothing, so the purchase would not match: fail closed. A catalog row
+/// that does not verify against its MAC is not in the catalog read
+/// ([`world::TenantCatalog`]), so it derives nothing either:
+/// `AUTHORITY_PURCHASE_CHANGED`.
 pub(crate) async fn still_valid(
     conn: &mut PgConnection,
-    worlds: &WorldCache,
-    keys: &mandate::Keyring,
+    WorldReaders {
+        worlds,
+        keys,
+        ledger,
+    }: WorldReaders<'_>,
     request: &RequestRow,
     version: i32,
     digest: &str,
@@ -273,6 +318,7 @@ pub(crate) async fn still_valid(
         request.delegation_id.as_deref(),
         worlds.get(tenant),
         keys,
+        ledger,
     )
     .await?;
     let Some(current) = &world.policy else {
@@ -305,9 +351,9 @@ pub(crate) async fn still_valid(
         quantity: u32::try_from(quantity).unwrap_or(0),
         purpose: purpose.clone(),
     };
-    let none = Catalog::default();
+    let none = TenantCatalog::default();
     let catalog = world.catalog.as_ref().unwrap_or(&none);
-    if !derive(&proposal, catalog).is_ok_and(|purchase| purchase.digest() == digest) {
+    if !derive(&proposal, &catalog.items).is_ok_and(|purchase| purchase.digest() == digest) {
         return Ok(Err(Reason::AuthorityPurchaseChanged));
     }
     if let Err(reason) = chain.authorize(&request.agent_id, sku, 0, now) {

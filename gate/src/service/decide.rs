@@ -8,13 +8,15 @@
 //! same transaction. When the agent holds several delegations, the first
 //! whose chain authorizes the purchase is used; if none does, the refusal is
 //! the oldest one's. A missing or unparsable policy refuses
-//! (`POLICY_INVALID`).
+//! (`POLICY_INVALID`); under an enforceable one, a proposal for a sku whose
+//! catalog row does not verify against the gate's MAC refuses
+//! (`PRICE_INVALID`): no purchase is derived from a price the gate did not
+//! write.
 
 use chrono::{DateTime, Utc};
 
 use super::current_policy::CurrentPolicy;
-use super::world;
-use crate::catalog::Catalog;
+use super::world::{self, TenantCatalog};
 use crate::delegation::DelegationChain;
 use crate::policy::{Evaluation, Inputs, evaluate};
 use crate::proposal::PurchaseProposal;
@@ -96,7 +98,7 @@ pub(crate) fn decide_with_catalog(
     agent: &str,
     proposal: &PurchaseProposal,
     policy: Option<&CurrentPolicy>,
-    catalog: &Catalog,
+    catalog: &TenantCatalog,
     chains: Vec<(String, DelegationChain)>,
     spend: &SpendState,
     now: DateTime<Utc>,
@@ -122,6 +124,15 @@ pub(crate) fn decide_with_catalog(
             };
         }
     };
+    if catalog.unverified(&proposal.sku) {
+        return Decided {
+            evaluation: refused(Reason::PriceInvalid),
+            leaf: None,
+            policy_version: version,
+            mandate,
+        };
+    }
+    let catalog = &catalog.items;
     let judge = |chain: &DelegationChain| {
         evaluate(&Inputs {
             actor: agent,

@@ -172,6 +172,7 @@ pub(crate) async fn read_for_proposal(
     world: Option<&str>,
     lock_anyway: bool,
     keys: &mandate::Keyring,
+    ledger: &super::ledger::LedgerKey,
 ) -> Result<ProposalState, ServiceError> {
     let (currency, cap_paise) = Day::terms(ask.policy);
     let query = sqlx::query_as(
@@ -201,7 +202,9 @@ pub(crate) async fn read_for_proposal(
         what: format!("the policy of {} came back without its digest", ask.tenant),
     })?;
     let (policy, catalog) = match (reply.version, reply.policy) {
-        (Some(version), Some(json)) => policy_read(ask.tenant, version, json, reply.catalog, keys),
+        (Some(version), Some(json)) => {
+            policy_read(ask.tenant, version, json, reply.catalog, keys, ledger)
+        }
         _ => (None, None),
     };
     Ok(ProposalState::Stale(World {
@@ -334,6 +337,11 @@ mod tests {
 
     /// A gate on `db` with the standard world seeded, and its manual clock
     /// (at the standard world's now).
+    /// A ledger key for reads that check no catalog row.
+    fn test_ledger_key() -> super::super::ledger::LedgerKey {
+        super::super::ledger::LedgerKey::derived_from_secret(b"spendgate-decision-state-test-key")
+    }
+
     async fn standard_gate(
         db: &crate::db::FreshDatabase,
     ) -> Result<
@@ -385,6 +393,7 @@ mod tests {
                 Some("stale"),
                 false,
                 &mandate::Keyring::world(),
+                &test_ledger_key(),
             )
             .await?;
             match got {
@@ -409,6 +418,7 @@ mod tests {
             None,
             false,
             &mandate::Keyring::world(),
+            &test_ledger_key(),
         )
         .await?
         else {
@@ -424,6 +434,7 @@ mod tests {
             Some(&world.digest),
             false,
             &mandate::Keyring::world(),
+            &test_ledger_key(),
         )
         .await?;
         let ProposalState::Locked(state) = locked else {
@@ -474,8 +485,14 @@ mod tests {
         assert_eq!(all.len(), 40);
         assert!(refused.len() > 5 && refused.len() < 40, "{}", refused.len());
 
-        let (policy, _) =
-            world::policy_and_catalog(&mut conn, "acme", false, &mandate::Keyring::world()).await?;
+        let (policy, _) = world::policy_and_catalog(
+            &mut conn,
+            "acme",
+            false,
+            &mandate::Keyring::world(),
+            &test_ledger_key(),
+        )
+        .await?;
         let counted = Moment::Proposal
             .counted(clock.now(), policy.as_ref())
             .ok_or("the standard policy counts proposals")?;
@@ -580,8 +597,14 @@ mod tests {
             }
         };
         let mut conn = db.pool().acquire().await?;
-        let (policy, _) =
-            world::policy_and_catalog(&mut conn, "acme", false, &mandate::Keyring::world()).await?;
+        let (policy, _) = world::policy_and_catalog(
+            &mut conn,
+            "acme",
+            false,
+            &mandate::Keyring::world(),
+            &test_ledger_key(),
+        )
+        .await?;
         let read_so_far = "SELECT seq_scan, COALESCE(idx_tup_fetch, 0) \
                              FROM pg_stat_xact_user_tables WHERE relname = 'payment_requests'";
         for (round, made) in [(0, 300), (1, 200)] {

@@ -59,7 +59,7 @@ use sqlx::{PgConnection, PgPool, Postgres};
 
 use super::error::{Ctx, ServiceError};
 use super::lock::{LedgerHeadKey, lock};
-use super::rows::{AuthorityRow, LedgerHeadRow};
+use super::rows::{AuthorityRow, LedgerHeadRow, RequestRow};
 
 /// The hash before the first entry of every chain.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -281,6 +281,137 @@ pub fn api_key_mac_fields(
         actor.to_owned(),
         digest.to_owned(),
     ]
+}
+
+/// A catalog row's MAC fields, in their one order: the tenant and every
+/// column the derivation of a purchase reads (the description decides
+/// nothing and is not covered).
+pub fn catalog_item_mac_fields(tenant: &str, item: &crate::catalog::CatalogItem) -> [String; 8] {
+    [
+        tenant.to_owned(),
+        item.sku.clone(),
+        item.merchant.clone(),
+        item.price_paise.to_string(),
+        item.currency.clone(),
+        item.category.clone(),
+        item.max_quantity.to_string(),
+        item.available.to_string(),
+    ]
+}
+
+/// The MAC the gate stores with a catalog row of `tenant`.
+pub fn catalog_item_mac(
+    key: &LedgerKey,
+    tenant: &str,
+    item: &crate::catalog::CatalogItem,
+) -> String {
+    row_mac(
+        key,
+        "catalog_items",
+        &as_strs(&catalog_item_mac_fields(tenant, item)),
+    )
+}
+
+/// Whether `stored` is the MAC of `tenant`'s catalog row `item`: a row a
+/// database login wrote or edited does not verify.
+pub fn catalog_item_mac_holds(
+    key: &LedgerKey,
+    tenant: &str,
+    item: &crate::catalog::CatalogItem,
+    stored: Option<&str>,
+) -> bool {
+    row_mac_holds(
+        key,
+        "catalog_items",
+        &as_strs(&catalog_item_mac_fields(tenant, item)),
+        stored,
+    )
+}
+
+/// The standing of a request the gate authorized (at birth or at approval):
+/// the only standing checkout and pay accept.
+pub const STANDING_ALLOWED: &str = "allow";
+
+/// The standing of a request whose first decision asked for a human: the
+/// only standing approval accepts.
+pub const STANDING_AWAITING: &str = "step_up";
+
+/// The terms of a payment request its MAC covers: what its decision
+/// derived, under which policy version, and the gate's standing of it
+/// ([`STANDING_ALLOWED`] once authorized; else its first decision's kind).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RequestTerms<'a> {
+    pub tenant: &'a str,
+    pub id: &'a str,
+    pub agent: &'a str,
+    pub sku: Option<&'a str>,
+    pub quantity: Option<i32>,
+    pub merchant: Option<&'a str>,
+    pub amount_paise: Option<i64>,
+    pub currency: Option<&'a str>,
+    pub digest: Option<&'a str>,
+    pub policy_version: Option<i32>,
+    pub standing: &'a str,
+}
+
+/// A column that may be NULL, as a MAC field: `-` for NULL, `+` and the
+/// value otherwise, so no value reads as NULL.
+fn nullable(v: Option<impl ToString>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| format!("+{}", v.to_string()))
+}
+
+impl RequestTerms<'_> {
+    fn fields(&self) -> [String; 11] {
+        [
+            self.tenant.to_owned(),
+            self.id.to_owned(),
+            self.agent.to_owned(),
+            nullable(self.sku),
+            nullable(self.quantity),
+            nullable(self.merchant),
+            nullable(self.amount_paise),
+            nullable(self.currency),
+            nullable(self.digest),
+            nullable(self.policy_version),
+            self.standing.to_owned(),
+        ]
+    }
+
+    /// The MAC the gate stores with the request.
+    pub fn mac(&self, key: &LedgerKey) -> String {
+        row_mac(key, "payment_requests", &as_strs(&self.fields()))
+    }
+
+    /// Whether `stored` is this request's MAC.
+    pub fn verifies(&self, key: &LedgerKey, stored: Option<&str>) -> bool {
+        row_mac_holds(key, "payment_requests", &as_strs(&self.fields()), stored)
+    }
+}
+
+impl RequestRow {
+    /// The row's terms, under `standing`.
+    pub(crate) fn terms<'a>(&'a self, standing: &'a str) -> RequestTerms<'a> {
+        RequestTerms {
+            tenant: &self.tenant_id,
+            id: &self.id,
+            agent: &self.agent_id,
+            sku: self.sku.as_deref(),
+            quantity: self.quantity,
+            merchant: self.merchant_id.as_deref(),
+            amount_paise: self.amount_paise,
+            currency: self.currency.as_deref(),
+            digest: self.purchase_digest.as_deref(),
+            policy_version: self.policy_version,
+            standing,
+        }
+    }
+
+    /// Whether the stored MAC is the one `key` gives for the row's terms
+    /// under `standing`: a request a database login inserted, edited or
+    /// moved to a state the gate did not give it does not verify.
+    pub(crate) fn mac_holds(&self, key: &LedgerKey, standing: &str) -> bool {
+        self.terms(standing).verifies(key, self.row_mac.as_deref())
+    }
 }
 
 /// `fields` as the `&str`s [`row_mac`] takes.

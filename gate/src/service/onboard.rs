@@ -10,6 +10,8 @@
 //!   that already exists is refused by its primary key, never overwritten,
 //!   and nothing is deleted. Prices, policies and delegations change only
 //!   through their own operations (`set_price`, `set_policy`, `grant`).
+//!   Each catalog item carries the gate's MAC (`ledger::catalog_item_mac`),
+//!   and the entry records its price.
 //! - [`Gate::record_onboarding`] appends one entry saying who applied which
 //!   changes to a tenant.
 
@@ -212,8 +214,8 @@ impl<P: PaymentProvider> Gate<P> {
                 })?;
             sqlx::query(
                 "INSERT INTO catalog_items (tenant_id, sku, merchant_id, price_paise, currency, \
-                 category, max_quantity, available, description) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                 category, max_quantity, available, description, row_mac) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(tenant)
             .bind(&item.sku)
@@ -224,6 +226,7 @@ impl<P: PaymentProvider> Gate<P> {
             .bind(max_quantity)
             .bind(item.available)
             .bind(&item.description)
+            .bind(ledger::catalog_item_mac(self.ledger_key(), tenant, item))
             .execute(&mut *tx)
             .await
             .ctx("adding a catalog item")?;

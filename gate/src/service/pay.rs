@@ -7,7 +7,9 @@
 //! whose terms do not verify against the gate's MAC (`row_mac`, keyed with
 //! the ledger key, which the database never holds) is
 //! `AUTHORITY_PURCHASE_CHANGED` (recorded; the request is left as it is,
-//! nothing released on an edited row's word) before the purchase is
+//! nothing released on an edited row's word), and so is an authority whose
+//! request's terms or standing do not verify against its MAC as one the
+//! gate authorized, before the purchase is
 //! re-derived or any provider is called. The policy version,
 //! the purchase's hash and the whole delegation chain are checked again at
 //! consumption (`AUTHORITY_POLICY_CHANGED`, `AUTHORITY_PURCHASE_CHANGED`,
@@ -190,11 +192,14 @@ impl<P: PaymentProvider> Gate<P> {
             // request is left as it is: what its row says it reserves may
             // be edited too, so nothing is released on its word.
             Some((Reason::AuthorityPurchaseChanged, None))
+        } else if !request.mac_holds(self.ledger_key(), ledger::STANDING_ALLOWED) {
+            // A request whose terms or standing the gate did not write: as
+            // an edited authority, refused and left as it is.
+            Some((Reason::AuthorityPurchaseChanged, None))
         } else {
             still_valid(
                 &mut tx,
-                self.worlds(),
-                self.mandate_keys(),
+                self.world_readers(),
                 &request,
                 authority.policy_version,
                 &authority.purchase_digest,

@@ -37,9 +37,9 @@ use super::identity;
 use super::ledger::{self, Entry};
 use super::lock::lock_idempotency_key;
 use super::requests::{self, Birth, NewRequest};
+use super::world::TenantCatalog;
 use super::world_cache::World;
 use super::{Gate, ProposeOutcome};
-use crate::catalog::Catalog;
 use crate::ident::Ident;
 use crate::proposal::{MAX_BODY_BYTES, parse_proposal};
 use crate::provider::PaymentProvider;
@@ -140,7 +140,7 @@ impl<P: PaymentProvider> Gate<P> {
                 world
                     .as_ref()
                     .and_then(|w| w.catalog.as_ref())
-                    .unwrap_or(&Catalog::default()),
+                    .unwrap_or(&TenantCatalog::default()),
                 state.chains,
                 &spend,
                 now,
@@ -225,6 +225,7 @@ impl<P: PaymentProvider> Gate<P> {
                 policy_version: decided.policy_version,
                 born,
                 now,
+                mac_key: self.ledger_key(),
             },
             Some(&queued),
         )
@@ -279,6 +280,7 @@ impl<P: PaymentProvider> Gate<P> {
                 digest,
                 lock_anyway,
                 self.mandate_keys(),
+                self.ledger_key(),
             )
             .await?
             {

@@ -47,6 +47,9 @@ pub(crate) struct NewRequest<'a> {
     pub policy_version: Option<i32>,
     pub born: Birth<'a>,
     pub now: DateTime<Utc>,
+    /// The key of the row's MAC ([`ledger::RequestTerms`]), computed here
+    /// and written by the insert itself.
+    pub mac_key: &'a LedgerKey,
 }
 
 /// A new request's id: `req_` and 128 bits from the system's random source
@@ -109,6 +112,26 @@ pub(crate) async fn insert(
         .map_err(|_| ServiceError::Corrupt {
             what: "a quantity past the boundary's limit reached the database".to_owned(),
         })?;
+    // A sku that is not an identifier is unknown, and is never stored.
+    let sku = new
+        .proposal
+        .map(|p| p.sku.as_str())
+        .filter(|sku| is_ident(sku));
+    let digest = new.purchase.map(Purchase::digest);
+    let row_mac = ledger::RequestTerms {
+        tenant: new.tenant,
+        id: new.id,
+        agent: new.agent,
+        sku,
+        quantity,
+        merchant: new.purchase.map(|p| p.merchant.as_str()),
+        amount_paise: new.purchase.map(|p| p.amount_paise),
+        currency: new.purchase.map(|p| p.currency.as_str()),
+        digest: digest.as_deref(),
+        policy_version: new.policy_version,
+        standing: new.decision.kind(),
+    }
+    .mac(new.mac_key);
     // The request's parameters come after the ledger's, when it carries them.
     let first = if ledger.is_some() { Queued::PARAMS } else { 0 };
     let values = (1..=22)
@@ -119,9 +142,10 @@ pub(crate) async fn insert(
         "INSERT INTO payment_requests (id, tenant_id, agent_id, idempotency_key, body_sha256, sku, \
          quantity, purpose, merchant_id, currency, amount_paise, purchase_digest, decision, reason, \
          state, state_reason, policy_version, reserved_paise, reserved_day, delegation_id, \
-         authorized_at, created_at, updated_at) \
-         VALUES ({values}, ${}) RETURNING {REQUEST_COLUMNS}",
-        first + 22
+         authorized_at, created_at, updated_at, row_mac) \
+         VALUES ({values}, ${}, ${}) RETURNING {REQUEST_COLUMNS}",
+        first + 22,
+        first + 24
     );
     // The body's bytes ride on the same statement (request_body_matches_digest
     // checks them against the row at the statement's end).
@@ -150,18 +174,13 @@ pub(crate) async fn insert(
         .bind(new.agent)
         .bind(new.idempotency_key)
         .bind(new.body_sha256)
-        // A sku that is not an identifier is unknown, and is never stored.
-        .bind(
-            new.proposal
-                .map(|p| p.sku.as_str())
-                .filter(|sku| is_ident(sku)),
-        )
+        .bind(sku)
         .bind(quantity)
         .bind(new.proposal.map(|p| p.purpose.as_str()))
         .bind(new.purchase.map(|p| p.merchant.as_str()))
         .bind(new.purchase.map(|p| p.currency.as_str()))
         .bind(new.purchase.map(|p| p.amount_paise))
-        .bind(new.purchase.map(Purchase::digest))
+        .bind(&digest)
         .bind(new.decision.kind())
         .bind(new.decision.reason().map(Reason::code))
         .bind(state.as_str())
@@ -173,6 +192,7 @@ pub(crate) async fn insert(
         .bind(held.map(|_| new.now))
         .bind(new.now)
         .bind(new.body)
+        .bind(&row_mac)
         .fetch_one(conn)
         .await
         .ctx("recording the proposal")
@@ -261,6 +281,7 @@ pub(crate) struct Transition<'a> {
     note: Note,
     hold: Hold<'a>,
     policy_version: Option<i32>,
+    row_mac: Option<&'a str>,
 }
 
 impl<'a> Transition<'a> {
@@ -274,6 +295,7 @@ impl<'a> Transition<'a> {
             note: Note::None,
             hold: Hold::Keep,
             policy_version: None,
+            row_mac: None,
         }
     }
 
@@ -308,6 +330,15 @@ impl<'a> Transition<'a> {
     pub fn under_policy(self, version: Option<i32>) -> Self {
         Transition {
             policy_version: version,
+            ..self
+        }
+    }
+
+    /// The request's MAC is rewritten to `mac`: its terms under the standing
+    /// the move gives it (entering AUTHORIZED by approval).
+    pub fn sealed(self, mac: &'a str) -> Self {
+        Transition {
+            row_mac: Some(mac),
             ..self
         }
     }
@@ -401,7 +432,8 @@ impl<'a> Transition<'a> {
             "UPDATE payment_requests SET state = {s}, state_reason = COALESCE({note}, state_reason), \
              reserved_paise = {reserved}, reserved_day = {day}, delegation_id = {hop}, \
              policy_version = COALESCE({version}, policy_version), updated_at = {now}, \
-             authorized_at = CASE WHEN {s} = 'AUTHORIZED' THEN {now} ELSE authorized_at END \
+             authorized_at = CASE WHEN {s} = 'AUTHORIZED' THEN {now} ELSE authorized_at END, \
+             row_mac = COALESCE({mac}, row_mac) \
              WHERE tenant_id = {tenant} AND id = {id}",
             tenant = n(1),
             id = n(2),
@@ -412,6 +444,7 @@ impl<'a> Transition<'a> {
             hop = n(7),
             version = n(8),
             now = n(9),
+            mac = n(10),
         );
         let sql = match ledger {
             Some(_) => format!(
@@ -436,6 +469,7 @@ impl<'a> Transition<'a> {
             .bind(hop)
             .bind(self.policy_version)
             .bind(now)
+            .bind(self.row_mac)
             .fetch_optional(conn)
             .await
             .ctx("moving a request to its next state")?;

@@ -66,6 +66,8 @@ pub(crate) struct RequestRow {
     pub reserved_paise: i64,
     pub created_at: DateTime<Utc>,
     pub authorized_at: Option<DateTime<Utc>>,
+    /// The gate's MAC over the request's terms (`ledger::RequestTerms`).
+    pub row_mac: Option<String>,
 }
 
 /// How long a request may wait, in PENDING_APPROVAL since it was proposed or
@@ -87,14 +89,15 @@ impl RequestRow {
 
 pub(crate) const REQUEST_COLUMNS: &str = "tenant_id, id, agent_id, sku, quantity, \
     purpose, merchant_id, currency, amount_paise, purchase_digest, state, \
-    policy_version, delegation_id, reserved_day, reserved_paise, created_at, authorized_at";
+    policy_version, delegation_id, reserved_day, reserved_paise, created_at, authorized_at, \
+    row_mac";
 
 impl Lockable for RequestRow {
     type Key<'k> = RequestKey<'k>;
     const SELECT: &'static str = "SELECT tenant_id, id, agent_id, sku, quantity, \
         purpose, merchant_id, currency, amount_paise, purchase_digest, state, \
-        policy_version, delegation_id, reserved_day, reserved_paise, created_at, authorized_at \
-        FROM payment_requests";
+        policy_version, delegation_id, reserved_day, reserved_paise, created_at, authorized_at, \
+        row_mac FROM payment_requests";
 }
 
 /// One delegation hop.

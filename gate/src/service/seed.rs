@@ -5,7 +5,10 @@
 //! delegations go through the same insert as `grant`, so the database's
 //! `delegation_attenuates` and `ck_delegation_budget_partitioned` hold for a
 //! seed as for anything else, and a refused hop fails the whole seed with
-//! [`ServiceError::SeedRefused`]. The seed structs are plain data with a
+//! [`ServiceError::SeedRefused`]. Each catalog row carries the gate's MAC
+//! (`ledger::catalog_item_mac`), and the tenant's seed entry records each
+//! sku's price (`catalog_prices`), what `ledger verify` compares the
+//! catalog with. The seed structs are plain data with a
 //! world file's keys, so a world file deserializes straight into them
 //! without knowing the schema.
 
@@ -66,7 +69,7 @@ impl<P: PaymentProvider> Gate<P> {
         mandates: &[SignedMandate],
     ) -> Result<(), ServiceError> {
         let now = self.now();
-        let mut rows = SeedRows::of(seed)?;
+        let mut rows = SeedRows::of(seed, self.ledger_key())?;
         for t in &seed.tenants {
             let refused = |reason: Reason, why: &str| ServiceError::SeedRefused {
                 what: format!("the mandate of tenant {}: {why}", t.id),
@@ -139,9 +142,9 @@ impl<P: PaymentProvider> Gate<P> {
         let c = &rows.catalog;
         sqlx::query(
             "INSERT INTO catalog_items (tenant_id, sku, merchant_id, price_paise, currency, \
-             category, max_quantity, available, description) \
+             category, max_quantity, available, description, row_mac) \
              SELECT * FROM UNNEST($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], \
-               $6::text[], $7::int[], $8::bool[], $9::text[])",
+               $6::text[], $7::int[], $8::bool[], $9::text[], $10::text[])",
         )
         .bind(&c.tenant)
         .bind(&c.sku)
@@ -152,6 +155,7 @@ impl<P: PaymentProvider> Gate<P> {
         .bind(&c.max_quantity)
         .bind(&c.available)
         .bind(&c.description)
+        .bind(&c.row_mac)
         .execute(&mut *tx)
         .await
         .ctx("seeding the catalog")?;
@@ -197,6 +201,11 @@ impl<P: PaymentProvider> Gate<P> {
                     "agents": t.agents,
                     "merchants": t.merchants,
                     "catalog": t.catalog.len(),
+                    "catalog_prices": t
+                        .catalog
+                        .iter()
+                        .map(|i| (i.sku.clone(), i.price_paise))
+                        .collect::<std::collections::BTreeMap<_, _>>(),
                     "policy": policy,
                     "policy_version": 1,
                     "delegations": t.delegations,
@@ -245,10 +254,11 @@ struct CatalogRows {
     max_quantity: Vec<i32>,
     available: Vec<bool>,
     description: Vec<String>,
+    row_mac: Vec<String>,
 }
 
 impl SeedRows {
-    fn of(seed: &Seed) -> Result<SeedRows, ServiceError> {
+    fn of(seed: &Seed, key: &ledger::LedgerKey) -> Result<SeedRows, ServiceError> {
         let mut rows = SeedRows::default();
         for t in &seed.tenants {
             rows.tenants.push(t.id.clone());
@@ -284,6 +294,7 @@ impl SeedRows {
                 c.max_quantity.push(max_quantity);
                 c.available.push(item.available);
                 c.description.push(item.description.clone());
+                c.row_mac.push(ledger::catalog_item_mac(key, &t.id, item));
             }
         }
         Ok(rows)

@@ -2,11 +2,16 @@
 //!
 //! Guarantees: the policy is the tenant's latest published version, and a
 //! missing or unparsable policy is `POLICY_INVALID` (fail closed, never "no
-//! limit"); the catalog is the tenant's own rows only; a delegation chain is
+//! limit"); the catalog is the tenant's own rows only, each checked once per
+//! read against the gate's MAC (`row_mac`, keyed from the ledger key): a row
+//! that does not verify derives no purchase, and its sku is kept aside
+//! (`TenantCatalog`'s `unverified` skus) so that it is refused, never a guess at
+//! its price; a delegation chain is
 //! read root to leaf by following the leaf's parents inside the tenant. These
 //! are plain reads: the rows a decision spends from, and the spend state it
 //! is judged on, are locked and read by [`super::decision_state`].
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
@@ -16,6 +21,7 @@ use sqlx::types::Json;
 use super::chain_hops::ChainHop;
 use super::current_policy::CurrentPolicy;
 use super::error::{Ctx, ServiceError};
+use super::ledger::{self, LedgerKey};
 use super::rows::{DELEGATION_COLUMNS, DelegationRow};
 use super::world_cache::World;
 use crate::catalog::{Catalog, CatalogItem};
@@ -35,7 +41,8 @@ pub(crate) async fn policy_and_catalog(
     tenant: &str,
     want_catalog: bool,
     keys: &Keyring,
-) -> Result<(Option<CurrentPolicy>, Option<Catalog>), ServiceError> {
+    ledger: &LedgerKey,
+) -> Result<(Option<CurrentPolicy>, Option<TenantCatalog>), ServiceError> {
     type Read = (i32, serde_json::Value, Option<Json<Vec<CatalogRow>>>);
     let row: Option<Read> = sqlx::query_as(concat!(
         "SELECT v.version, v.policy, CASE WHEN $2 THEN ( \
@@ -53,7 +60,7 @@ pub(crate) async fn policy_and_catalog(
     let Some((version, json, rows)) = row else {
         return Ok((None, None));
     };
-    Ok(policy_read(tenant, version, json, rows, keys))
+    Ok(policy_read(tenant, version, json, rows, keys, ledger))
 }
 
 /// The tenant's policy and catalog, and the chain from the root down to
@@ -75,6 +82,7 @@ pub(crate) async fn world_and_chain(
     leaf: Option<&str>,
     cached: Option<Arc<World>>,
     keys: &Keyring,
+    ledger: &LedgerKey,
 ) -> Result<(Arc<World>, DelegationChain), ServiceError> {
     type Read = (
         bool,
@@ -122,7 +130,9 @@ pub(crate) async fn world_and_chain(
         (true, Some(world)) => world,
         _ => {
             let (policy, catalog) = match (version, json) {
-                (Some(version), Some(json)) => policy_read(tenant, version, json, rows, keys),
+                (Some(version), Some(json)) => {
+                    policy_read(tenant, version, json, rows, keys, ledger)
+                }
                 _ => (None, None),
             };
             // Read for this check alone: the digest is never compared.
@@ -137,19 +147,38 @@ pub(crate) async fn world_and_chain(
 }
 
 /// A policy version as read, and the catalog read beside it: the catalog
-/// only under an enforceable policy.
+/// only under an enforceable policy, each row checked against its MAC
+/// under `ledger` ([`catalog_of`]).
 pub(crate) fn policy_read(
     tenant: &str,
     version: i32,
     json: serde_json::Value,
     rows: Option<Json<Vec<CatalogRow>>>,
     keys: &Keyring,
-) -> (Option<CurrentPolicy>, Option<Catalog>) {
+    ledger: &LedgerKey,
+) -> (Option<CurrentPolicy>, Option<TenantCatalog>) {
     let current = CurrentPolicy::parsed(tenant, version, json, keys);
     let catalog = rows
         .filter(|_| current.policy.is_ok())
-        .map(|Json(rows)| catalog_of(rows));
+        .map(|Json(rows)| catalog_of(tenant, rows, ledger));
     (Some(current), catalog)
+}
+
+/// A tenant's catalog as the gate read it: the rows whose MAC verifies, and
+/// the skus of the rows whose MAC does not (written or edited by someone
+/// without the ledger key), which derive no purchase.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TenantCatalog {
+    pub items: Catalog,
+    pub unverified: BTreeSet<String>,
+}
+
+impl TenantCatalog {
+    /// Whether `sku`'s row is one the gate did not write: a purchase of it
+    /// has no price the gate can stand behind.
+    pub fn unverified(&self, sku: &str) -> bool {
+        self.unverified.contains(sku)
+    }
 }
 
 /// The one read of a tenant's latest policy version (`$1` the tenant): its
@@ -169,7 +198,7 @@ pub(crate) use latest_policy;
 macro_rules! catalog_select {
     () => {
         "SELECT sku, merchant_id, price_paise, currency, category, max_quantity, available, \
-         description FROM catalog_items WHERE tenant_id = $1"
+         description, row_mac FROM catalog_items WHERE tenant_id = $1"
     };
 }
 use catalog_select;
@@ -184,20 +213,36 @@ pub(crate) struct CatalogRow {
     max_quantity: i32,
     available: bool,
     description: String,
+    row_mac: Option<String>,
 }
 
-fn catalog_of(rows: Vec<CatalogRow>) -> Catalog {
-    Catalog::new(rows.into_iter().map(|r| CatalogItem {
-        sku: r.sku,
-        merchant: r.merchant_id,
-        price_paise: r.price_paise,
-        currency: r.currency.trim_end().to_owned(),
-        category: r.category,
-        // A negative maximum cannot be stored (ck_catalog_max_quantity_positive).
-        max_quantity: u32::try_from(r.max_quantity).unwrap_or(0),
-        available: r.available,
-        description: r.description,
-    }))
+/// `tenant`'s catalog rows, each checked against its MAC under `ledger`:
+/// the rows that verify make the catalog, the others' skus are kept aside.
+fn catalog_of(tenant: &str, rows: Vec<CatalogRow>, ledger: &LedgerKey) -> TenantCatalog {
+    let mut unverified = BTreeSet::new();
+    let mut items = Vec::with_capacity(rows.len());
+    for r in rows {
+        let item = CatalogItem {
+            sku: r.sku,
+            merchant: r.merchant_id,
+            price_paise: r.price_paise,
+            currency: r.currency.trim_end().to_owned(),
+            category: r.category,
+            // A negative maximum cannot be stored (ck_catalog_max_quantity_positive).
+            max_quantity: u32::try_from(r.max_quantity).unwrap_or(0),
+            available: r.available,
+            description: r.description,
+        };
+        if ledger::catalog_item_mac_holds(ledger, tenant, &item, r.row_mac.as_deref()) {
+            items.push(item);
+        } else {
+            unverified.insert(item.sku);
+        }
+    }
+    TenantCatalog {
+        items: Catalog::new(items),
+        unverified,
+    }
 }
 
 /// The chain from the root down to `leaf`, root first.

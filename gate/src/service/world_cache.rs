@@ -14,13 +14,15 @@
 //! read in a statement of its own before this cache existed. At most
 //! [`MAX_TENANTS`] entries are kept: a full cache is emptied before another
 //! tenant goes in, so no caller can grow it without bound. Clones share the
-//! entries.
+//! entries. An entry's catalog rows were checked against their MACs once,
+//! when it was read (`world::TenantCatalog`): the digest covers each row's
+//! MAC, so a row edited since is a new world, read and checked afresh.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::current_policy::CurrentPolicy;
-use crate::catalog::Catalog;
+use super::world::TenantCatalog;
 
 /// At most this many tenants' worlds are kept.
 pub(crate) const MAX_TENANTS: usize = 1024;
@@ -34,8 +36,9 @@ pub(crate) struct World {
     pub digest: String,
     /// The latest policy version; `None` when the tenant has none.
     pub policy: Option<CurrentPolicy>,
-    /// The catalog; `None` unless the policy is enforceable.
-    pub catalog: Option<Catalog>,
+    /// The catalog, its rows checked against their MACs once, when read;
+    /// `None` unless the policy is enforceable.
+    pub catalog: Option<TenantCatalog>,
 }
 
 /// The worlds a gate has read, by tenant.

@@ -8,10 +8,28 @@
 use std::sync::Arc;
 
 use crate::support::*;
+use gate::CatalogItem;
 use gate::provider::InProcessProvider;
 use gate::service::Gate;
+use gate::service::LedgerKey;
+use gate::service::ledger::catalog_item_mac;
+use gate::service::standard;
 use gate::{Decision, PolicyPatch, Reason};
 use sqlx::PgPool;
+
+/// The MAC the gate's key gives acme's catalog row `item`: what a writer
+/// holding the key stores with a row it writes by SQL.
+fn mac(item: &CatalogItem) -> String {
+    catalog_item_mac(&LedgerKey::derived_from_secret(SECRET), "acme", item)
+}
+
+/// The standard world's acme row for `sku`.
+fn standard_item(sku: &str) -> CatalogItem {
+    standard::catalog()
+        .into_iter()
+        .find(|i| i.sku == sku)
+        .expect("the standard world sells the sku")
+}
 
 /// The amount and the policy version recorded for a request.
 async fn recorded(pool: &PgPool, id: &str) -> Result<(Option<i64>, Option<i32>), sqlx::Error> {
@@ -50,10 +68,17 @@ async fn a_price_catalog_or_policy_changed_behind_a_gates_back_decides_its_next_
         let (amount, version) = recorded(w.pool(), &request_id(&p)).await?;
         assert_eq!(amount, Some(30_000), "decided on the price as it is now");
 
-        // A plain SQL writer takes the sku off sale.
+        // A plain SQL writer holding the key takes the sku off sale.
+        let off_sale = CatalogItem {
+            price_paise: 30_000,
+            available: false,
+            ..standard_item("SNACK-BOX")
+        };
         sqlx::query(
-            "UPDATE catalog_items SET available = false WHERE tenant_id = 'acme' AND sku = 'SNACK-BOX'",
+            "UPDATE catalog_items SET available = false, row_mac = $1 \
+              WHERE tenant_id = 'acme' AND sku = 'SNACK-BOX'",
         )
+        .bind(mac(&off_sale))
         .execute(w.owner())
         .await?;
         let p = w.propose("SNACK-BOX", 1).await?;
@@ -74,13 +99,20 @@ async fn a_price_catalog_or_policy_changed_behind_a_gates_back_decides_its_next_
         let p = w.propose("CLOUD-STARTER", 1).await?;
         assert_eq!(p.decision, deny(Reason::CurrencyNotAllowed));
         let (_, new_version) = recorded(w.pool(), &request_id(&p)).await?;
-        assert_eq!(new_version, version.map(|v| v + 1), "the new version decided");
+        assert_eq!(
+            new_version,
+            version.map(|v| v + 1),
+            "the new version decided"
+        );
         let usd_days: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM daily_spend WHERE tenant_id = 'acme' AND currency = 'USD'",
         )
         .fetch_one(w.pool())
         .await?;
-        assert_eq!(usd_days, 1, "the day was locked in the new policy's currency");
+        assert_eq!(
+            usd_days, 1,
+            "the day was locked in the new policy's currency"
+        );
         assert!(w.gate.verify_ledger().await?.intact());
         Ok(())
     })
@@ -199,12 +231,25 @@ async fn a_catalog_row_added_or_removed_by_sql_decides_the_next_proposal() -> Te
         assert_eq!(p.decision, deny(Reason::SkuUnknown));
         assert_eq!(w.propose("SNACK-BOX", 1).await?.decision, Decision::Allow);
 
-        exec(
-            w.owner(),
+        // Written by plain SQL with the MAC the gate's key gives the row.
+        let mini = CatalogItem {
+            sku: "SNACK-MINI".into(),
+            merchant: "snackshop".into(),
+            price_paise: 5000,
+            currency: "INR".into(),
+            category: "food".into(),
+            max_quantity: 4,
+            available: true,
+            description: "a small box".into(),
+        };
+        sqlx::query(
             "INSERT INTO catalog_items (tenant_id, sku, merchant_id, price_paise, currency, \
-             category, max_quantity, available, description) \
-             VALUES ('acme', 'SNACK-MINI', 'snackshop', 5000, 'INR', 'food', 4, true, 'a small box')",
+             category, max_quantity, available, description, row_mac) \
+             VALUES ('acme', 'SNACK-MINI', 'snackshop', 5000, 'INR', 'food', 4, true, \
+                     'a small box', $1)",
         )
+        .bind(mac(&mini))
+        .execute(w.owner())
         .await?;
         let p = w.propose("SNACK-MINI", 1).await?;
         assert_eq!(p.decision, Decision::Allow, "the added row decides");
@@ -217,7 +262,11 @@ async fn a_catalog_row_added_or_removed_by_sql_decides_the_next_proposal() -> Te
         )
         .await?;
         let p = w.propose("SNACK-BOX", 1).await?;
-        assert_eq!(p.decision, deny(Reason::SkuUnknown), "the removed row is gone");
+        assert_eq!(
+            p.decision,
+            deny(Reason::SkuUnknown),
+            "the removed row is gone"
+        );
         let (stamp, world) = stamp_and_world(w.pool()).await?;
         assert_eq!(stamp.as_deref(), Some(world.as_str()));
         Ok(())

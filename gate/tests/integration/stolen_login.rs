@@ -529,3 +529,286 @@ async fn a_row_token_digest_is_hex_and_names_one_scope() -> TestResult {
     })
     .await
 }
+
+/// How many `kind` entries the ledger holds about `subject`: each refusal
+/// goes through the one refusal path, which records it.
+async fn recorded(w: &World, kind: &str, subject: &str) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM ledger_entries \
+          WHERE kind = $1 AND entry::jsonb ->> 'subject' = $2",
+    )
+    .bind(kind)
+    .bind(subject)
+    .fetch_one(w.owner())
+    .await
+}
+
+/// Attempt 17: the login sets a catalog price. The next proposal for the
+/// sku is refused PRICE_INVALID (recorded), an authority issued before the
+/// change pays nothing, a price change by the gate does not give the row
+/// its MAC, and the audit names the row and the price the ledger recorded.
+#[tokio::test]
+async fn attempt_17_a_price_set_by_the_login_moves_no_money_and_is_named() -> TestResult {
+    on_world(async |w| {
+        let (_request, authority) = checked_out(w).await?;
+        let set = exec(
+            w.pool(),
+            "UPDATE catalog_items SET price_paise = 2500 \
+              WHERE tenant_id = 'acme' AND sku = 'SNACK-BOX'",
+        )
+        .await?;
+        assert_eq!(set, 1, "the runtime role may update catalog rows");
+
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, deny(Reason::PriceInvalid), "{p:?}");
+        let refused: Option<String> =
+            sqlx::query_scalar("SELECT reason FROM payment_requests WHERE id = $1")
+                .bind(request_id(&p))
+                .fetch_one(w.owner())
+                .await?;
+        assert_eq!(refused.as_deref(), Some("PRICE_INVALID"));
+        // Another sku's row still verifies and still decides.
+        assert_eq!(
+            w.propose("CLOUD-STARTER", 1).await?.decision,
+            Decision::Allow
+        );
+
+        let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+        assert_eq!(
+            paid.decision,
+            deny(Reason::AuthorityPurchaseChanged),
+            "{paid:?}"
+        );
+        assert!(
+            w.gate.provider().orders().is_empty(),
+            "a provider order was created: {:?}",
+            w.gate.provider().orders()
+        );
+
+        let again = w.gate.set_price("acme", "SNACK-BOX", 2500).await?;
+        assert_eq!(again.decision, deny(Reason::PriceInvalid), "{again:?}");
+        assert_eq!(recorded(w, "catalog.price_refused", "SNACK-BOX").await?, 1);
+        assert_eq!(
+            w.propose("SNACK-BOX", 1).await?.decision,
+            deny(Reason::PriceInvalid),
+            "the gate's price change laundered the row"
+        );
+
+        let found = named(w, "catalog_items").await?;
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            (found[0].tenant.as_str(), found[0].key.as_str()),
+            ("acme", "sku=SNACK-BOX")
+        );
+        assert!(
+            found[0].problem.contains("MAC does not verify")
+                && found[0]
+                    .problem
+                    .contains("price_paise 2500 but the ledger last recorded 25000"),
+            "{found:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// A price the gate sets is recorded and MACed: proposals decide on it, and
+/// the audit finds nothing in the catalog.
+#[tokio::test]
+async fn a_price_the_gate_sets_decides_and_the_audit_agrees() -> TestResult {
+    on_world(async |w| {
+        assert!(named(w, "catalog_items").await?.is_empty());
+        let set = w.gate.set_price("acme", "SNACK-BOX", 30_000).await?;
+        assert_eq!(set.decision, Decision::Allow, "{set:?}");
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, Decision::Allow, "{p:?}");
+        let amount: Option<i64> =
+            sqlx::query_scalar("SELECT amount_paise FROM payment_requests WHERE id = $1")
+                .bind(request_id(&p))
+                .fetch_one(w.owner())
+                .await?;
+        assert_eq!(amount, Some(30_000));
+        assert!(named(w, "catalog_items").await?.is_empty());
+        assert!(named(w, "payment_requests").await?.is_empty());
+        Ok(())
+    })
+    .await
+}
+
+/// The login's copy of `request` as a new AUTHORIZED request `forged`, for
+/// `amount` paise (its reservation too) and otherwise the same terms.
+fn forged_copy(request: &str, forged: &str, amount: i64) -> String {
+    format!(
+        "INSERT INTO payment_requests (id, tenant_id, agent_id, body_sha256, sku, quantity, \
+         purpose, merchant_id, currency, amount_paise, purchase_digest, decision, state, \
+         policy_version, reserved_paise, reserved_day, delegation_id, authorized_at, \
+         created_at, updated_at, row_mac) \
+         SELECT '{forged}', tenant_id, agent_id, body_sha256, sku, quantity, purpose, \
+                merchant_id, currency, {amount}, purchase_digest, decision, state, \
+                policy_version, {amount}, reserved_day, delegation_id, authorized_at, \
+                created_at, updated_at, row_mac \
+           FROM payment_requests WHERE id = '{request}'"
+    )
+}
+
+/// Attempt 18: the login inserts an AUTHORIZED request of its own (a copy
+/// of a real one, at 100 times its amount, with the real one's MAC).
+/// Checkout refuses it AUTHORITY_PURCHASE_CHANGED (recorded): no
+/// authority, no provider order; the audit names it.
+#[tokio::test]
+async fn attempt_18_a_login_inserted_authorized_request_gets_no_authority() -> TestResult {
+    on_world(async |w| {
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(p.decision, Decision::Allow, "{p:?}");
+        let forged = "req_0000000000000000000000000000f0a9";
+        exec(w.pool(), &forged_copy(&request_id(&p), forged, 2_500_000)).await?;
+
+        let c = w.gate.checkout("acme", forged, "finance-lead").await?;
+        assert_eq!(c.decision, deny(Reason::AuthorityPurchaseChanged), "{c:?}");
+        assert_eq!(recorded(w, "checkout.refused", forged).await?, 1);
+        let authorities: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM checkout_authorities WHERE request_id = $1")
+                .bind(forged)
+                .fetch_one(w.owner())
+                .await?;
+        assert_eq!(
+            authorities, 0,
+            "an authority was issued for a forged request"
+        );
+        assert!(w.gate.provider().orders().is_empty());
+        let state: String = sqlx::query_scalar("SELECT state FROM payment_requests WHERE id = $1")
+            .bind(forged)
+            .fetch_one(w.owner())
+            .await?;
+        assert_eq!(
+            state, "AUTHORIZED",
+            "nothing is done on a forged row's word"
+        );
+
+        let found = named(w, "payment_requests").await?;
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].key, format!("id={forged}"));
+        assert!(found[0].problem.contains("2500000"), "{found:?}");
+        Ok(())
+    })
+    .await
+}
+
+/// Attempt 19: the login edits a pending request's amount. The terms
+/// trigger refuses it; past the trigger (the owner switches it off), the
+/// approval is refused AUTHORITY_PURCHASE_CHANGED (recorded) before any
+/// approval is written, and the audit names the request.
+#[tokio::test]
+async fn attempt_19_a_login_edited_pending_request_is_not_approved() -> TestResult {
+    on_world(async |w| {
+        let p = w.propose("CLOUD-TEAM", 1).await?;
+        assert!(matches!(p.decision, Decision::StepUp(_)), "{p:?}");
+        let request = request_id(&p);
+        let edit = format!("UPDATE payment_requests SET amount_paise = 100 WHERE id = '{request}'");
+        assert_sql_refused_by(w.pool(), &edit, "request_terms_immutable").await;
+        exec(
+            w.owner(),
+            "ALTER TABLE payment_requests DISABLE TRIGGER request_terms_immutable",
+        )
+        .await?;
+        assert_eq!(exec(w.pool(), &edit).await?, 1);
+
+        let a = w.gate.approve("acme", &request, "finance-lead").await?;
+        assert_eq!(a.decision, deny(Reason::AuthorityPurchaseChanged), "{a:?}");
+        assert_eq!(recorded(w, "approval.refused", &request).await?, 1);
+        let approvals: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM approvals WHERE request_id = $1")
+                .bind(&request)
+                .fetch_one(w.owner())
+                .await?;
+        assert_eq!(approvals, 0);
+        let found = named(w, "payment_requests").await?;
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].key, format!("id={request}"));
+        Ok(())
+    })
+    .await
+}
+
+/// Attempt 20: the login approves a pending request itself, moving it to
+/// AUTHORIZED with a reservation. Its MAC is still the step-up's, so
+/// checkout refuses it AUTHORITY_PURCHASE_CHANGED: no authority; the audit
+/// names it. A request a human approved through the gate checks out.
+#[tokio::test]
+async fn attempt_20_a_request_the_login_authorized_gets_no_authority() -> TestResult {
+    on_world(async |w| {
+        let p = w.propose("CLOUD-TEAM", 1).await?;
+        assert!(matches!(p.decision, Decision::StepUp(_)), "{p:?}");
+        let request = request_id(&p);
+        exec(
+            w.pool(),
+            &format!(
+                "UPDATE payment_requests SET state = 'AUTHORIZED', reserved_paise = amount_paise, \
+                        reserved_day = created_at::date, delegation_id = 'd-buyer', \
+                        authorized_at = created_at \
+                  WHERE id = '{request}'"
+            ),
+        )
+        .await?;
+        let c = w.gate.checkout("acme", &request, "finance-lead").await?;
+        assert_eq!(c.decision, deny(Reason::AuthorityPurchaseChanged), "{c:?}");
+        assert_eq!(recorded(w, "checkout.refused", &request).await?, 1);
+        assert!(
+            named(w, "payment_requests")
+                .await?
+                .iter()
+                .any(|d| d.key == format!("id={request}")),
+            "the audit did not name it"
+        );
+
+        // The same sku, approved by a human through the gate, checks out.
+        let p = w.propose("CLOUD-TEAM", 1).await?;
+        let approved = request_id(&p);
+        let a = w.gate.approve("acme", &approved, "finance-lead").await?;
+        assert_eq!(a.decision, Decision::Allow, "{a:?}");
+        let c = w.gate.checkout("acme", &approved, "finance-lead").await?;
+        assert!(c.is_ok(), "{c:?}");
+        assert!(
+            !named(w, "payment_requests")
+                .await?
+                .iter()
+                .any(|d| d.key == format!("id={approved}")),
+            "the audit named a request the gate approved"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// Attempt 21: a request handed to another agent after its authority was
+/// issued (past the terms trigger, which the owner switches off), so that
+/// agent may pay it. Pay refuses AUTHORITY_PURCHASE_CHANGED (recorded): no
+/// provider order.
+#[tokio::test]
+async fn attempt_21_a_request_edited_after_checkout_pays_nothing() -> TestResult {
+    on_world(async |w| {
+        let (request, authority) = checked_out(w).await?;
+        exec(
+            w.owner(),
+            "ALTER TABLE payment_requests DISABLE TRIGGER request_terms_immutable",
+        )
+        .await?;
+        exec(
+            w.pool(),
+            &format!(
+                "UPDATE payment_requests SET agent_id = 'procurement-agent' WHERE id = '{request}'"
+            ),
+        )
+        .await?;
+        let paid = w.gate.pay("acme", &authority, "procurement-agent").await?;
+        assert_eq!(
+            paid.decision,
+            deny(Reason::AuthorityPurchaseChanged),
+            "{paid:?}"
+        );
+        assert_eq!(recorded(w, "authority.refused", &authority).await?, 1);
+        assert!(w.gate.provider().orders().is_empty());
+        Ok(())
+    })
+    .await
+}
