@@ -485,7 +485,10 @@ fn counter_triggers_section(t: Option<&CounterTriggers>) -> String {
          alone.\n",
         (1.0 - COUNTER_TRIGGER_MAX_COST) * 100.0
     );
-    s.push_str("| enabled | flow, off | flow, on | on ÷ off | verdict |\n|---|---|---|---|---|\n");
+    s.push_str(
+        "| enabled | flow, off | flow, on | on ÷ off | pairs' on ÷ off, lowest to highest | verdict |\n\
+         |---|---|---|---|---|---|\n",
+    );
     for row in &t.rows {
         let (off, on, both) = pooled_pairs(&row.pairs);
         let verdict = match both {
@@ -494,9 +497,23 @@ fn counter_triggers_section(t: Option<&CounterTriggers>) -> String {
             None => "n/a",
         };
         let names: Vec<String> = row.enabled.iter().map(|n| format!("`{n}`")).collect();
+        let each: Vec<f64> = row
+            .pairs
+            .off
+            .iter()
+            .zip(&row.pairs.on)
+            .filter_map(|(off, on)| on.per_sec.zip(off.per_sec).and_then(|(a, b)| ratio(a, b)))
+            .collect();
+        let spread = match (
+            each.iter().copied().reduce(f64::min),
+            each.iter().copied().reduce(f64::max),
+        ) {
+            (Some(lo), Some(hi)) => format!("{lo:.3} to {hi:.3}"),
+            _ => "n/a".into(),
+        };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {verdict} |",
+            "| {} | {} | {} | {} | {spread} | {verdict} |",
             names.join(", "),
             format_rate(off),
             format_rate(on),
@@ -763,13 +780,14 @@ pub(in crate::perf::render) mod tests {
         let md = section(Some(&fixed()), None);
         assert!(
             md.contains(
-                "| `daily_spend_counts_requests` | 100/s | 96.0/s | 0.960 | within 10%: enforce |"
+                "| `daily_spend_counts_requests` | 100/s | 96.0/s | 0.960 | 0.960 to 0.960 | \
+                 within 10%: enforce |"
             ),
             "{md}"
         );
         assert!(
             md.contains(
-                "| `delegation_spend_counts_requests` | 100/s | 85.0/s | 0.850 | \
+                "| `delegation_spend_counts_requests` | 100/s | 85.0/s | 0.850 | 0.850 to 0.850 | \
                  more than 10%: ship disabled |"
             ),
             "{md}"
