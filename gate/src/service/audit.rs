@@ -11,7 +11,9 @@
 //! - a day whose `reserved_paise` is not the sum its requests reserve on it;
 //! - a hop whose `spent_paise` is not the sum its requests reserve on it;
 //! - a captured payment without the signed provider event that carried it
-//!   (or, learnt by reconcile, without a ledger entry naming it);
+//!   (applied to its order, or kept for reconcile) or, learnt by
+//!   reconcile, without the reconcile entry of its order's authority or a
+//!   ledger entry naming it;
 //! - a policy version, a tenant or a root delegation without the ledger
 //!   entry that made it;
 //! - a catalog row whose MAC does not verify (terms the gate never wrote),
@@ -23,8 +25,14 @@
 //!   authorized; any other, its first decision or an authorization).
 //!
 //! It changes nothing; a disagreement is a finding, never an error. The
-//! counters are checked here rather than by deferred constraint triggers:
-//! what such triggers would cost the flow is unmeasured.
+//! day and hop counters and the captured payments are also guarded at
+//! commit by deferred constraint triggers (`daily_spend_counts_requests`,
+//! `delegation_spend_counts_requests`, `provider_payment_carried_by_event`,
+//! `migrations/20261208000200_counters_agree.sql`), each checking only the
+//! rows its transaction wrote; what each costs the purchase flow is in
+//! `harness perf`'s report ("What the counter triggers cost"). The audit
+//! checks every row whether or not a trigger is enabled: it sees what a
+//! trigger switched off by the owner let through.
 
 use serde::Serialize;
 use sqlx::{PgPool, Postgres, Transaction};
@@ -431,8 +439,21 @@ const COUNTS: &[(&str, &str, &str)] = &[
          WHERE ($1::text IS NULL OR p.tenant_id = $1) AND p.status = 'captured' \
            AND NOT EXISTS (SELECT 1 FROM provider_events e \
                             WHERE e.tenant_id = p.tenant_id \
+                              AND e.request_id = p.request_id \
                               AND e.provider_order_id = p.provider_order_id \
-                              AND e.event = 'payment.captured' AND e.outcome = 'applied') \
+                              AND e.event IN ('payment.captured', 'order.paid', \
+                                              'payment.authorized') \
+                              AND e.outcome = 'applied') \
+           AND NOT EXISTS (SELECT 1 FROM kept_captures k \
+                            WHERE k.tenant_id = p.tenant_id \
+                              AND k.provider_payment_id = p.provider_payment_id \
+                              AND k.provider_order_id = p.provider_order_id) \
+           AND NOT (p.source = 'reconcile' AND EXISTS ( \
+                    SELECT 1 FROM provider_orders o JOIN ledger_entries l \
+                      ON l.tenant_id = o.tenant_id AND l.kind = 'reconcile' \
+                     AND l.entry::jsonb ->> 'subject' = o.authority_id \
+                     WHERE o.tenant_id = p.tenant_id \
+                       AND o.provider_order_id = p.provider_order_id)) \
            AND NOT EXISTS (SELECT 1 FROM ledger_entries l \
                             WHERE l.tenant_id = p.tenant_id \
                               AND strpos(l.entry, p.provider_payment_id) > 0)",

@@ -54,6 +54,7 @@ async fn ck_delegation_budget_partitioned_refuses_sibling_oversubscription() -> 
 #[tokio::test]
 async fn ck_delegation_budget_partitioned_refuses_spending_past_the_budget() -> TestResult {
     on_world(async |w| {
+        without_counter_triggers(w).await?;
         exec(w.pool(), &child("d-a", "d-buyer", 150000)).await?;
         assert_refused_by(
             exec(
@@ -270,6 +271,7 @@ async fn fk_delegation_grantee_same_tenant_refuses_another_tenants_agent() -> Te
 #[tokio::test]
 async fn request_state_transition_refuses_capturing_from_anywhere_else() -> TestResult {
     on_world(async |w| {
+        without_counter_triggers(w).await?;
         let request = authorized(w).await?;
         // A captured payment recorded for the AUTHORIZED request (borrowing
         // another request's order), so request_captured_by_event, which fires
@@ -352,6 +354,7 @@ async fn request_state_transition_refuses_a_request_born_checkout_issued() -> Te
 async fn request_state_transition_lets_a_request_be_born_refused_waiting_or_authorized_but_never_further()
 -> TestResult {
     on_world(async |w| {
+        without_counter_triggers(w).await?;
         // A refusal and a wait for a human hold nothing: a proposal may be born in them.
         exec(
             w.pool(),
@@ -427,6 +430,7 @@ async fn ck_request_reservation_matches_state_refuses_ending_a_request_without_r
 #[tokio::test]
 async fn ck_daily_spend_within_cap_refuses_reserving_past_the_cap() -> TestResult {
     on_world(async |w| {
+        without_counter_triggers(w).await?;
     authorized(w).await?; // the day's row exists: 60000 of 500000
     assert_refused_by(
         exec(w.pool(), "UPDATE daily_spend SET reserved_paise = reserved_paise + 440001 WHERE tenant_id = 'acme'").await,

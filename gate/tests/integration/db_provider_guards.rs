@@ -218,6 +218,7 @@ async fn ck_request_reservation_matches_state_refuses_a_review_holding_less_than
 #[tokio::test]
 async fn ck_daily_spend_within_cap_allows_past_the_cap_only_what_was_captured() -> TestResult {
     on_world(async |w| {
+        without_counter_triggers(w).await?;
         needs_review(w).await?;
         let (reserved, cap, review): (i64, i64, i64) = sqlx::query_as(
         "SELECT reserved_paise, cap_paise, review_paise FROM daily_spend WHERE tenant_id = 'acme'",
@@ -255,6 +256,7 @@ async fn ck_delegation_budget_partitioned_allows_past_the_budget_only_what_was_c
     let Some(w) = world().await? else {
         return Ok(());
     };
+    without_counter_triggers(&w).await?;
     needs_review(&w).await?;
     exec(
         w.pool(),
@@ -363,6 +365,7 @@ async fn ck_kept_capture_amount_positive_refuses_a_zero_capture() -> TestResult 
 #[tokio::test]
 async fn daily_spend_review_in_step_refuses_raising_the_review_alone() -> TestResult {
     on_world(async |w| {
+        without_counter_triggers(w).await?;
     needs_review(w).await?;
     // Raising the review without the spend would make room past the cap.
     for sql in [
@@ -391,6 +394,7 @@ async fn daily_spend_review_in_step_refuses_raising_the_review_alone() -> TestRe
 #[tokio::test]
 async fn delegation_review_in_step_refuses_raising_the_review_alone() -> TestResult {
     on_world(async |w| {
+        without_counter_triggers(w).await?;
         needs_review(w).await?;
         for sql in [
             "UPDATE delegations SET review_paise = review_paise + 500000 \

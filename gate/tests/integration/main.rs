@@ -11,6 +11,7 @@ mod support;
 
 mod checkpointer;
 mod core_refusals;
+mod db_counters;
 mod db_factory;
 mod db_guards;
 mod db_guards_state;

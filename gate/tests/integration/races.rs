@@ -387,6 +387,7 @@ async fn sixty_four_sibling_grants_never_oversubscribe_their_parent() -> TestRes
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ck_daily_spend_within_cap_holds_against_racing_raw_writers() -> TestResult {
     on_world_with_pool(POOL, async |w| {
+        without_counter_triggers(w).await?;
     sqlx::query("INSERT INTO daily_spend (tenant_id, day, currency, reserved_paise, cap_paise) VALUES ('acme', '2026-09-03', 'INR', 0, 500000)")
         .execute(w.pool())
         .await?;

@@ -108,7 +108,9 @@ async fn attempt_02_inflate_and_pay_creates_no_provider_order() -> TestResult {
         exec(
             w.owner(),
             "ALTER TABLE checkout_authorities DISABLE TRIGGER authority_terms_immutable; \
-             ALTER TABLE payment_requests DISABLE TRIGGER request_terms_immutable",
+             ALTER TABLE payment_requests DISABLE TRIGGER request_terms_immutable; \
+             ALTER TABLE payment_requests DISABLE TRIGGER daily_spend_counts_requests; \
+             ALTER TABLE payment_requests DISABLE TRIGGER delegation_spend_counts_requests",
         )
         .await?;
         let inflated = exec(w.owner(), &inflate).await?;
@@ -195,21 +197,26 @@ async fn attempt_08_a_policy_version_without_a_ledger_entry_is_named() -> TestRe
 }
 
 /// Attempts 9 and 10: a day's reservation and cap, and a hop's spend, set
-/// to 0.
+/// to 0. Refused at commit by the counters' guards; past them (as the
+/// owner, with them switched off), the audit names both rows.
 #[tokio::test]
-async fn attempts_09_10_reset_counters_are_named() -> TestResult {
+async fn attempts_09_10_reset_counters_are_refused_and_named() -> TestResult {
     on_world(async |w| {
         checked_out(w).await?;
+        let reset_day =
+            "UPDATE daily_spend SET reserved_paise = 0, cap_paise = 0 WHERE tenant_id = 'acme'";
+        let reset_hop =
+            "UPDATE delegations SET spent_paise = 0 WHERE tenant_id = 'acme' AND id = 'd-buyer'";
+        assert_sql_refused_by(w.pool(), reset_day, "daily_spend_counts_requests").await;
+        assert_sql_refused_by(w.pool(), reset_hop, "delegation_spend_counts_requests").await;
         exec(
-            w.pool(),
-            "UPDATE daily_spend SET reserved_paise = 0, cap_paise = 0 WHERE tenant_id = 'acme'",
+            w.owner(),
+            "ALTER TABLE daily_spend DISABLE TRIGGER daily_spend_counts_requests; \
+             ALTER TABLE delegations DISABLE TRIGGER delegation_spend_counts_requests",
         )
         .await?;
-        exec(
-            w.pool(),
-            "UPDATE delegations SET spent_paise = 0 WHERE tenant_id = 'acme' AND id = 'd-buyer'",
-        )
-        .await?;
+        exec(w.pool(), reset_day).await?;
+        exec(w.pool(), reset_hop).await?;
         let days = named(w, "daily_spend").await?;
         assert_eq!(days.len(), 1, "{days:?}");
         assert!(
@@ -259,8 +266,9 @@ async fn attempt_11_a_reset_consumption_pays_nothing_and_is_named() -> TestResul
     .await
 }
 
-/// Attempts 12 and 13: a captured payment no provider sent, and CAPTURED
-/// without a payment.
+/// Attempts 12 and 13: a captured payment no provider sent (refused at
+/// commit; past the guard, named by the audit), and CAPTURED without a
+/// payment.
 #[tokio::test]
 async fn attempts_12_13_a_captured_payment_without_its_event_is_named() -> TestResult {
     on_world(async |w| {
@@ -271,17 +279,21 @@ async fn attempts_12_13_a_captured_payment_without_its_event_is_named() -> TestR
             "request_captured_by_event",
         )
         .await;
+        let forge = format!(
+            "INSERT INTO provider_payments (tenant_id, provider_payment_id, provider_order_id, \
+             request_id, amount_paise, currency, status, source, recorded_at) \
+             SELECT tenant_id, 'pay_forged', provider_order_id, request_id, amount_paise, \
+                    currency, 'captured', 'webhook', now() \
+             FROM provider_orders WHERE provider_order_id = '{order}'"
+        );
+        assert_sql_refused_by(w.pool(), &forge, "provider_payment_carried_by_event").await;
+        // Past the guard (as the owner, with it switched off): the audit.
         exec(
-            w.pool(),
-            &format!(
-                "INSERT INTO provider_payments (tenant_id, provider_payment_id, provider_order_id, \
-                 request_id, amount_paise, currency, status, source, recorded_at) \
-                 SELECT tenant_id, 'pay_forged', provider_order_id, request_id, amount_paise, \
-                        currency, 'captured', 'webhook', now() \
-                 FROM provider_orders WHERE provider_order_id = '{order}'"
-            ),
+            w.owner(),
+            "ALTER TABLE provider_payments DISABLE TRIGGER provider_payment_carried_by_event",
         )
         .await?;
+        exec(w.pool(), &forge).await?;
         let found = named(w, "provider_payments").await?;
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].key, "provider_payment_id=pay_forged");

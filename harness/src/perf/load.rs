@@ -29,6 +29,13 @@
 //!   gate binding each transaction to its tenant): what it costs
 //!   ([`RowSecurity`]). The main cells run as a default deployment does,
 //!   with it off.
+//! - After those, [`LoadPlan::counter_trigger_pairs`] pairs of flow cells
+//!   for each of [`COUNTER_TRIGGERS`] alone and for all of them, each on
+//!   two more fresh databases seeded alike, alternated: every counter
+//!   trigger disabled, then the ones measured enabled (as the migrations'
+//!   owner, `ALTER TABLE … DISABLE/ENABLE ALWAYS TRIGGER`): what each costs
+//!   ([`CounterTriggers`]). Both kinds of pair run through one mechanism
+//!   ([`paired_cells`], a [`Switch`] per kind).
 //! - Latencies go into HDR histograms (`hdrhistogram`), per operation.
 //! - Bounded: every cell stops at its deadline; pgbench gets `-T`. Only the
 //!   server of `DATABASE_URL` (loopback or unix socket: `harness db run`) is used.
@@ -88,6 +95,10 @@ pub struct LoadPlan {
     /// clients) with row-level security off and on, alternated on one
     /// database ([`RowSecurity`]); 0: none.
     pub row_security_pairs: usize,
+    /// Pairs of flow cells (tenant per client, [`PROFILED_CLIENTS`]
+    /// clients) with the counter triggers disabled and enabled, for each
+    /// trigger alone and all together ([`CounterTriggers`]); 0: none.
+    pub counter_trigger_pairs: usize,
 }
 
 /// The two shapes of load.
@@ -166,18 +177,50 @@ pub struct UnguardedRow {
     pub flow_tenant_per_client: Option<Cell>,
 }
 
-/// The purchase flow, tenant per client, with the database's row-level
-/// security off and on (`migrations/*_row_security.sql`): alternated cells
-/// on one seeded database, "off" by a gate that sets no tenant token per
-/// transaction on tables without row-level security, "on" by a gate that
-/// binds each transaction to its tenant with it enforced.
+/// The purchase flow, tenant per client, with one switch off and on
+/// ([`Switch`]): alternated cells on two fresh databases seeded alike.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RowSecurity {
+pub struct Pairs {
     pub clients: usize,
-    /// The cells with row-level security off, in the order run.
+    /// The cells with the switch off, in the order run.
     pub off: Vec<Cell>,
     /// The cells with it on, each run just after the "off" cell of its pair.
     pub on: Vec<Cell>,
+}
+
+/// The flow with the database's row-level security off and on
+/// (`migrations/*_row_security.sql`): "off" by a gate that sets no tenant
+/// token per transaction on tables without row-level security, "on" by a
+/// gate that binds each transaction to its tenant with it enforced.
+pub type RowSecurity = Pairs;
+
+/// The counter triggers (`migrations/*_counters_agree.sql`), each a
+/// deferred constraint trigger: its name and the tables it is on.
+pub const COUNTER_TRIGGERS: &[(&str, &[&str])] = &[
+    (
+        "daily_spend_counts_requests",
+        &["daily_spend", "payment_requests"],
+    ),
+    (
+        "delegation_spend_counts_requests",
+        &["delegations", "payment_requests"],
+    ),
+    ("provider_payment_carried_by_event", &["provider_payments"]),
+];
+
+/// The flow with the counter triggers disabled and enabled: one row per
+/// trigger alone, then one with all of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterTriggers {
+    pub rows: Vec<CounterTriggerRow>,
+}
+
+/// The flow with every counter trigger disabled ("off") and with `enabled`
+/// enabled, the others disabled ("on").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CounterTriggerRow {
+    pub enabled: Vec<String>,
+    pub pairs: Pairs,
 }
 
 /// Percentiles of one operation at one client count in one shape.
@@ -218,6 +261,9 @@ pub struct Load {
     /// The flow with row-level security off and on, side by side.
     #[serde(default)]
     pub row_security: Option<RowSecurity>,
+    /// The flow with the counter triggers disabled and enabled, side by side.
+    #[serde(default)]
+    pub counter_triggers: Option<CounterTriggers>,
     pub seconds: f64,
 }
 
@@ -520,14 +566,73 @@ async fn warm(pool: &sqlx::PgPool, size: u32) -> Result<()> {
     Ok(())
 }
 
-/// [`LoadPlan::row_security_pairs`] pairs of flow cells, tenant per client
-/// at `clients` clients, on two fresh databases seeded alike (each with a
-/// provider of its own, so that their order ids never meet): in each pair a
-/// cell on the one with row-level security disabled, by a gate that sets no
-/// tenant token, then one on the one with it enabled
-/// (`spendgate_row_security(true)`), by a gate that binds every
-/// transaction inside a tenant to it.
-async fn row_security_cells(
+/// What differs between the two databases of a pair: what the migrations'
+/// owner runs on each after seeding (empty: nothing), and whether the "on"
+/// side's gate binds each transaction inside a tenant to it.
+struct Switch {
+    off_sql: String,
+    on_sql: String,
+    on_binds_tenant: bool,
+}
+
+impl Switch {
+    /// Row-level security disabled (a gate that sets no tenant token), then
+    /// enabled (`spendgate_row_security(true)`, a gate that binds every
+    /// transaction inside a tenant to it).
+    fn row_security() -> Self {
+        Switch {
+            off_sql: String::new(),
+            on_sql: "SELECT spendgate_row_security(true)".into(),
+            on_binds_tenant: true,
+        }
+    }
+
+    /// Every counter trigger disabled, then `enabled` enabled (ALWAYS, as
+    /// the migration enables them) and the others disabled.
+    fn counter_triggers(enabled: &[&str]) -> Self {
+        let sql = |on: &[&str]| {
+            let mut sql = String::new();
+            for (name, tables) in COUNTER_TRIGGERS {
+                let state = match on.contains(name) {
+                    true => "ENABLE ALWAYS",
+                    false => "DISABLE",
+                };
+                for table in *tables {
+                    sql.push_str(&format!("ALTER TABLE {table} {state} TRIGGER {name};\n"));
+                }
+            }
+            sql
+        };
+        Switch {
+            off_sql: sql(&[]),
+            on_sql: sql(enabled),
+            on_binds_tenant: false,
+        }
+    }
+}
+
+/// Runs `sql` (the harness's own text) on database `db` of the server of
+/// `owner`, as the migrations' owner.
+async fn as_owner(owner: &str, db: &FreshDatabase, sql: &str) -> Result<()> {
+    if sql.is_empty() {
+        return Ok(());
+    }
+    let mut conn = PgConnection::connect(&with_database(owner, db.name())?)
+        .await
+        .context("connecting as the owner to switch a pair's side")?;
+    conn.execute(sqlx::AssertSqlSafe(sql))
+        .await
+        .with_context(|| format!("switching a pair's side: {sql}"))?;
+    conn.close().await?;
+    Ok(())
+}
+
+/// `pairs` pairs of flow cells, tenant per client at `clients` clients, on
+/// two fresh databases seeded alike (each with a provider of its own, so
+/// that their order ids never meet), differing only in `switch`: in each
+/// pair a cell on the "off" one, then one on the "on" one.
+#[allow(clippy::too_many_arguments)]
+async fn paired_cells(
     admin_url: &str,
     owner: &str,
     clients: usize,
@@ -535,31 +640,26 @@ async fn row_security_cells(
     seconds: Duration,
     server: Option<cpu::Server>,
     cell_no: &mut usize,
-) -> Result<RowSecurity> {
+    switch: &Switch,
+) -> Result<Pairs> {
     let size = one_per_client(clients);
     let off_db = gate::db::fresh_database(admin_url).await?;
     let on_db = gate::db::fresh_database(admin_url).await?;
     let off = seeded_gate(&off_db, clients, size, false).await?;
-    let on = seeded_gate(&on_db, clients, size, true).await?;
+    let on = seeded_gate(&on_db, clients, size, switch.on_binds_tenant).await?;
+    as_owner(owner, &off_db, &switch.off_sql).await?;
+    as_owner(owner, &on_db, &switch.on_sql).await?;
     let off_url = with_database(owner, off_db.name())?;
     let on_url = with_database(owner, on_db.name())?;
-    let mut conn = PgConnection::connect(&on_url)
-        .await
-        .context("connecting as the owner to enforce row-level security")?;
-    sqlx::query("SELECT spendgate_row_security(true)")
-        .execute(&mut conn)
-        .await
-        .context("enforcing row-level security")?;
-    conn.close().await?;
-    let mut out = RowSecurity {
+    let mut out = Pairs {
         clients,
         off: Vec::new(),
         on: Vec::new(),
     };
     for _ in 0..pairs {
-        for enforced in [false, true] {
+        for switched in [false, true] {
             *cell_no += 1;
-            let served = match enforced {
+            let served = match switched {
                 true => Served {
                     gate: &on,
                     owner_url: &on_url,
@@ -579,7 +679,7 @@ async fn row_security_cells(
                 server,
             )
             .await?;
-            match enforced {
+            match switched {
                 true => out.on.push(c),
                 false => out.off.push(c),
             }
@@ -591,6 +691,26 @@ async fn row_security_cells(
     off_db.drop().await?;
     on_db.drop().await?;
     Ok(out)
+}
+
+/// Notes for the cells of `pairs` whose operations did not do what the
+/// cell expects; `what` names the pair.
+fn unexpected_notes(pairs: &Pairs, what: &str) -> Vec<String> {
+    pairs
+        .off
+        .iter()
+        .chain(&pairs.on)
+        .filter(|c| c.unexpected > 0)
+        .map(|c| {
+            format!(
+                "{} clients, the flow with {what}: {} operations did not do what the cell \
+                 expects (first: {}).",
+                pairs.clients,
+                c.unexpected,
+                c.first_unexpected.as_deref().unwrap_or("?")
+            )
+        })
+        .collect()
 }
 
 /// A load world's gate, and its database's URL as the migrations' owner
@@ -1118,7 +1238,7 @@ pub(super) async fn measure(
         0 => None,
         pairs => {
             progress.say("load: the flow with row-level security off and on");
-            let r = row_security_cells(
+            let r = paired_cells(
                 admin_url,
                 &owner,
                 PROFILED_CLIENTS,
@@ -1126,17 +1246,41 @@ pub(super) async fn measure(
                 plan.cell,
                 server,
                 &mut cell_no,
+                &Switch::row_security(),
             )
             .await?;
-            for c in r.off.iter().chain(&r.on).filter(|c| c.unexpected > 0) {
-                notes.push(format!(
-                    "{PROFILED_CLIENTS} clients, the flow with row-level security off or on: {} \
-                     operations did not do what the cell expects (first: {}).",
-                    c.unexpected,
-                    c.first_unexpected.as_deref().unwrap_or("?")
-                ));
-            }
+            notes.extend(unexpected_notes(&r, "row-level security off or on"));
             Some(r)
+        }
+    };
+    let counter_triggers = match plan.counter_trigger_pairs {
+        0 => None,
+        pairs => {
+            let names: Vec<&str> = COUNTER_TRIGGERS.iter().map(|(n, _)| *n).collect();
+            let mut sets: Vec<Vec<&str>> = names.iter().map(|n| vec![*n]).collect();
+            sets.push(names);
+            let mut rows = Vec::new();
+            for enabled in sets {
+                let what = format!("{} disabled or enabled", enabled.join(", "));
+                progress.say(&format!("load: the flow with {what}"));
+                let r = paired_cells(
+                    admin_url,
+                    &owner,
+                    PROFILED_CLIENTS,
+                    pairs,
+                    plan.cell,
+                    server,
+                    &mut cell_no,
+                    &Switch::counter_triggers(&enabled),
+                )
+                .await?;
+                notes.extend(unexpected_notes(&r, &what));
+                rows.push(CounterTriggerRow {
+                    enabled: enabled.iter().map(|n| (*n).to_owned()).collect(),
+                    pairs: r,
+                });
+            }
+            Some(CounterTriggers { rows })
         }
     };
     bench.drop().await?;
@@ -1172,6 +1316,7 @@ pub(super) async fn measure(
             unguarded,
             checkpoint_delay,
             row_security,
+            counter_triggers,
             seconds: started.elapsed().as_secs_f64(),
         },
         notes,

@@ -91,6 +91,7 @@ fn run_load(args: &PerfArgs, url: &str, progress: &Progress) -> Result<(load::Lo
         pool: args.pool,
         unguarded_clients: vec![1, 8],
         row_security_pairs: args.row_security_pairs,
+        counter_trigger_pairs: args.counter_trigger_pairs,
     };
     let runtime = crate::bench::runtime_of(load::worker_threads(plan.cpus))?;
     let (load, mut notes) = runtime.block_on(load::measure(url, &plan, progress))?;

@@ -240,6 +240,22 @@ pub async fn paid_order(
     Ok((request, authority, id(&paid)))
 }
 
+/// Switches the counter triggers off, as the owner: for a test of another
+/// guard that writes a counter or a request's reservation with raw SQL and
+/// not what it counts (the counters' own guards are `db_counters`').
+pub async fn without_counter_triggers(w: &World) -> Result<(), sqlx::Error> {
+    exec(
+        w.owner(),
+        "ALTER TABLE daily_spend DISABLE TRIGGER daily_spend_counts_requests; \
+         ALTER TABLE payment_requests DISABLE TRIGGER daily_spend_counts_requests; \
+         ALTER TABLE delegations DISABLE TRIGGER delegation_spend_counts_requests; \
+         ALTER TABLE payment_requests DISABLE TRIGGER delegation_spend_counts_requests; \
+         ALTER TABLE provider_payments DISABLE TRIGGER provider_payment_carried_by_event",
+    )
+    .await
+    .map(|_| ())
+}
+
 /// Runs `sql` (trusted test text) on `pool`: the rows it touched.
 pub async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
     sqlx::Executor::execute(pool, sqlx::AssertSqlSafe(sql))

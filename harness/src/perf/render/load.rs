@@ -8,7 +8,9 @@ use std::fmt::Write as _;
 
 use crate::perf::checkpoint_delay::CheckpointDelay;
 use crate::perf::cpu::PerOp;
-use crate::perf::load::{Cell, LatencyRow, Load, LoadRow, RowSecurity, Shape, Unguarded};
+use crate::perf::load::{
+    Cell, CounterTriggers, LatencyRow, Load, LoadRow, Pairs, RowSecurity, Shape, Unguarded,
+};
 use crate::perf::statements::Breakdown;
 use crate::perf::stats::{format_rate, ratio, thousands};
 
@@ -279,6 +281,7 @@ pub fn section(load: Option<&Load>, skipped: Option<&str>) -> String {
     s.push_str(&issue42_section(load));
     s.push_str(&unguarded_section(load.unguarded.as_ref(), &load.rows));
     s.push_str(&row_security_section(load.row_security.as_ref()));
+    s.push_str(&counter_triggers_section(load.counter_triggers.as_ref()));
     s.push_str(
         "### Latency per operation (HDR histogram)\n\n\
          `approve` comes from cells of its own (propose a step-up, then approve; only the \
@@ -429,8 +432,7 @@ fn row_security_section(r: Option<&RowSecurity>) -> String {
                 .map_or("n/a".into(), |x| format!("{x:.3}"))
         );
     }
-    let (off, on) = (pooled_rate(&r.off), pooled_rate(&r.on));
-    let both = on.zip(off).and_then(|(a, b)| ratio(a, b));
+    let (off, on, both) = pooled_pairs(r);
     let _ = writeln!(
         s,
         "| all | {} | {} | {} |\n",
@@ -450,6 +452,75 @@ fn row_security_section(r: Option<&RowSecurity>) -> String {
             cost * 100.0
         );
     }
+    s
+}
+
+/// The pooled rates of a pair's "off" and "on" cells, and on ÷ off.
+fn pooled_pairs(p: &Pairs) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let (off, on) = (pooled_rate(&p.off), pooled_rate(&p.on));
+    (off, on, on.zip(off).and_then(|(a, b)| ratio(a, b)))
+}
+
+/// The share of its throughput the flow may lose to a counter trigger that
+/// is enforced (enabled by its migration).
+pub const COUNTER_TRIGGER_MAX_COST: f64 = 0.10;
+
+/// The flow with the counter triggers disabled and enabled, each alone and
+/// all together, and what each costs; nothing when that part did not run.
+fn counter_triggers_section(t: Option<&CounterTriggers>) -> String {
+    let Some(t) = t else {
+        return String::new();
+    };
+    let mut s = String::from("### What the counter triggers cost\n\n");
+    let clients = t.rows.first().map_or(0, |r| r.pairs.clients);
+    let pairs = t.rows.first().map_or(0, |r| r.pairs.off.len());
+    let _ = writeln!(
+        s,
+        "The purchase flow (propose, checkout, pay, webhook), tenant per client at {clients} \
+         clients, for each set of counter triggers on two fresh databases seeded alike, in \
+         {pairs} alternated pairs of cells: off (every counter trigger disabled by the \
+         migrations' owner) then on (the set enabled, the others disabled). A trigger that \
+         keeps at least {:.0}% of the flow's throughput (on ÷ off over its pairs) is enforced; \
+         one that costs more is shipped disabled and checked by `spendgate ledger verify` \
+         alone.\n",
+        (1.0 - COUNTER_TRIGGER_MAX_COST) * 100.0
+    );
+    s.push_str(
+        "| enabled | flow, off | flow, on | on ÷ off | pairs' on ÷ off, lowest to highest | verdict |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for row in &t.rows {
+        let (off, on, both) = pooled_pairs(&row.pairs);
+        let verdict = match both {
+            Some(x) if 1.0 - x <= COUNTER_TRIGGER_MAX_COST => "within 10%: enforce",
+            Some(_) => "more than 10%: ship disabled",
+            None => "n/a",
+        };
+        let names: Vec<String> = row.enabled.iter().map(|n| format!("`{n}`")).collect();
+        let each: Vec<f64> = row
+            .pairs
+            .off
+            .iter()
+            .zip(&row.pairs.on)
+            .filter_map(|(off, on)| on.per_sec.zip(off.per_sec).and_then(|(a, b)| ratio(a, b)))
+            .collect();
+        let spread = match (
+            each.iter().copied().reduce(f64::min),
+            each.iter().copied().reduce(f64::max),
+        ) {
+            (Some(lo), Some(hi)) => format!("{lo:.3} to {hi:.3}"),
+            _ => "n/a".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {spread} | {verdict} |",
+            names.join(", "),
+            format_rate(off),
+            format_rate(on),
+            both.map_or("n/a".into(), |x| format!("{x:.3}"))
+        );
+    }
+    s.push('\n');
     s
 }
 
@@ -586,7 +657,7 @@ fn statements_section(b: Option<&Breakdown>) -> String {
 #[cfg(test)]
 pub(in crate::perf::render) mod tests {
     use super::*;
-    use crate::perf::load::UnguardedRow;
+    use crate::perf::load::{CounterTriggerRow, UnguardedRow};
     use crate::perf::statements::StatementCost;
     use crate::perf::unguarded::Guards;
 
@@ -680,8 +751,50 @@ pub(in crate::perf::render) mod tests {
                 off: cell(100.0).into_iter().collect(),
                 on: cell(95.0).into_iter().collect(),
             }),
+            counter_triggers: Some(CounterTriggers {
+                rows: vec![
+                    CounterTriggerRow {
+                        enabled: vec!["daily_spend_counts_requests".into()],
+                        pairs: Pairs {
+                            clients: 8,
+                            off: cell(100.0).into_iter().collect(),
+                            on: cell(96.0).into_iter().collect(),
+                        },
+                    },
+                    CounterTriggerRow {
+                        enabled: vec!["delegation_spend_counts_requests".into()],
+                        pairs: Pairs {
+                            clients: 8,
+                            off: cell(100.0).into_iter().collect(),
+                            on: cell(85.0).into_iter().collect(),
+                        },
+                    },
+                ],
+            }),
             seconds: 40.0,
         }
+    }
+
+    #[test]
+    fn each_counter_trigger_is_judged_by_its_share_of_the_flow() {
+        let md = section(Some(&fixed()), None);
+        assert!(
+            md.contains(
+                "| `daily_spend_counts_requests` | 100/s | 96.0/s | 0.960 | 0.960 to 0.960 | \
+                 within 10%: enforce |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| `delegation_spend_counts_requests` | 100/s | 85.0/s | 0.850 | 0.850 to 0.850 | \
+                 more than 10%: ship disabled |"
+            ),
+            "{md}"
+        );
+        let mut none = fixed();
+        none.counter_triggers = None;
+        assert!(!section(Some(&none), None).contains("counter triggers cost"));
     }
 
     #[test]
