@@ -544,15 +544,20 @@ async fn a_row_token_digest_is_hex_and_names_one_scope() -> TestResult {
 
 /// How many `kind` entries the ledger holds about `subject`: each refusal
 /// goes through the one refusal path, which records it.
-async fn recorded(w: &World, kind: &str, subject: &str) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
+async fn recorded(
+    w: &World,
+    kind: &str,
+    subject: &str,
+) -> Result<i64, Box<dyn std::error::Error + Send + Sync>> {
+    w.ledger().await?;
+    Ok(sqlx::query_scalar(
         "SELECT count(*) FROM ledger_entries \
           WHERE kind = $1 AND entry::jsonb ->> 'subject' = $2",
     )
     .bind(kind)
     .bind(subject)
     .fetch_one(w.owner())
-    .await
+    .await?)
 }
 
 /// Attempt 17: the login sets a catalog price. The next proposal for the
@@ -673,7 +678,12 @@ async fn attempt_18_a_login_inserted_authorized_request_gets_no_authority() -> T
         let p = w.propose("SNACK-BOX", 1).await?;
         assert_eq!(p.decision, Decision::Allow, "{p:?}");
         let forged = "req_0000000000000000000000000000f0a9";
-        exec(w.pool(), &forged_copy(&request_id(&p), forged, 2_500_000)).await?;
+        let insert = forged_copy(&request_id(&p), forged, 2_500_000);
+        // Its reservation is counted by no day: refused at commit. Past the
+        // counter triggers (switched off by the owner), the MAC still holds.
+        assert_sql_refused_by(w.pool(), &insert, "daily_spend_counts_requests").await;
+        without_counter_triggers(w).await?;
+        exec(w.pool(), &insert).await?;
 
         let c = w.gate.checkout("acme", forged, "finance-lead").await?;
         assert_eq!(c.decision, deny(Reason::AuthorityPurchaseChanged), "{c:?}");
@@ -752,16 +762,17 @@ async fn attempt_20_a_request_the_login_authorized_gets_no_authority() -> TestRe
         let p = w.propose("CLOUD-TEAM", 1).await?;
         assert!(matches!(p.decision, Decision::StepUp(_)), "{p:?}");
         let request = request_id(&p);
-        exec(
-            w.pool(),
-            &format!(
-                "UPDATE payment_requests SET state = 'AUTHORIZED', reserved_paise = amount_paise, \
-                        reserved_day = created_at::date, delegation_id = 'd-buyer', \
-                        authorized_at = created_at \
-                  WHERE id = '{request}'"
-            ),
-        )
-        .await?;
+        let authorize = format!(
+            "UPDATE payment_requests SET state = 'AUTHORIZED', reserved_paise = amount_paise, \
+                    reserved_day = created_at::date, delegation_id = 'd-buyer', \
+                    authorized_at = created_at \
+              WHERE id = '{request}'"
+        );
+        // Its reservation is counted by no day: refused at commit. Past the
+        // counter triggers (switched off by the owner), the MAC still holds.
+        assert_sql_refused_by(w.pool(), &authorize, "daily_spend_counts_requests").await;
+        without_counter_triggers(w).await?;
+        exec(w.pool(), &authorize).await?;
         let c = w.gate.checkout("acme", &request, "finance-lead").await?;
         assert_eq!(c.decision, deny(Reason::AuthorityPurchaseChanged), "{c:?}");
         assert_eq!(recorded(w, "checkout.refused", &request).await?, 1);
