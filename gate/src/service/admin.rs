@@ -25,6 +25,7 @@ use super::ledger::{self, Entry};
 use super::lock::{RequestKey, TenantKey, lock};
 use super::requests::{self, Transition};
 use super::rows::{REQUEST_LIFETIME_HOURS, RequestRow, TenantRow};
+use super::world::CatalogRow;
 use super::{Gate, Outcome};
 use crate::ident::is_ident;
 use crate::policy::Policy;
@@ -36,36 +37,6 @@ use crate::request_state::RequestState;
 #[cfg(any(test, feature = "test-support"))]
 use mandate::Mandate;
 use mandate::{MandateError, SignedMandate};
-
-/// A catalog row as a price change reads it: the terms its MAC covers.
-#[derive(sqlx::FromRow)]
-struct PricedRow {
-    merchant_id: String,
-    price_paise: i64,
-    currency: String,
-    category: String,
-    max_quantity: i32,
-    available: bool,
-    row_mac: Option<String>,
-}
-
-impl PricedRow {
-    /// The row as an item of `sku`, and its stored MAC.
-    fn item(self, sku: &str) -> (crate::catalog::CatalogItem, Option<String>) {
-        let item = crate::catalog::CatalogItem {
-            sku: sku.to_owned(),
-            merchant: self.merchant_id,
-            price_paise: self.price_paise,
-            currency: self.currency.trim_end().to_owned(),
-            category: self.category,
-            // A negative maximum cannot be stored (ck_catalog_max_quantity_positive).
-            max_quantity: u32::try_from(self.max_quantity).unwrap_or(0),
-            available: self.available,
-            description: String::new(),
-        };
-        (item, self.row_mac)
-    }
-}
 
 /// States from which a request may still be expired or cancelled.
 const ENDABLE: [RequestState; 3] = [
@@ -114,16 +85,16 @@ impl<P: PaymentProvider> Gate<P> {
         if let Some(reason) = refusal {
             return self.refuse(tx, now, refuse(true, reason), reason).await;
         }
-        let current: Option<PricedRow> = sqlx::query_as(
-            "SELECT merchant_id, price_paise, currency, category, max_quantity, available, \
-             row_mac FROM catalog_items WHERE tenant_id = $1 AND sku = $2",
+        let current: Option<CatalogRow> = sqlx::query_as(
+            "SELECT sku, merchant_id, price_paise, currency, category, max_quantity, available, \
+             description, row_mac FROM catalog_items WHERE tenant_id = $1 AND sku = $2",
         )
         .bind(tenant)
         .bind(sku)
         .fetch_optional(&mut *tx)
         .await
         .ctx("reading a catalog row")?;
-        let current = current.map(|row| row.item(sku));
+        let current = current.map(CatalogRow::into_item);
         let row_verifies = current.as_ref().is_none_or(|(item, mac)| {
             ledger::catalog_item_mac_holds(self.ledger_key(), tenant, item, mac.as_deref())
         });

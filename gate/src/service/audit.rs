@@ -38,7 +38,7 @@ use serde::Serialize;
 use sqlx::{PgPool, Postgres, Transaction};
 
 use super::ledger::{self, AuthorityTerms, LedgerKey, RequestTerms};
-use crate::catalog::CatalogItem;
+use super::world::CatalogRow;
 
 /// One row that disagrees with the ledger or its MAC.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -216,14 +216,8 @@ async fn authorities(
 #[derive(sqlx::FromRow)]
 struct CatalogAudit {
     tenant_id: String,
-    sku: String,
-    merchant_id: String,
-    price_paise: i64,
-    currency: String,
-    category: String,
-    max_quantity: i32,
-    available: bool,
-    row_mac: Option<String>,
+    #[sqlx(flatten)]
+    row: CatalogRow,
     recorded_price: Option<i64>,
 }
 
@@ -237,7 +231,7 @@ async fn catalog(
 ) -> Result<(), sqlx::Error> {
     let rows: Vec<CatalogAudit> = sqlx::query_as(
         "SELECT c.tenant_id, c.sku, c.merchant_id, c.price_paise, c.currency, c.category, \
-                c.max_quantity, c.available, c.row_mac, \
+                c.max_quantity, c.available, c.description, c.row_mac, \
                 (SELECT CASE e.kind \
                           WHEN 'catalog.price_changed' \
                             THEN (e.entry::jsonb -> 'body' ->> 'price_paise')::bigint \
@@ -267,18 +261,9 @@ async fn catalog(
     .fetch_all(&mut **tx)
     .await?;
     for c in rows {
-        let item = CatalogItem {
-            sku: c.sku.clone(),
-            merchant: c.merchant_id,
-            price_paise: c.price_paise,
-            currency: c.currency.trim_end().to_owned(),
-            category: c.category,
-            max_quantity: u32::try_from(c.max_quantity).unwrap_or(0),
-            available: c.available,
-            description: String::new(),
-        };
+        let (item, mac) = c.row.into_item();
         let mut problems = Vec::new();
-        if !ledger::catalog_item_mac_holds(key, &c.tenant_id, &item, c.row_mac.as_deref()) {
+        if !ledger::catalog_item_mac_holds(key, &c.tenant_id, &item, mac.as_deref()) {
             problems.push(
                 "its MAC does not verify: its terms are not the ones the gate wrote".to_owned(),
             );
@@ -286,11 +271,11 @@ async fn catalog(
         match c.recorded_price {
             None => problems.push(format!(
                 "price_paise {} but no ledger entry records a price for it",
-                c.price_paise
+                item.price_paise
             )),
-            Some(recorded) if recorded != c.price_paise => problems.push(format!(
+            Some(recorded) if recorded != item.price_paise => problems.push(format!(
                 "price_paise {} but the ledger last recorded {recorded}",
-                c.price_paise
+                item.price_paise
             )),
             Some(_) => {}
         }
@@ -298,7 +283,7 @@ async fn catalog(
             found.push(Disagreement {
                 tenant: c.tenant_id,
                 table: "catalog_items",
-                key: format!("sku={}", c.sku),
+                key: format!("sku={}", item.sku),
                 problem: problems.join("; "),
             });
         }

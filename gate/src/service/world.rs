@@ -216,24 +216,32 @@ pub(crate) struct CatalogRow {
     row_mac: Option<String>,
 }
 
+impl CatalogRow {
+    /// The row as the catalog's item, and the MAC stored beside it.
+    pub(crate) fn into_item(self) -> (CatalogItem, Option<String>) {
+        let item = CatalogItem {
+            sku: self.sku,
+            merchant: self.merchant_id,
+            price_paise: self.price_paise,
+            currency: self.currency.trim_end().to_owned(),
+            category: self.category,
+            // A negative maximum cannot be stored (ck_catalog_max_quantity_positive).
+            max_quantity: u32::try_from(self.max_quantity).unwrap_or(0),
+            available: self.available,
+            description: self.description,
+        };
+        (item, self.row_mac)
+    }
+}
+
 /// `tenant`'s catalog rows, each checked against its MAC under `ledger`:
 /// the rows that verify make the catalog, the others' skus are kept aside.
 fn catalog_of(tenant: &str, rows: Vec<CatalogRow>, ledger: &LedgerKey) -> TenantCatalog {
     let mut unverified = BTreeSet::new();
     let mut items = Vec::with_capacity(rows.len());
     for r in rows {
-        let item = CatalogItem {
-            sku: r.sku,
-            merchant: r.merchant_id,
-            price_paise: r.price_paise,
-            currency: r.currency.trim_end().to_owned(),
-            category: r.category,
-            // A negative maximum cannot be stored (ck_catalog_max_quantity_positive).
-            max_quantity: u32::try_from(r.max_quantity).unwrap_or(0),
-            available: r.available,
-            description: r.description,
-        };
-        if ledger::catalog_item_mac_holds(ledger, tenant, &item, r.row_mac.as_deref()) {
+        let (item, mac) = r.into_item();
+        if ledger::catalog_item_mac_holds(ledger, tenant, &item, mac.as_deref()) {
             items.push(item);
         } else {
             unverified.insert(item.sku);

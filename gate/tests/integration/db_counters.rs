@@ -4,7 +4,10 @@
 //! reservations (`delegation_spend_counts_requests`), a captured payment
 //! has the event that carried it (`provider_payment_carried_by_event`).
 //! Each is checked at commit, from either side: the counter, or a request
-//! that moves its reservation away from it.
+//! that moves its reservation away from it. `daily_spend_counts_requests`
+//! ships disabled (it costs more than 10% of the flow's throughput; the
+//! audit checks the day counter): its tests enable it first, as an
+//! operator who accepts the cost does, and check that it ships disabled.
 
 use crate::support::*;
 use gate::Decision;
@@ -20,10 +23,51 @@ async fn reserving(w: &World) -> Result<String, Box<dyn std::error::Error + Send
     Ok(request)
 }
 
+/// Enables `daily_spend_counts_requests` on both its tables, as the owner.
+async fn with_day_trigger(w: &World) -> Result<(), sqlx::Error> {
+    exec(
+        w.owner(),
+        "ALTER TABLE daily_spend ENABLE ALWAYS TRIGGER daily_spend_counts_requests; \
+         ALTER TABLE payment_requests ENABLE ALWAYS TRIGGER daily_spend_counts_requests",
+    )
+    .await
+    .map(|_| ())
+}
+
+/// The migrations leave the day's trigger disabled and the other two
+/// enabled ALWAYS (no session_replication_role skips them).
+#[tokio::test]
+async fn the_day_trigger_ships_disabled_and_the_others_always_enabled() -> TestResult {
+    on_world(async |w| {
+        let states: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT c.relname::text, t.tgname::text, t.tgenabled::text FROM pg_trigger t \
+               JOIN pg_class c ON c.oid = t.tgrelid \
+              WHERE t.tgname IN ('daily_spend_counts_requests', \
+                                 'delegation_spend_counts_requests', \
+                                 'provider_payment_carried_by_event') \
+              ORDER BY 1, 2",
+        )
+        .fetch_all(w.owner())
+        .await?;
+        assert_eq!(states.len(), 5, "{states:?}");
+        for (table, name, enabled) in &states {
+            let want = if name == "daily_spend_counts_requests" {
+                "D"
+            } else {
+                "A"
+            };
+            assert_eq!(enabled, want, "{name} on {table}");
+        }
+        Ok(())
+    })
+    .await
+}
+
 #[tokio::test]
 async fn daily_spend_counts_requests_refuses_a_day_reset_under_its_requests() -> TestResult {
     on_world(async |w| {
         reserving(w).await?;
+        with_day_trigger(w).await?;
         assert_sql_refused_by(
             w.pool(),
             "UPDATE daily_spend SET reserved_paise = 0 WHERE tenant_id = 'acme'",
@@ -39,6 +83,7 @@ async fn daily_spend_counts_requests_refuses_a_day_reset_under_its_requests() ->
 async fn daily_spend_counts_requests_refuses_a_reservation_moved_to_another_day() -> TestResult {
     on_world(async |w| {
         let request = reserving(w).await?;
+        with_day_trigger(w).await?;
         assert_sql_refused_by(
             w.pool(),
             &format!(

@@ -1080,3 +1080,34 @@ async fn evidence_is_found_for_every_request_when_an_entry_quotes_a_nul() -> Tes
     })
     .await
 }
+
+/// The money audit (`spendgate ledger verify`) reads a tenant's ledger
+/// whose refusal entry quotes a NUL (the catalog's recorded prices are
+/// looked up in it): it finds nothing to name, and no error.
+#[tokio::test]
+async fn the_money_audit_reads_a_ledger_whose_entry_quotes_a_nul() -> TestResult {
+    on_world(async |w| {
+        let nul = w
+            .gate
+            .propose(
+                "acme",
+                "buyer-agent",
+                br#"{"sku":"SNACK-BOX\u0000","quantity":1,"purpose":"team snacks"}"#,
+                None,
+            )
+            .await?;
+        assert!(matches!(nul.decision, Decision::Deny(_)), "{nul:?}");
+        w.gate.set_price("acme", "SNACK-BOX", 30_000).await?;
+        let quoted: bool = sqlx::query_scalar(
+            "SELECT bool_or(strpos(entry, '\\u0000') > 0) FROM ledger_entries WHERE tenant_id = 'acme'",
+        )
+        .fetch_one(w.ledger().await?)
+        .await?;
+        assert!(quoted, "an entry quotes the NUL");
+        let key = gate::service::LedgerKey::derived_from_secret(SECRET);
+        let found = gate::service::audit(w.pool(), &key, Some("acme")).await?;
+        assert!(found.is_empty(), "{found:?}");
+        Ok(())
+    })
+    .await
+}

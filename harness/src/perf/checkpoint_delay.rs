@@ -121,6 +121,10 @@ async fn client(gate: Arc<LoadGate>, tenant: String, deadline: Instant) -> Resul
     Ok(out)
 }
 
+/// How long the signer's first tick (the earlier cells' backlog) may take
+/// before the cell gives up.
+const FIRST_TICK_LIMIT: Duration = Duration::from_secs(600);
+
 /// The cell: [`DELAY_CLIENTS`] clients for `cell`, client `i` in the tenant
 /// `tenant_of(i)` names, the signer at [`DEFAULT_INTERVAL`].
 pub(super) async fn measure(
@@ -156,9 +160,27 @@ pub(super) async fn measure(
             tick_started = (tick_started + interval).max(now);
         },
     ));
-    // The first tick signs what the earlier cells left; the clients start
-    // after it, so every operation waits on the signer's own rhythm.
-    tokio::time::sleep(interval / 2).await;
+    // The first tick integrates and signs what the earlier cells left (they
+    // ran without a sequencer, as no served gate does); the clients start
+    // once it has ended, so every operation waits on the signer's own
+    // rhythm and none on that backlog.
+    let first = Instant::now() + FIRST_TICK_LIMIT;
+    loop {
+        let ticks = signed
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a poisoned lock"))?
+            .ticks;
+        if ticks > 0 {
+            break;
+        }
+        if Instant::now() >= first {
+            anyhow::bail!(
+                "the signer's first tick did not end within {} s",
+                FIRST_TICK_LIMIT.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let start = Instant::now();
     let deadline = start + cell;
     let tasks: Vec<_> = (0..DELAY_CLIENTS)

@@ -67,8 +67,8 @@ pub struct PerfArgs {
     /// Pairs of load cells of the purchase flow (tenant per client, 8
     /// clients) with the counter triggers (`daily_spend_counts_requests`,
     /// `delegation_spend_counts_requests`, `provider_payment_carried_by_event`)
-    /// disabled and enabled, alternated, for each trigger alone and all
-    /// three; 0 runs none [default: 4].
+    /// disabled and enabled, alternated, for each trigger alone, the set
+    /// the migrations enable, and all three; 0 runs none [default: 4].
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub counter_trigger_pairs: usize,
     /// Connections in the load phase's gate pool, never more than one per

@@ -465,8 +465,9 @@ fn pooled_pairs(p: &Pairs) -> (Option<f64>, Option<f64>, Option<f64>) {
 /// is enforced (enabled by its migration).
 pub const COUNTER_TRIGGER_MAX_COST: f64 = 0.10;
 
-/// The flow with the counter triggers disabled and enabled, each alone and
-/// all together, and what each costs; nothing when that part did not run.
+/// The flow with the counter triggers disabled and enabled, each alone, the
+/// set the migrations enable and all together, and what each costs (the
+/// verdict is each trigger's alone); nothing when that part did not run.
 fn counter_triggers_section(t: Option<&CounterTriggers>) -> String {
     let Some(t) = t else {
         return String::new();
@@ -479,7 +480,8 @@ fn counter_triggers_section(t: Option<&CounterTriggers>) -> String {
         "The purchase flow (propose, checkout, pay, webhook), tenant per client at {clients} \
          clients, for each set of counter triggers on two fresh databases seeded alike, in \
          {pairs} alternated pairs of cells: off (every counter trigger disabled by the \
-         migrations' owner) then on (the set enabled, the others disabled). A trigger that \
+         migrations' owner) then on (the set enabled, the others disabled): each trigger \
+         alone, the set the migrations enable, and all of them. A trigger that \
          keeps at least {:.0}% of the flow's throughput (on ÷ off over its pairs) is enforced; \
          one that costs more is shipped disabled and checked by `spendgate ledger verify` \
          alone.\n",
@@ -492,6 +494,7 @@ fn counter_triggers_section(t: Option<&CounterTriggers>) -> String {
     for row in &t.rows {
         let (off, on, both) = pooled_pairs(&row.pairs);
         let verdict = match both {
+            _ if row.enabled.len() > 1 => "a set: what these cost together",
             Some(x) if 1.0 - x <= COUNTER_TRIGGER_MAX_COST => "within 10%: enforce",
             Some(_) => "more than 10%: ship disabled",
             None => "n/a",
