@@ -5,9 +5,10 @@
 //! has the event that carried it (`provider_payment_carried_by_event`).
 //! Each is checked at commit, from either side: the counter, or a request
 //! that moves its reservation away from it. `daily_spend_counts_requests`
-//! ships disabled (it costs more than 10% of the flow's throughput; the
-//! audit checks the day counter): its tests enable it first, as an
-//! operator who accepts the cost does, and check that it ships disabled.
+//! and `delegation_spend_counts_requests` ship disabled (each costs more
+//! than 10% of the flow's throughput; the audit checks both counters):
+//! their tests enable them first, as an operator who accepts the cost
+//! does, and a test checks what ships enabled.
 
 use crate::support::*;
 use gate::Decision;
@@ -23,21 +24,24 @@ async fn reserving(w: &World) -> Result<String, Box<dyn std::error::Error + Send
     Ok(request)
 }
 
-/// Enables `daily_spend_counts_requests` on both its tables, as the owner.
-async fn with_day_trigger(w: &World) -> Result<(), sqlx::Error> {
+/// Enables the day's and the hop's counter triggers on their tables, as
+/// the owner.
+async fn with_counter_triggers(w: &World) -> Result<(), sqlx::Error> {
     exec(
         w.owner(),
         "ALTER TABLE daily_spend ENABLE ALWAYS TRIGGER daily_spend_counts_requests; \
-         ALTER TABLE payment_requests ENABLE ALWAYS TRIGGER daily_spend_counts_requests",
+         ALTER TABLE payment_requests ENABLE ALWAYS TRIGGER daily_spend_counts_requests; \
+         ALTER TABLE delegations ENABLE ALWAYS TRIGGER delegation_spend_counts_requests; \
+         ALTER TABLE payment_requests ENABLE ALWAYS TRIGGER delegation_spend_counts_requests",
     )
     .await
     .map(|_| ())
 }
 
-/// The migrations leave the day's trigger disabled and the other two
-/// enabled ALWAYS (no session_replication_role skips them).
+/// The migrations leave the day's and the hop's triggers disabled and the
+/// payment's enabled ALWAYS (no session_replication_role skips it).
 #[tokio::test]
-async fn the_day_trigger_ships_disabled_and_the_others_always_enabled() -> TestResult {
+async fn the_counter_triggers_ship_as_their_cost_decided() -> TestResult {
     on_world(async |w| {
         let states: Vec<(String, String, String)> = sqlx::query_as(
             "SELECT c.relname::text, t.tgname::text, t.tgenabled::text FROM pg_trigger t \
@@ -51,10 +55,10 @@ async fn the_day_trigger_ships_disabled_and_the_others_always_enabled() -> TestR
         .await?;
         assert_eq!(states.len(), 5, "{states:?}");
         for (table, name, enabled) in &states {
-            let want = if name == "daily_spend_counts_requests" {
-                "D"
-            } else {
+            let want = if name == "provider_payment_carried_by_event" {
                 "A"
+            } else {
+                "D"
             };
             assert_eq!(enabled, want, "{name} on {table}");
         }
@@ -67,7 +71,7 @@ async fn the_day_trigger_ships_disabled_and_the_others_always_enabled() -> TestR
 async fn daily_spend_counts_requests_refuses_a_day_reset_under_its_requests() -> TestResult {
     on_world(async |w| {
         reserving(w).await?;
-        with_day_trigger(w).await?;
+        with_counter_triggers(w).await?;
         assert_sql_refused_by(
             w.pool(),
             "UPDATE daily_spend SET reserved_paise = 0 WHERE tenant_id = 'acme'",
@@ -83,7 +87,7 @@ async fn daily_spend_counts_requests_refuses_a_day_reset_under_its_requests() ->
 async fn daily_spend_counts_requests_refuses_a_reservation_moved_to_another_day() -> TestResult {
     on_world(async |w| {
         let request = reserving(w).await?;
-        with_day_trigger(w).await?;
+        with_counter_triggers(w).await?;
         assert_sql_refused_by(
             w.pool(),
             &format!(
@@ -101,6 +105,7 @@ async fn daily_spend_counts_requests_refuses_a_reservation_moved_to_another_day(
 async fn delegation_spend_counts_requests_refuses_a_hop_reset_under_its_requests() -> TestResult {
     on_world(async |w| {
         reserving(w).await?;
+        with_counter_triggers(w).await?;
         assert_sql_refused_by(
             w.pool(),
             "UPDATE delegations SET spent_paise = 0 WHERE tenant_id = 'acme' AND id = 'd-buyer'",
@@ -117,6 +122,7 @@ async fn delegation_spend_counts_requests_refuses_a_reservation_moved_to_another
 {
     on_world(async |w| {
         let request = reserving(w).await?;
+        with_counter_triggers(w).await?;
         exec(
             w.pool(),
             "INSERT INTO delegations (tenant_id, id, parent_id, grantee_id, budget_paise, created_at) \
