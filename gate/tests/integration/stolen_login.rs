@@ -820,3 +820,44 @@ async fn attempt_21_a_request_edited_after_checkout_pays_nothing() -> TestResult
     })
     .await
 }
+
+/// Attempt 22: an expired authority's instants moved an hour on by the
+/// login (past the terms trigger, which the owner switches off; its 15
+/// minutes kept, so `ck_authority_ttl` holds), so that it reads live
+/// again. Its request is untouched and still verifies; the authority's
+/// own MAC, which covers its expiry, is what refuses it:
+/// AUTHORITY_PURCHASE_CHANGED, no provider order.
+#[tokio::test]
+async fn attempt_22_an_expired_authority_the_login_revived_pays_nothing() -> TestResult {
+    on_world(async |w| {
+        let (_request, authority) = checked_out(w).await?;
+        w.clock.advance_minutes(20);
+        exec(
+            w.owner(),
+            "ALTER TABLE checkout_authorities DISABLE TRIGGER authority_terms_immutable",
+        )
+        .await?;
+        let moved = exec(
+            w.pool(),
+            &format!(
+                "UPDATE checkout_authorities SET issued_at = issued_at + interval '1 hour', \
+                        expires_at = expires_at + interval '1 hour' WHERE id = '{authority}'"
+            ),
+        )
+        .await?;
+        assert_eq!(moved, 1);
+        let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+        assert_eq!(
+            paid.decision,
+            deny(Reason::AuthorityPurchaseChanged),
+            "{paid:?}"
+        );
+        assert!(
+            w.gate.provider().orders().is_empty(),
+            "a provider order was created: {:?}",
+            w.gate.provider().orders()
+        );
+        Ok(())
+    })
+    .await
+}
