@@ -21,7 +21,7 @@ use crate::error::Failure;
 /// commands that read across tenants (`ledger`, `log`, `evidence`, ...) see
 /// every tenant's rows where `row_security` is on.
 pub async fn app_pool(config: &Config, size: u32) -> Result<PgPool, Failure> {
-    let token = crate::commands::ledger_key(config)
+    let token = crate::gate_of_config::ledger_key(config)
         .ok()
         .map(|key| row_token(&key, EVERY_TENANT));
     pool_at(config.database_url()?, size, token).await

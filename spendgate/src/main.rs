@@ -12,6 +12,7 @@ mod commands;
 mod config;
 mod connect;
 mod error;
+mod gate_of_config;
 mod provider;
 mod world_file;
 

@@ -40,8 +40,7 @@ use super::current_policy::CurrentPolicy;
 use super::decide::Counted;
 use super::error::{Ctx, ServiceError};
 use super::identity::{Lookup, Who};
-use super::world::{CatalogRow, MAX_CHAIN_DEPTH, Recent, policy_read};
-use super::world_cache::World;
+use super::world::{CatalogRow, MAX_CHAIN_DEPTH, Recent, World, policy_read};
 use crate::delegation::DelegationChain;
 use crate::reason::Reason;
 

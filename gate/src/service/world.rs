@@ -23,12 +23,25 @@ use super::current_policy::CurrentPolicy;
 use super::error::{Ctx, ServiceError};
 use super::ledger::{self, LedgerKey};
 use super::rows::{DELEGATION_COLUMNS, DelegationRow};
-use super::world_cache::World;
 use crate::catalog::{Catalog, CatalogItem};
 use crate::delegation::DelegationChain;
 use crate::policy::Policy;
 use crate::spend::SpendState;
 use mandate::Keyring;
+
+/// One tenant's policy and catalog as the database last sent them.
+#[derive(Debug)]
+pub(crate) struct World {
+    /// The database's digest of what this entry holds; empty for a world
+    /// read for one re-check and never kept (`world::world_and_chain`), which
+    /// no stamp equals.
+    pub digest: String,
+    /// The latest policy version; `None` when the tenant has none.
+    pub policy: Option<CurrentPolicy>,
+    /// The catalog, its rows checked against their MACs once, when read;
+    /// `None` unless the policy is enforceable.
+    pub catalog: Option<TenantCatalog>,
+}
 
 /// The deepest chain the gate will follow.
 pub(crate) const MAX_CHAIN_DEPTH: i32 = 64;

@@ -21,25 +21,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::current_policy::CurrentPolicy;
-use super::world::TenantCatalog;
+use super::world::World;
 
 /// At most this many tenants' worlds are kept.
 pub(crate) const MAX_TENANTS: usize = 1024;
-
-/// One tenant's policy and catalog as the database last sent them.
-#[derive(Debug)]
-pub(crate) struct World {
-    /// The database's digest of what this entry holds; empty for a world
-    /// read for one re-check and never kept (`world::world_and_chain`), which
-    /// no stamp equals.
-    pub digest: String,
-    /// The latest policy version; `None` when the tenant has none.
-    pub policy: Option<CurrentPolicy>,
-    /// The catalog, its rows checked against their MACs once, when read;
-    /// `None` unless the policy is enforceable.
-    pub catalog: Option<TenantCatalog>,
-}
 
 /// The worlds a gate has read, by tenant.
 #[derive(Debug, Clone, Default)]

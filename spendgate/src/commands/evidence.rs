@@ -37,9 +37,9 @@ use crate::config::Config;
 use crate::error::Failure;
 
 pub async fn run(config: &Config, args: &EvidenceArgs) -> Result<ExitCode, Failure> {
-    let key = super::log_key(config)?;
+    let key = crate::gate_of_config::log_key(config)?;
     let pool = crate::connect::app_pool(config, 1).await?;
-    let result = match super::integrate_if_keyed(config, &pool).await {
+    let result = match crate::gate_of_config::integrate_if_keyed(config, &pool).await {
         Ok(()) => write_bundle(&pool, &key, args).await,
         Err(e) => Err(e),
     };

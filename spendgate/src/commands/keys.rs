@@ -21,7 +21,7 @@ use crate::error::Failure;
 pub async fn run(config: &Config, command: KeysCommand) -> Result<ExitCode, Failure> {
     let pool = crate::connect::onboard_pool(config, 1).await?;
     let now = Utc::now();
-    let key = super::ledger_key(config)?;
+    let key = crate::gate_of_config::ledger_key(config)?;
     let result =
         match command {
             KeysCommand::Issue {

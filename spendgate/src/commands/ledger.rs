@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::error::Failure;
 
 pub async fn run(config: &Config, command: LedgerCommand) -> Result<ExitCode, Failure> {
-    let key = super::ledger_key(config)?;
+    let key = crate::gate_of_config::ledger_key(config)?;
     let (tenant, anchor, print_anchor) = match command {
         LedgerCommand::Verify { tenant, anchor } => {
             let anchor = anchor.as_deref().map(read_anchor).transpose()?;

@@ -56,12 +56,12 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
 
 pub async fn run(config: &Config, command: LogCommand) -> Result<ExitCode, Failure> {
     if let LogCommand::PublicKey { tenant } = &command {
-        let key = super::log_key(config)?;
+        let key = crate::gate_of_config::log_key(config)?;
         println!("{}", key.verifier(tenant).map_err(failure)?.to_text());
         return Ok(ExitCode::SUCCESS);
     }
     let pool = crate::connect::app_pool(config, 1).await?;
-    let result = match super::integrate_if_keyed(config, &pool).await {
+    let result = match crate::gate_of_config::integrate_if_keyed(config, &pool).await {
         Ok(()) => run_on(config, &pool, command).await,
         Err(e) => Err(e),
     };
@@ -74,7 +74,7 @@ async fn run_on(config: &Config, pool: &PgPool, command: LogCommand) -> Result<E
     match command {
         LogCommand::PublicKey { .. } => Ok(ExitCode::SUCCESS),
         LogCommand::Checkpoint { tenant } => {
-            let key = super::log_key(config)?;
+            let key = crate::gate_of_config::log_key(config)?;
             let tenants: Vec<String> = match tenant {
                 Some(t) => {
                     known_tenant(pool, &t).await?;
@@ -94,7 +94,7 @@ async fn run_on(config: &Config, pool: &PgPool, command: LogCommand) -> Result<E
             Ok(ExitCode::SUCCESS)
         }
         LogCommand::Prove { tenant, seq, out } => {
-            let key = super::log_key(config)?;
+            let key = crate::gate_of_config::log_key(config)?;
             known_tenant(pool, &tenant).await?;
             let (_, proofs) = tlog::prove_inclusion(pool, &key, &tenant, &[seq], now)
                 .await

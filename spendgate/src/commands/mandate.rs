@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use mandate::{Keyring, Mandate, PublicKey, SecretKey, SignedMandate};
+use mandate::{Mandate, SecretKey, SignedMandate};
 
 use crate::cli::MandateCommand;
 use crate::config::Config;
@@ -144,7 +144,7 @@ pub fn signed_mandate(path: &Path) -> Result<SignedMandate, Failure> {
 async fn publish(config: &Config, file: &Path) -> Result<ExitCode, Failure> {
     let signed = signed_mandate(file)?;
     let pool = crate::connect::app_pool(config, 2).await?;
-    let gate = super::open_gate(config, pool)?;
+    let gate = crate::gate_of_config::open_gate(config, pool)?;
     let outcome = gate
         .publish_mandate(&signed.mandate.tenant, &signed)
         .await
@@ -164,51 +164,5 @@ async fn publish(config: &Config, file: &Path) -> Result<ExitCode, Failure> {
             file.display(),
             reason.code()
         ))),
-    }
-}
-
-/// The keyring the keys file `mandate_keys` holds: one `TENANT PERSON
-/// ed25519:BASE64` a line, `#` comments and blank lines skipped. No file
-/// configured: an empty keyring (no policy verifies).
-pub fn keys_of_config(config: &Config) -> Result<Keyring, Failure> {
-    let Some(path) = config.mandate_keys() else {
-        return Ok(Keyring::empty());
-    };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| Failure::Input(format!("mandate_keys {}: {e}", path.display())))?;
-    keys_of_text(&path, &text)
-}
-
-fn keys_of_text(path: &Path, text: &str) -> Result<Keyring, Failure> {
-    let mut keys = Keyring::empty();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let bad = |why: String| Failure::Input(format!("{}:{}: {why}", path.display(), n + 1));
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [tenant, person, key] = fields.as_slice() else {
-            return Err(bad("expected `TENANT PERSON ed25519:BASE64`".into()));
-        };
-        let key = PublicKey::from_text(key).map_err(|e| bad(e.to_string()))?;
-        keys.insert(tenant, person, key);
-    }
-    Ok(keys)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_keys_file_names_each_humans_key_and_a_bad_line_by_number() {
-        let alice = mandate::world_secret("acme", "alice").public();
-        let text = format!("# keys\n\nacme alice {}\n", alice.to_text());
-        let keys = keys_of_text(Path::new("k"), &text).expect("reads");
-        assert_eq!(keys.key_for("acme", "alice"), Some(alice));
-        assert_eq!(keys.key_for("acme", "bob"), None);
-        let err = keys_of_text(Path::new("k"), "acme alice\n").expect_err("refused");
-        assert!(err.to_string().contains("k:1"), "{err}");
     }
 }

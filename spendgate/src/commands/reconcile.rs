@@ -14,7 +14,7 @@ use crate::error::Failure;
 
 pub async fn run(config: &Config, args: &ReconcileArgs) -> Result<ExitCode, Failure> {
     let pool = crate::connect::app_pool(config, 2).await?;
-    let gate = super::open_gate(config, pool)?;
+    let gate = crate::gate_of_config::open_gate(config, pool)?;
     let tenant = args.tenant.as_deref();
     let done = gate
         .reconcile(tenant)

@@ -24,14 +24,15 @@ pub async fn run(config: &Config, args: &ServeArgs) -> Result<ExitCode, Failure>
     if config.provider()? == ProviderKind::Razorpay {
         config.razorpay()?;
     }
-    super::ledger_key(config)?;
-    let log_key = super::log_key(config)?;
+    crate::gate_of_config::ledger_key(config)?;
+    let log_key = crate::gate_of_config::log_key(config)?;
     let interval = config.checkpoint_interval()?;
     config.webhook_secret()?;
     config.webhook_secret_previous()?;
     let bind = config.bind()?;
     let pool = crate::connect::app_pool(config, args.pool).await?;
-    let gate = super::open_gate(config, pool)?.with_turns_per_tenant(args.turns_per_tenant);
+    let gate = crate::gate_of_config::open_gate(config, pool)?
+        .with_turns_per_tenant(args.turns_per_tenant);
     let mode = gate.provider().mode();
     let gate = Arc::new(gate);
     let listener = tokio::net::TcpListener::bind(bind)

@@ -149,7 +149,7 @@ pub async fn run(config: &Config, command: TenantCommand) -> Result<ExitCode, Fa
     // Onboarding runs as the onboarding role: the gate's own login cannot
     // create a tenant, its actors or its root delegations.
     let pool = crate::connect::onboard_pool(config, 2).await?;
-    let gate = super::open_gate(config, pool)?;
+    let gate = crate::gate_of_config::open_gate(config, pool)?;
     let mut plan = Vec::new();
     let mut conflicts = Vec::new();
     for t in &loaded.file.tenants {
