@@ -104,6 +104,12 @@ pub struct Tick {
     pub signed: Vec<(String, StoredCheckpoint)>,
     /// The tenants that grew but got no checkpoint, and why.
     pub refused: Vec<(String, Refusal)>,
+    /// Queued entries the tick chained into the ledger.
+    pub integrated: u64,
+    /// How long the tick took to integrate the queue, and then to check and
+    /// sign the grown tenants.
+    pub integrating: Duration,
+    pub signing: Duration,
 }
 
 /// Signs every grown tenant's checkpoint; see the module.
@@ -140,6 +146,14 @@ impl std::fmt::Debug for Checkpointer {
     }
 }
 
+/// One tenant's log as checked, ready to sign.
+struct Checked {
+    tenant: String,
+    tree: Tree,
+    last_hash: String,
+    leaves: Vec<Hash>,
+}
+
 /// A tenant whose head is past its largest kept checkpoint.
 #[derive(Debug, sqlx::FromRow)]
 struct Behind {
@@ -153,6 +167,7 @@ struct Behind {
 /// One entry as the signer checks it.
 #[derive(sqlx::FromRow)]
 struct Leaf {
+    tenant_id: String,
     seq: i64,
     entry: String,
     prev_hash: String,
@@ -221,9 +236,12 @@ impl Checkpointer {
     /// not be listed.
     pub async fn tick(&self) -> Result<Tick, LogError> {
         let mut tick = Tick::default();
+        let began = std::time::Instant::now();
         let integrated = ledger::integrate(&self.pool, &self.ledger_key)
             .await
             .map_err(|e| LogError::Integration(Box::new(e)))?;
+        tick.integrated = integrated.entries;
+        tick.integrating = began.elapsed();
         for refusal in integrated.refused {
             tick.refused
                 .push((refusal.tenant.clone(), Refusal::Queue(refusal)));
@@ -236,14 +254,88 @@ impl Checkpointer {
             .ticks
             .fetch_add(1, Ordering::Relaxed)
             .is_multiple_of(self.full_every);
+        self.sign_grown(full, &mut tick).await?;
+        tick.signing = began.elapsed().saturating_sub(tick.integrating);
+        Ok(tick)
+    }
+
+    /// Checks and signs every grown tenant: one statement reads the entries
+    /// each needs (past the checkpoint the last signing verified, or its
+    /// whole log on a full check), one keeps every checkpoint signed. Should
+    /// that keep fail, each checkpoint is kept by a statement of its own, so
+    /// a refusal names its own tenant only.
+    async fn sign_grown(&self, full: bool, tick: &mut Tick) -> Result<(), LogError> {
+        let mut plans = Vec::new();
         for behind in self.behind().await? {
+            let kept = behind.size.unwrap_or(0).max(0) as u64;
+            if behind.roots.len() > 1 {
+                let refusal = Refusal::Forked {
+                    tenant: behind.tenant_id.clone(),
+                    size: kept,
+                    roots: behind.roots.len(),
+                };
+                tick.refused.push((behind.tenant_id, refusal));
+                continue;
+            }
+            let cached = if full {
+                None
+            } else {
+                self.cached(&behind.tenant_id, kept, &behind.roots)
+            };
+            plans.push((behind, cached));
+        }
+        if plans.is_empty() {
+            return Ok(());
+        }
+        let mut read = self
+            .entries_after(plans.iter().map(|(behind, cached)| {
+                let after = cached.as_ref().map_or(0, |v| v.size);
+                (behind.tenant_id.as_str(), after)
+            }))
+            .await?;
+        let mut ready = Vec::new();
+        for (behind, cached) in plans {
+            let rows = read.remove(&behind.tenant_id).unwrap_or_default();
             let tenant = behind.tenant_id.clone();
-            match self.sign(behind, full).await {
-                Ok(checkpoint) => tick.signed.push((tenant, checkpoint)),
+            match self.check(behind, cached, rows) {
+                Ok(checked) => ready.push(checked),
                 Err(refusal) => tick.refused.push((tenant, refusal)),
             }
         }
-        Ok(tick)
+        let trees: Vec<(&str, &Tree)> =
+            ready.iter().map(|c| (c.tenant.as_str(), &c.tree)).collect();
+        let now = self.clock.now();
+        let kept = match tlog::sign_trees(&self.pool, &self.log_key, &trees, now).await {
+            Ok(kept) => kept.into_iter().map(Ok).collect(),
+            Err(e) if trees.len() == 1 => vec![Err(e)],
+            Err(_) => {
+                let mut each = Vec::new();
+                for (tenant, tree) in &trees {
+                    each.push(tlog::sign_tree(&self.pool, &self.log_key, tenant, tree, now).await);
+                }
+                each
+            }
+        };
+        for (checked, kept) in ready.into_iter().zip(kept) {
+            match kept {
+                Ok(checkpoint) => {
+                    if let Ok(mut verified) = self.verified.lock() {
+                        verified.insert(
+                            checked.tenant.clone(),
+                            Verified {
+                                size: checkpoint.size,
+                                root: checkpoint.root.clone(),
+                                last_hash: checked.last_hash,
+                                leaves: checked.leaves,
+                            },
+                        );
+                    }
+                    tick.signed.push((checked.tenant, checkpoint));
+                }
+                Err(e) => tick.refused.push((checked.tenant, e.into())),
+            }
+        }
+        Ok(())
     }
 
     /// What the last signing verified of `tenant`, when its largest kept
@@ -254,52 +346,58 @@ impl Checkpointer {
         (v.size == kept && roots == std::slice::from_ref(&v.root)).then(|| v.clone())
     }
 
-    /// The tenant's entries numbered above `after`, in order.
-    async fn entries_after(&self, tenant: &str, after: u64) -> Result<Vec<Leaf>, LogError> {
-        sqlx::query_as(
-            "SELECT seq, entry, prev_hash, hash FROM ledger_entries \
-              WHERE tenant_id = $1 AND seq > $2 ORDER BY seq",
+    /// Each tenant's entries numbered above its `after`, in order, in one
+    /// statement.
+    async fn entries_after(
+        &self,
+        wanted: impl Iterator<Item = (&str, u64)>,
+    ) -> Result<HashMap<String, Vec<Leaf>>, LogError> {
+        let (tenants, afters): (Vec<&str>, Vec<i64>) = wanted
+            .map(|(tenant, after)| (tenant, i64::try_from(after).unwrap_or(i64::MAX)))
+            .unzip();
+        let leaves: Vec<Leaf> = sqlx::query_as(
+            "SELECT e.tenant_id, e.seq, e.entry, e.prev_hash, e.hash \
+               FROM UNNEST($1::text[], $2::bigint[]) AS w(tenant_id, after) \
+               JOIN ledger_entries e ON e.tenant_id = w.tenant_id AND e.seq > w.after \
+              ORDER BY e.tenant_id, e.seq",
         )
-        .bind(tenant)
-        .bind(i64::try_from(after).unwrap_or(i64::MAX))
+        .bind(&tenants)
+        .bind(&afters)
         .fetch_all(&self.pool)
         .await
         .map_err(|cause| LogError::Database {
-            action: "reading the tenant's ledger entries",
+            action: "reading the tenants' ledger entries",
             cause,
-        })
+        })?;
+        let mut by_tenant: HashMap<String, Vec<Leaf>> = HashMap::new();
+        for leaf in leaves {
+            by_tenant
+                .entry(leaf.tenant_id.clone())
+                .or_default()
+                .push(leaf);
+        }
+        Ok(by_tenant)
     }
 
-    /// Checks one tenant's log and signs it. On a full check (or when the
-    /// last signing's work does not match the largest kept checkpoint) the
-    /// whole log is read and its tree must still have that checkpoint's
-    /// root at its size; otherwise the leaves the last signing verified are
-    /// taken as they were and only the entries past them are read. Either
-    /// way every entry past the checkpoint must be numbered in order and
-    /// chain under the ledger key from the one before it.
-    async fn sign(&self, behind: Behind, full: bool) -> Result<StoredCheckpoint, Refusal> {
+    /// Checks one tenant's log, read past `cached`'s size (or whole, with
+    /// no `cached`: a full check, or the last signing's work does not match
+    /// the largest kept checkpoint), and builds the tree to sign. Read
+    /// whole, its tree must still have the largest kept checkpoint's root
+    /// at its size; otherwise the leaves the last signing verified are
+    /// taken as they were. Either way every entry past the checkpoint must
+    /// be numbered in order and chain under the ledger key from the one
+    /// before it.
+    fn check(
+        &self,
+        behind: Behind,
+        cached: Option<Verified>,
+        mut rows: Vec<Leaf>,
+    ) -> Result<Checked, Refusal> {
         let tenant = behind.tenant_id.as_str();
         let kept = behind.size.unwrap_or(0).max(0) as u64;
-        if behind.roots.len() > 1 {
-            return Err(Refusal::Forked {
-                tenant: tenant.to_owned(),
-                size: kept,
-                roots: behind.roots.len(),
-            });
-        }
-        let cached = if full {
-            None
-        } else {
-            self.cached(tenant, kept, &behind.roots)
-        };
         let (mut hashes, mut prev, rows) = match cached {
-            Some(v) => (
-                v.leaves,
-                v.last_hash,
-                self.entries_after(tenant, kept).await?,
-            ),
+            Some(v) => (v.leaves, v.last_hash, rows),
             None => {
-                let mut rows = self.entries_after(tenant, 0).await?;
                 numbered(tenant, &rows, 1)?;
                 let split = usize::try_from(kept).unwrap_or(usize::MAX);
                 if let Some(signed) = behind.roots.first() {
@@ -353,21 +451,12 @@ impl Checkpointer {
             prev.clone_from(&leaf.hash);
             hashes.push(leaf_hash(leaf.entry.as_bytes()));
         }
-        let tree = Tree::from_leaf_hashes(hashes.iter().copied());
-        let checkpoint =
-            tlog::sign_tree(&self.pool, &self.log_key, tenant, &tree, self.clock.now()).await?;
-        if let Ok(mut verified) = self.verified.lock() {
-            verified.insert(
-                tenant.to_owned(),
-                Verified {
-                    size: checkpoint.size,
-                    root: checkpoint.root.clone(),
-                    last_hash: prev,
-                    leaves: hashes,
-                },
-            );
-        }
-        Ok(checkpoint)
+        Ok(Checked {
+            tree: Tree::from_leaf_hashes(hashes.iter().copied()),
+            tenant: behind.tenant_id,
+            last_hash: prev,
+            leaves: hashes,
+        })
     }
 
     /// Ticks at once and then every interval until `stop` resolves; every

@@ -45,7 +45,7 @@
 //!   ledger is never loaded whole and concurrent appends never look like
 //!   breaks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -58,7 +58,7 @@ use sqlx::postgres::PgArguments;
 use sqlx::{PgConnection, PgPool, Postgres};
 
 use super::error::{Ctx, ServiceError};
-use super::lock::{LedgerHeadKey, lock};
+use super::lock::{LedgerHeadKey, lock_all};
 use super::rows::{AuthorityRow, LedgerHeadRow, RequestRow};
 
 /// The hash before the first entry of every chain.
@@ -658,6 +658,7 @@ pub struct Integrated {
 
 #[derive(sqlx::FromRow)]
 struct QueuedRow {
+    tenant_id: String,
     entry_id: String,
     kind: String,
     at: DateTime<Utc>,
@@ -670,17 +671,21 @@ struct QueuedRow {
 /// The sequencer: integrates every tenant's committed queued entries into
 /// its chain.
 ///
-/// For each tenant with queued rows, in one transaction: the head is locked
-/// (through [`super::lock`]), the queue's committed rows read in the order
-/// they were queued, each whose MAC holds and whose id is not in the ledger
-/// already is numbered after the head, chained under `key` and written to
-/// `ledger_entries` with its id, the head moved to the last, and those rows
-/// deleted from the queue. Rows committed meanwhile are read by the next
-/// integration (nothing is skipped by a watermark); two sequencers at once
-/// wait on the head's lock, and the second reads the queue after the first
-/// committed, so no entry is integrated twice and no chain forks. A row
-/// whose MAC fails, whose id is already integrated (a copy) or whose body
-/// is not JSON is left in the queue and named ([`QueueRefusal`]).
+/// In one transaction for every tenant with queued rows: their heads are
+/// locked (through [`super::lock`], in tenant order), the queue's committed
+/// rows of those tenants read in the order they were queued, each whose MAC
+/// holds and whose id is not in the ledger already is numbered after its
+/// tenant's head, chained under `key` and written to `ledger_entries` with
+/// its id, each head moved to its last, and those rows deleted from the
+/// queue: a few statements whatever the number of tenants. Should that
+/// transaction fail, each tenant is integrated again in one of its own, so a
+/// fault of one tenant's rows holds back no other tenant. Rows committed
+/// meanwhile are read by the next integration (nothing is skipped by a
+/// watermark); two sequencers at once wait on the heads' locks, and the
+/// second reads the queue after the first committed, so no entry is
+/// integrated twice and no chain forks. A row whose MAC fails, whose id is
+/// already integrated (a copy) or whose body is not JSON is left in the
+/// queue and named ([`QueueRefusal`]).
 pub async fn integrate(pool: &PgPool, key: &LedgerKey) -> Result<Integrated, ServiceError> {
     let tenants: Vec<String> =
         sqlx::query_scalar("SELECT DISTINCT tenant_id FROM ledger_queue ORDER BY tenant_id")
@@ -688,45 +693,75 @@ pub async fn integrate(pool: &PgPool, key: &LedgerKey) -> Result<Integrated, Ser
             .await
             .ctx("finding the tenants with queued ledger entries")?;
     let mut done = Integrated::default();
-    for tenant in tenants {
-        match integrate_tenant(pool, key, &tenant, &mut done.refused).await {
-            Ok(n) => done.entries += n,
-            Err(e) => done.failed.push((tenant, e)),
+    if tenants.is_empty() {
+        return Ok(done);
+    }
+    match integrate_tenants(pool, key, &tenants).await {
+        Ok(batch) => done.add(batch),
+        Err(e) if tenants.len() == 1 => done.failed.push((tenants[0].clone(), e)),
+        Err(_) => {
+            for tenant in tenants {
+                match integrate_tenants(pool, key, std::slice::from_ref(&tenant)).await {
+                    Ok(batch) => done.add(batch),
+                    Err(e) => done.failed.push((tenant, e)),
+                }
+            }
         }
     }
     Ok(done)
 }
 
-/// One tenant's part of [`integrate`]; returns how many entries it chained.
-async fn integrate_tenant(
+impl Integrated {
+    fn add(&mut self, batch: Integrated) {
+        self.entries += batch.entries;
+        self.refused.extend(batch.refused);
+        self.failed.extend(batch.failed);
+    }
+}
+
+/// One transaction of [`integrate`] over `tenants`.
+async fn integrate_tenants(
     pool: &PgPool,
     key: &LedgerKey,
-    tenant: &str,
-    refused: &mut Vec<QueueRefusal>,
-) -> Result<u64, ServiceError> {
+    tenants: &[String],
+) -> Result<Integrated, ServiceError> {
+    let mut done = Integrated::default();
     let mut tx = pool
         .begin()
         .await
         .ctx("integrating queued ledger entries")?;
-    let head: LedgerHeadRow = lock(&mut tx, LedgerHeadKey { tenant })
+    let heads: Vec<LedgerHeadRow> = lock_all(&mut tx, LedgerHeadKey { tenants })
         .await
-        .ctx("locking the tenant's ledger head")?
-        .ok_or(ServiceError::LedgerHeadMissing)?;
+        .ctx("locking the tenants' ledger heads")?;
+    for tenant in tenants {
+        if !heads.iter().any(|h| &h.tenant_id == tenant) {
+            done.failed
+                .push((tenant.clone(), ServiceError::LedgerHeadMissing));
+        }
+    }
+    let locked: Vec<&str> = heads.iter().map(|h| h.tenant_id.as_str()).collect();
     let queued: Vec<QueuedRow> = sqlx::query_as(
-        "SELECT q.entry_id, q.kind, q.at, q.subject, q.body, q.row_mac, \
+        "SELECT q.tenant_id, q.entry_id, q.kind, q.at, q.subject, q.body, q.row_mac, \
                 EXISTS (SELECT 1 FROM ledger_entries e \
                          WHERE e.tenant_id = q.tenant_id AND e.entry_id = q.entry_id) \
                   AS integrated \
-           FROM ledger_queue q WHERE q.tenant_id = $1 ORDER BY q.queued_at, q.ord",
+           FROM ledger_queue q WHERE q.tenant_id = ANY($1) \
+          ORDER BY q.tenant_id, q.queued_at, q.ord",
     )
-    .bind(tenant)
+    .bind(&locked)
     .fetch_all(&mut *tx)
     .await
-    .ctx("reading the tenant's queued ledger entries")?;
-    let (mut seq, mut prev) = (head.seq, head.hash);
+    .ctx("reading the tenants' queued ledger entries")?;
+    let mut chains: HashMap<&str, (i64, String)> = heads
+        .iter()
+        .map(|h| (h.tenant_id.as_str(), (h.seq, h.hash.clone())))
+        .collect();
     let mut rows = Rows::default();
     for q in queued {
-        let problem = if !q.mac_holds(key, tenant) {
+        let Some((seq, prev)) = chains.get_mut(q.tenant_id.as_str()) else {
+            continue;
+        };
+        let problem = if !q.mac_holds(key) {
             Some("does not carry the gate's MAC (forged or changed)")
         } else if q.integrated {
             Some("is a copy of an entry already in the ledger")
@@ -740,8 +775,8 @@ async fn integrate_tenant(
         let (subject, body) = match (problem, parsed) {
             (None, (Ok(subject), Ok(body))) => (subject, body),
             (problem, _) => {
-                refused.push(QueueRefusal {
-                    tenant: tenant.to_owned(),
+                done.refused.push(QueueRefusal {
+                    tenant: q.tenant_id.clone(),
                     entry_id: q.entry_id,
                     problem: problem
                         .unwrap_or("has a subject or body that is not JSON")
@@ -750,11 +785,11 @@ async fn integrate_tenant(
                 continue;
             }
         };
-        seq += 1;
+        *seq += 1;
         let canonical = Canonical {
-            seq,
+            seq: *seq,
             at: instant_text(q.at),
-            tenant: tenant.to_owned(),
+            tenant: q.tenant_id.clone(),
             kind: q.kind.clone(),
             subject,
             body,
@@ -762,12 +797,13 @@ async fn integrate_tenant(
         let text = serde_json::to_string(&canonical).map_err(|e| ServiceError::Corrupt {
             what: format!("a ledger entry does not serialize: {e}"),
         })?;
-        let hash = chain_hash(key, &prev, &text);
-        rows.seqs.push(seq);
+        let hash = chain_hash(key, prev, &text);
+        rows.tenants.push(q.tenant_id);
+        rows.seqs.push(*seq);
         rows.kinds.push(q.kind);
         rows.ats.push(q.at);
         rows.texts.push(text);
-        rows.prevs.push(std::mem::replace(&mut prev, hash.clone()));
+        rows.prevs.push(std::mem::replace(prev, hash.clone()));
         rows.hashes.push(hash);
         rows.ids.push(q.entry_id);
     }
@@ -775,20 +811,32 @@ async fn integrate_tenant(
         tx.rollback()
             .await
             .ctx("integrating queued ledger entries")?;
-        return Ok(0);
+        return Ok(done);
     }
-    // The head moves first: `fk_ledger_entry_head` is checked at the end of
+    let moved: Vec<(&str, i64, &str)> = heads
+        .iter()
+        .filter_map(|h| {
+            let (seq, hash) = chains.get(h.tenant_id.as_str())?;
+            (*seq != h.seq).then_some((h.tenant_id.as_str(), *seq, hash.as_str()))
+        })
+        .collect();
+    // The heads move first: `fk_ledger_entry_head` is checked at the end of
     // the statement.
     sqlx::query(
-        "WITH moved AS (UPDATE ledger_head SET seq = $2, hash = $3 WHERE tenant_id = $1) \
+        "WITH moved AS ( \
+             UPDATE ledger_head h SET seq = m.seq, hash = m.hash \
+               FROM UNNEST($1::text[], $2::bigint[], $3::text[]) AS m(tenant_id, seq, hash) \
+              WHERE h.tenant_id = m.tenant_id) \
          INSERT INTO ledger_entries (tenant_id, seq, kind, at, entry, prev_hash, hash, entry_id) \
-         SELECT $1, u.seq, u.kind, u.at, u.entry, u.prev_hash, u.hash, u.id \
-           FROM UNNEST($4::bigint[], $5::text[], $6::timestamptz[], $7::text[], $8::text[], \
-                       $9::text[], $10::text[]) AS u(seq, kind, at, entry, prev_hash, hash, id)",
+         SELECT u.tenant_id, u.seq, u.kind, u.at, u.entry, u.prev_hash, u.hash, u.id \
+           FROM UNNEST($4::text[], $5::bigint[], $6::text[], $7::timestamptz[], $8::text[], \
+                       $9::text[], $10::text[], $11::text[]) \
+                AS u(tenant_id, seq, kind, at, entry, prev_hash, hash, id)",
     )
-    .bind(tenant)
-    .bind(seq)
-    .bind(&prev)
+    .bind(moved.iter().map(|m| m.0).collect::<Vec<_>>())
+    .bind(moved.iter().map(|m| m.1).collect::<Vec<_>>())
+    .bind(moved.iter().map(|m| m.2).collect::<Vec<_>>())
+    .bind(&rows.tenants)
     .bind(&rows.seqs)
     .bind(&rows.kinds)
     .bind(&rows.ats)
@@ -799,26 +847,30 @@ async fn integrate_tenant(
     .execute(&mut *tx)
     .await
     .ctx("writing integrated ledger entries")?;
-    sqlx::query("DELETE FROM ledger_queue WHERE tenant_id = $1 AND entry_id = ANY($2)")
-        .bind(tenant)
-        .bind(&rows.ids)
-        .execute(&mut *tx)
-        .await
-        .ctx("removing integrated entries from the ledger queue")?;
+    sqlx::query(
+        "DELETE FROM ledger_queue q USING UNNEST($1::text[], $2::text[]) AS d(tenant_id, entry_id) \
+          WHERE q.tenant_id = d.tenant_id AND q.entry_id = d.entry_id",
+    )
+    .bind(&rows.tenants)
+    .bind(&rows.ids)
+    .execute(&mut *tx)
+    .await
+    .ctx("removing integrated entries from the ledger queue")?;
     tx.commit()
         .await
         .ctx("committing integrated ledger entries")?;
-    Ok(rows.ids.len() as u64)
+    done.entries = rows.ids.len() as u64;
+    Ok(done)
 }
 
 impl QueuedRow {
-    fn mac_holds(&self, key: &LedgerKey, tenant: &str) -> bool {
+    fn mac_holds(&self, key: &LedgerKey) -> bool {
         let at = self.at.timestamp_micros().to_string();
         row_mac_holds(
             key,
             "ledger_queue",
             &[
-                tenant,
+                &self.tenant_id,
                 &self.entry_id,
                 &self.kind,
                 &at,
@@ -830,9 +882,10 @@ impl QueuedRow {
     }
 }
 
-/// One tenant's newly integrated entries, column by column, for one INSERT.
+/// The newly integrated entries, column by column, for one INSERT.
 #[derive(Debug, Default)]
 struct Rows {
+    tenants: Vec<String>,
     seqs: Vec<i64>,
     kinds: Vec<String>,
     ats: Vec<DateTime<Utc>>,

@@ -43,7 +43,8 @@
 //! 5. delegation hops, from the leaf upwards (a revocation locks the revoked
 //!    branch deepest first, and a release walks from the leaf to the root);
 //! 6. the tenant's ledger head: taken only by the sequencer
-//!    (`ledger::integrate`), alone in its transaction; no operation locks it.
+//!    (`ledger::integrate`), alone in its transaction, the heads of all the
+//!    tenants it integrates at once in tenant order; no operation locks it.
 
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::QueryAs;
@@ -180,21 +181,22 @@ impl LockKey for BranchKey<'_> {
     }
 }
 
-/// Names a tenant's ledger head.
+/// Names the ledger heads of some tenants (the sequencer locks the heads of
+/// every tenant it integrates, in one statement, in tenant order).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LedgerHeadKey<'k> {
-    pub tenant: &'k str,
+    pub tenants: &'k [String],
 }
 
 impl LockKey for LedgerHeadKey<'_> {
     const RANK: u8 = 6;
     const ROW: &'static str = "the tenant's ledger head";
-    const WHERE: &'static str = "tenant_id = $1";
+    const WHERE: &'static str = "tenant_id = ANY($1)";
     fn bind<'q, T>(self, query: Unbound<'q, T>) -> Unbound<'q, T>
     where
         Self: 'q,
     {
-        query.bind(self.tenant)
+        query.bind(self.tenants)
     }
 }
 
@@ -415,7 +417,7 @@ mod tests {
         assert_eq!(
             sql,
             "/* lock order 6: the tenant's ledger head */ SELECT seq, hash \
-             FROM ledger_head WHERE tenant_id = $1"
+             FROM ledger_head WHERE tenant_id = ANY($1)"
         );
         let sql = statement::<RequestKey>("SELECT id FROM payment_requests", " ORDER BY id");
         assert!(
@@ -424,8 +426,8 @@ mod tests {
         );
     }
 
-    fn head(tenant: &str) -> LedgerHeadKey<'_> {
-        LedgerHeadKey { tenant }
+    fn head(tenants: &[String]) -> LedgerHeadKey<'_> {
+        LedgerHeadKey { tenants }
     }
 
     /// The helper decides on the row as it is when the lock is granted, not as
@@ -443,14 +445,16 @@ mod tests {
         // The tenant's ledger head is made with it, at 0.
         let mut first = pool.acquire().await?;
         let mut tx1 = first.begin().await?;
-        let seen: Option<LedgerHeadRow> = lock(&mut tx1, head("acme")).await?;
+        let acme = ["acme".to_owned()];
+        let seen: Option<LedgerHeadRow> = lock(&mut tx1, head(&acme)).await?;
         assert_eq!(seen.map(|r| r.seq), Some(0));
         let waiter = {
             let pool = pool.clone();
             tokio::spawn(async move {
                 let mut conn = pool.acquire().await?;
                 let mut tx2 = conn.begin().await?;
-                let row: Option<LedgerHeadRow> = lock(&mut tx2, head("acme")).await?;
+                let acme = ["acme".to_owned()];
+                let row: Option<LedgerHeadRow> = lock(&mut tx2, head(&acme)).await?;
                 tx2.rollback().await?;
                 Ok::<_, sqlx::Error>(row.map(|r| r.seq))
             })
@@ -465,7 +469,8 @@ mod tests {
             .await?;
         tx1.commit().await?;
         assert_eq!(waiter.await??, Some(700));
-        let missing: Option<LedgerHeadRow> = lock(&mut first, head("nobody")).await?;
+        let nobody = ["nobody".to_owned()];
+        let missing: Option<LedgerHeadRow> = lock(&mut first, head(&nobody)).await?;
         assert!(missing.is_none());
         drop(first);
         db.drop().await?;

@@ -186,13 +186,15 @@ impl Lockable for AuthorityWithRequester {
 /// A tenant's ledger head: the number and hash of the latest entry of its chain.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct LedgerHeadRow {
+    pub tenant_id: String,
     pub seq: i64,
     pub hash: String,
 }
 
 impl Lockable for LedgerHeadRow {
     type Key<'k> = LedgerHeadKey<'k>;
-    const SELECT: &'static str = "SELECT seq, hash FROM ledger_head";
+    const SELECT: &'static str = "SELECT tenant_id, seq, hash FROM ledger_head";
+    const ORDER: &'static str = " ORDER BY tenant_id";
 }
 
 /// A provider order, as the gate recorded it.

@@ -214,33 +214,80 @@ pub async fn sign_tree(
     tree: &Tree,
     at: DateTime<Utc>,
 ) -> Result<StoredCheckpoint, LogError> {
-    let checkpoint = Checkpoint::new(&origin(tenant), tree.len(), tree.root());
-    let note = checkpoint
-        .sign(&key.signer(tenant)?)
-        .map_err(|cause| LogError::Checkpoint {
-            tenant: tenant.to_owned(),
-            cause,
-        })?;
-    let row: (i64, String, String, DateTime<Utc>) = sqlx::query_as(
-        "WITH kept AS ( \
+    let mut kept = sign_trees(pool, key, &[(tenant, tree)], at).await?;
+    kept.pop().ok_or(LogError::Database {
+        action: "keeping a signed checkpoint",
+        cause: sqlx::Error::RowNotFound,
+    })
+}
+
+/// Signs each tenant's tree and keeps every note in one statement (the one
+/// kept already for a tree signed before); the checkpoints come back in the
+/// order of `trees`.
+pub async fn sign_trees(
+    pool: &PgPool,
+    key: &LogKey,
+    trees: &[(&str, &Tree)],
+    at: DateTime<Utc>,
+) -> Result<Vec<StoredCheckpoint>, LogError> {
+    let mut tenants = Vec::with_capacity(trees.len());
+    let mut sizes = Vec::with_capacity(trees.len());
+    let mut roots = Vec::with_capacity(trees.len());
+    let mut notes = Vec::with_capacity(trees.len());
+    for (tenant, tree) in trees {
+        let checkpoint = Checkpoint::new(&origin(tenant), tree.len(), tree.root());
+        let note = checkpoint
+            .sign(&key.signer(tenant)?)
+            .map_err(|cause| LogError::Checkpoint {
+                tenant: (*tenant).to_owned(),
+                cause,
+            })?;
+        tenants.push(*tenant);
+        sizes.push(tree.len() as i64);
+        roots.push(checkpoint.root_base64());
+        notes.push(note);
+    }
+    if tenants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<(i32, i64, String, String, DateTime<Utc>)> = sqlx::query_as(
+        "WITH want AS ( \
+             SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[]) \
+                    WITH ORDINALITY AS w(tenant_id, size, root, note, n)), \
+         kept AS ( \
              INSERT INTO log_checkpoints (tenant_id, size, root, note, signed_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING \
-             RETURNING size, root, note, signed_at) \
-         SELECT size, root, note, signed_at FROM kept \
+             SELECT tenant_id, size, root, note, $5 FROM want ORDER BY n \
+             ON CONFLICT DO NOTHING \
+             RETURNING tenant_id, size, root, note, signed_at) \
+         SELECT w.n::int, k.size, k.root, k.note, k.signed_at \
+           FROM want w JOIN kept k \
+             ON k.tenant_id = w.tenant_id AND k.size = w.size AND k.root = w.root \
          UNION ALL \
-         SELECT size, root, note, signed_at FROM log_checkpoints \
-          WHERE tenant_id = $1 AND size = $2 AND root = $3 \
-            AND NOT EXISTS (SELECT 1 FROM kept)",
+         SELECT w.n::int, k.size, k.root, k.note, k.signed_at \
+           FROM want w JOIN log_checkpoints k \
+             ON k.tenant_id = w.tenant_id AND k.size = w.size AND k.root = w.root \
+          WHERE NOT EXISTS (SELECT 1 FROM kept WHERE kept.tenant_id = w.tenant_id \
+                              AND kept.size = w.size AND kept.root = w.root) \
+          ORDER BY 1",
     )
-    .bind(tenant)
-    .bind(tree.len() as i64)
-    .bind(checkpoint.root_base64())
-    .bind(&note)
+    .bind(&tenants)
+    .bind(&sizes)
+    .bind(&roots)
+    .bind(&notes)
     .bind(at)
-    .fetch_one(pool)
+    .fetch_all(pool)
     .await
-    .map_err(db("keeping a signed checkpoint"))?;
-    Ok(stored(row))
+    .map_err(db("keeping signed checkpoints"))?;
+    if rows.len() != trees.len() {
+        return Err(LogError::Database {
+            action: "keeping signed checkpoints: a checkpoint was neither kept nor found",
+            cause: sqlx::Error::RowNotFound,
+        });
+    }
+    Ok(rows
+        .into_iter()
+        .map(|(_, size, root, note, signed_at)| stored((size, root, note, signed_at)))
+        .collect())
 }
 
 /// Signs the tenant's tree as its ledger holds it now, keeps the note and

@@ -292,3 +292,42 @@ async fn each_guard_of_the_queue_names_itself() -> TestResult {
     })
     .await
 }
+
+/// The sequencer integrates every tenant in one transaction; when that
+/// transaction fails, each tenant is integrated in one of its own, so a
+/// fault of one tenant's rows (here acme's head moved back under its last
+/// entry by the database's owner, so its next entry's number is taken)
+/// holds back no other tenant: globex's entries are chained, acme's stay
+/// queued, and acme is named.
+#[tokio::test]
+async fn one_tenants_fault_holds_back_no_other_tenant() -> TestResult {
+    on_world(async |w| {
+        w.gate.integrate().await?;
+        w.propose("USB-HUB", 1).await?;
+        w.gate
+            .propose(
+                "globex",
+                "globex-agent",
+                br#"{"sku":"SNACK-BOX","quantity":1,"purpose":"office"}"#,
+                None,
+            )
+            .await?;
+        let queued = |tenant: &'static str| {
+            format!("SELECT count(*) FROM ledger_queue WHERE tenant_id = '{tenant}'")
+        };
+        assert!(count(w, &queued("globex")).await? > 0);
+        let acme_queued = count(w, &queued("acme")).await?;
+        assert!(acme_queued > 0);
+        sqlx::query("UPDATE ledger_head SET seq = seq - 1 WHERE tenant_id = 'acme'")
+            .execute(w.owner())
+            .await?;
+        let done = w.gate.integrate().await?;
+        let failed: Vec<&str> = done.failed.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(failed, ["acme"], "{:?}", done.failed);
+        assert_eq!(count(w, &queued("globex")).await?, 0);
+        assert!(done.entries > 0);
+        assert_eq!(count(w, &queued("acme")).await?, acme_queued);
+        Ok(())
+    })
+    .await
+}

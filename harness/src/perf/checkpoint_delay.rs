@@ -10,11 +10,12 @@
 //! - [`DELAY_CLIENTS`] clients, each in a tenant of its own, propose (the
 //!   denied proposal of the load's propose cell: one committed operation
 //!   that appends to the ledger) for the cell's time. After each one the
-//!   client notes the instant the call returned (after its commit) and how
-//!   many entries its tenant has committed, integrated or still queued (the
-//!   head's number plus the queued rows, in one snapshot: only that client
-//!   writes to its tenant): the operation's last entry's number once
-//!   integrated. An operation's delay is from that instant to the end of
+//!   client notes the instant the call returned (after its commit) and the
+//!   number its last entry has once integrated: the tenant's count before
+//!   the first (the head's number plus the queued rows, in one snapshot:
+//!   only that client writes to its tenant) plus the entries each operation
+//!   appends, counted after the first; the count after the last must agree,
+//!   or the cell fails. An operation's delay is from that instant to the end of
 //!   the first tick that kept a checkpoint of its tenant of at least that
 //!   size, so it includes the sequencer's integration.
 //! - After the clients stop the signer runs on for at most
@@ -64,6 +65,15 @@ pub struct CheckpointDelay {
     pub max_ms: Option<f64>,
     /// The longest tick (read, check and sign every grown tenant), ms.
     pub longest_tick_ms: Option<f64>,
+    /// The ticks after the first (which took the earlier cells' backlog):
+    /// their mean time integrating the queue and checking and signing, ms,
+    /// and the entries each integrated on average.
+    #[serde(default)]
+    pub mean_integrate_ms: Option<f64>,
+    #[serde(default)]
+    pub mean_sign_ms: Option<f64>,
+    #[serde(default)]
+    pub mean_entries_per_tick: Option<f64>,
 }
 
 /// One committed operation: its tenant, its last entry, when it returned.
@@ -80,6 +90,8 @@ struct Signed {
     ticks: u64,
     checkpoints: u64,
     longest_tick: Duration,
+    /// Every tick after the first: (integrating, signing, entries).
+    work: Vec<(Duration, Duration, u64)>,
 }
 
 impl Signed {
@@ -108,16 +120,37 @@ async fn head(gate: &LoadGate, tenant: &str) -> Result<u64> {
 async fn client(gate: Arc<LoadGate>, tenant: String, deadline: Instant) -> Result<Vec<Committed>> {
     let denied = br#"{"sku":"USB-HUB","quantity":1,"purpose":"desk setup"}"#;
     let mut out = Vec::new();
+    let start = head(&gate, &tenant).await?;
+    // Every denied proposal appends the same entries; the first says how
+    // many, so the load sends no query of the cell's own after the others.
+    let mut per_operation = None;
+    let mut seq = start;
     while Instant::now() < deadline {
         gate.propose(&tenant, "buyer-agent", denied, None).await?;
         let at = Instant::now();
-        let seq = head(&gate, &tenant).await?;
+        let step = match per_operation {
+            Some(step) => step,
+            None => {
+                let step = head(&gate, &tenant).await?.saturating_sub(start);
+                per_operation = Some(step);
+                step
+            }
+        };
+        seq += step;
         out.push(Committed {
             tenant: tenant.clone(),
             seq,
             at,
         });
     }
+    let end = head(&gate, &tenant).await?;
+    anyhow::ensure!(
+        end == seq,
+        "tenant {tenant}'s log holds {end} entries after {} operations of {} entries each \
+         from {start}: another writer, or an operation that appended a different count",
+        out.len(),
+        per_operation.unwrap_or(0)
+    );
     Ok(out)
 }
 
@@ -147,6 +180,10 @@ pub(super) async fn measure(
             if let Ok(mut s) = seen.lock() {
                 s.ticks += 1;
                 s.longest_tick = s.longest_tick.max(now.duration_since(tick_started));
+                if s.ticks > 1 {
+                    s.work
+                        .push((tick.integrating, tick.signing, tick.integrated));
+                }
                 for (tenant, cp) in &tick.signed {
                     s.checkpoints += 1;
                     s.by_tenant
@@ -230,7 +267,16 @@ pub(super) async fn measure(
         p95_ms: percentile(&delays, 95.0),
         max_ms: min_max(&delays).map(|(_, hi)| hi),
         longest_tick_ms: (s.ticks > 0).then(|| s.longest_tick.as_secs_f64() * 1000.0),
+        mean_integrate_ms: mean(s.work.iter().map(|w| w.0.as_secs_f64() * 1000.0)),
+        mean_sign_ms: mean(s.work.iter().map(|w| w.1.as_secs_f64() * 1000.0)),
+        mean_entries_per_tick: mean(s.work.iter().map(|w| w.2 as f64)),
     })
+}
+
+/// The mean of `values`, none when there are none.
+fn mean(values: impl ExactSizeIterator<Item = f64>) -> Option<f64> {
+    let n = values.len();
+    (n > 0).then(|| values.sum::<f64>() / n as f64)
 }
 
 #[cfg(test)]

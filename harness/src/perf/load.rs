@@ -645,21 +645,37 @@ async fn as_owner(owner: &str, db: &FreshDatabase, sql: &str) -> Result<()> {
     Ok(())
 }
 
-/// `pairs` pairs of flow cells, tenant per client at `clients` clients, on
-/// two fresh databases seeded alike (each with a provider of its own, so
-/// that their order ids never meet), differing only in `switch`: in each
-/// pair a cell on the "off" one, then one on the "on" one.
-#[allow(clippy::too_many_arguments)]
-async fn paired_cells(
-    admin_url: &str,
-    owner: &str,
+/// Where and how long the alternated pairs of flow cells run: `pairs`
+/// pairs, tenant per client at `clients` clients, `seconds` a cell.
+struct PairedRun<'a> {
+    admin_url: &'a str,
+    owner: &'a str,
     clients: usize,
     pairs: usize,
     seconds: Duration,
     server: Option<cpu::Server>,
+}
+
+/// `run.pairs` pairs of flow cells on two fresh databases seeded alike (each
+/// with a provider of its own, so that their order ids never meet),
+/// differing only in `switch`: in each pair a cell on the "off" one, then
+/// one on the "on" one. The notes name every cell whose operations did not
+/// do what it expects, the pair named by `what`.
+async fn paired_cells(
+    run: &PairedRun<'_>,
     cell_no: &mut usize,
     switch: &Switch,
+    what: &str,
+    notes: &mut Vec<String>,
 ) -> Result<Pairs> {
+    let PairedRun {
+        admin_url,
+        owner,
+        clients,
+        pairs,
+        seconds,
+        server,
+    } = *run;
     let size = one_per_client(clients);
     let off_db = gate::db::fresh_database(admin_url).await?;
     let on_db = gate::db::fresh_database(admin_url).await?;
@@ -708,6 +724,7 @@ async fn paired_cells(
     drop((on, off));
     off_db.drop().await?;
     on_db.drop().await?;
+    notes.extend(unexpected_notes(&out, what));
     Ok(out)
 }
 
@@ -1252,23 +1269,29 @@ pub(super) async fn measure(
                 None
             }
         };
+    let paired = PairedRun {
+        admin_url,
+        owner: &owner,
+        clients: PROFILED_CLIENTS,
+        pairs: 0,
+        seconds: plan.cell,
+        server,
+    };
     let row_security = match plan.row_security_pairs {
         0 => None,
         pairs => {
             progress.say("load: the flow with row-level security off and on");
-            let r = paired_cells(
-                admin_url,
-                &owner,
-                PROFILED_CLIENTS,
-                pairs,
-                plan.cell,
-                server,
-                &mut cell_no,
-                &Switch::row_security(),
+            let run = PairedRun { pairs, ..paired };
+            Some(
+                paired_cells(
+                    &run,
+                    &mut cell_no,
+                    &Switch::row_security(),
+                    "row-level security off or on",
+                    &mut notes,
+                )
+                .await?,
             )
-            .await?;
-            notes.extend(unexpected_notes(&r, "row-level security off or on"));
-            Some(r)
         }
     };
     let counter_triggers = match plan.counter_trigger_pairs {
@@ -1285,18 +1308,9 @@ pub(super) async fn measure(
             for enabled in sets {
                 let what = format!("{} disabled or enabled", enabled.join(", "));
                 progress.say(&format!("load: the flow with {what}"));
-                let r = paired_cells(
-                    admin_url,
-                    &owner,
-                    PROFILED_CLIENTS,
-                    pairs,
-                    plan.cell,
-                    server,
-                    &mut cell_no,
-                    &Switch::counter_triggers(&enabled),
-                )
-                .await?;
-                notes.extend(unexpected_notes(&r, &what));
+                let run = PairedRun { pairs, ..paired };
+                let switch = Switch::counter_triggers(&enabled);
+                let r = paired_cells(&run, &mut cell_no, &switch, &what, &mut notes).await?;
                 rows.push(CounterTriggerRow {
                     enabled: enabled.iter().map(|n| (*n).to_owned()).collect(),
                     pairs: r,

@@ -217,6 +217,18 @@ fn issue42_section(load: &Load) -> String {
                 thousands(d.checkpoints),
                 ms_or_na(d.longest_tick_ms)
             );
+            if let (Some(i), Some(g), Some(n)) =
+                (d.mean_integrate_ms, d.mean_sign_ms, d.mean_entries_per_tick)
+            {
+                let _ = writeln!(
+                    s,
+                    "The ticks after the first spent on average {} integrating the queue \
+                     ({} entries a tick) and {} checking and signing.\n",
+                    ms_or_na(Some(i)),
+                    thousands(n.round() as u64),
+                    ms_or_na(Some(g))
+                );
+            }
         }
         None => s.push_str("The delay was not measured in this run (see the notes).\n\n"),
     }
@@ -748,6 +760,9 @@ pub(in crate::perf::render) mod tests {
                 p95_ms: Some(968.0),
                 max_ms: Some(1041.0),
                 longest_tick_ms: Some(41.0),
+                mean_integrate_ms: Some(12.0),
+                mean_sign_ms: Some(20.0),
+                mean_entries_per_tick: Some(900.0),
             }),
             row_security: Some(RowSecurity {
                 clients: 8,
