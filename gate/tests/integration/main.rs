@@ -21,6 +21,7 @@ mod db_provider_guards;
 mod db_raw_bodies;
 mod db_roles;
 mod db_tenancy;
+mod db_unnamed_guards;
 mod distribution;
 mod flow_approve;
 mod flow_checkout;
