@@ -127,7 +127,9 @@ pub fn authority(
     {
         return Err(Reason::DelegationSkuOutOfScope);
     }
-    if amount > free_budget(state, leaf) {
+    // A hop whose spend and children exceed its budget (a capture booked
+    // for review can carry it past) refuses every spend below it.
+    if hops.iter().any(|d| free_budget(state, d) < 0) || amount > free_budget(state, leaf) {
         return Err(Reason::DelegationBudgetExhausted);
     }
     Ok(leaf.id.clone())
@@ -187,7 +189,7 @@ pub fn grant(state: &mut State, caller: &str, g: &Grant) -> Result<(), Reason> {
     }) {
         return Err(Reason::SkuUnknown);
     }
-    if g.budget_paise < 0 {
+    if g.budget_paise <= 0 {
         return Err(Reason::DelegationWidens);
     }
     if let Some(p) = &parent {

@@ -331,6 +331,7 @@ fn propose(state: &mut State, p: &Propose, tenant: &str) -> (Outcome, Produced) 
         approved: false,
         policy_version: version,
         authorized_at: None,
+        created_at: state.now,
     };
     let outcome = match verdict {
         Err(reason) => Outcome::deny(reason),

@@ -21,7 +21,9 @@
 //! missing one. An authorized request lives [`REQUEST_LIFETIME_HOURS`] from
 //! authorization, inclusive: at that instant it may still be checked out,
 //! one second later it is EXPIRED and its reservation released (lazily at
-//! checkout, or by the `expire` sweep). Checkout and pay check the policy's
+//! checkout, or by the `expire` sweep); a request waiting for a human waits
+//! as long from its proposal, and an approval after that ends it
+//! (`APPROVAL_NOT_PENDING`), as does the sweep. Checkout and pay check the policy's
 //! validity window again (`POLICY_NOT_YET_VALID`, `POLICY_EXPIRED`) and end
 //! the request when it fails. `cancel` ends a request that holds no consumed
 //! authority, by the requesting agent or an approving human of its tenant.
@@ -45,12 +47,16 @@ pub fn scoped(state: &State, request: Option<usize>, tenant: &str) -> Option<usi
     request.filter(|&ri| state.requests[ri].tenant == tenant)
 }
 
-/// Whether an authorized request has outlived its lifetime.
+/// Whether a request has outlived its lifetime: an authorized one from its
+/// authorization, one waiting for a human from its proposal.
 fn lapsed(state: &State, ri: usize) -> bool {
     let r = &state.requests[ri];
-    r.state == RequestState::Authorized
-        && r.authorized_at
-            .is_some_and(|t| state.now > t + Duration::hours(REQUEST_LIFETIME_HOURS))
+    let since = match r.state {
+        RequestState::Authorized => r.authorized_at,
+        RequestState::Pending => Some(r.created_at),
+        _ => None,
+    };
+    since.is_some_and(|t| state.now > t + Duration::hours(REQUEST_LIFETIME_HOURS))
 }
 
 /// The policy's validity window at the gate's clock.
@@ -148,6 +154,11 @@ pub fn approve(state: &mut State, tenant: &str, a: &Approve, request: Option<usi
         } else {
             Reason::ApprovalNotPending
         });
+    }
+    if lapsed(state, ri) {
+        // Waited for a human past its lifetime: it ends instead.
+        end(state, ri);
+        return Outcome::deny(Reason::ApprovalNotPending);
     }
     let asked = req
         .purchase

@@ -77,6 +77,8 @@ pub struct Request {
     pub policy_version: u32,
     /// When the request became AUTHORIZED (its 24-hour lifetime starts).
     pub authorized_at: Option<DateTime<Utc>>,
+    /// When it was proposed (a step-up's 24-hour wait for a human starts).
+    pub created_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone)]
