@@ -122,25 +122,47 @@ async fn request_checks_refuse_an_unknown_decision_or_state_and_nothing_bought()
 // that point at them) and then repeats a row as the runtime role: what
 // refuses it is the named key alone.
 
+/// Drops `narrower` keys of `table` as the owner, then repeats the row whose
+/// `column` is `value` as the runtime role: `guard` alone refuses it.
+async fn repeated_row_refused_by(
+    w: &World,
+    table: &str,
+    narrower: &[&str],
+    column: &str,
+    value: &str,
+    guard: &str,
+) -> TestResult {
+    let drops: Vec<String> = narrower
+        .iter()
+        .map(|k| format!("DROP CONSTRAINT {k} CASCADE"))
+        .collect();
+    exec(
+        w.owner(),
+        &format!("ALTER TABLE {table} {}", drops.join(", ")),
+    )
+    .await?;
+    assert_sql_refused_by(
+        w.pool(),
+        &format!("INSERT INTO {table} SELECT * FROM {table} WHERE {column} = '{value}'"),
+        guard,
+    )
+    .await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn uq_payment_request_purchase_refuses_a_repeated_purchase() -> TestResult {
     on_world(async |w| {
         let request = pending(w).await?;
-        exec(
-            w.owner(),
-            "ALTER TABLE payment_requests DROP CONSTRAINT pk_payment_requests CASCADE, \
-             DROP CONSTRAINT uq_payment_request_id CASCADE",
-        )
-        .await?;
-        assert_sql_refused_by(
-            w.pool(),
-            &format!(
-                "INSERT INTO payment_requests SELECT * FROM payment_requests WHERE id = '{request}'"
-            ),
+        repeated_row_refused_by(
+            w,
+            "payment_requests",
+            &["pk_payment_requests", "uq_payment_request_id"],
+            "id",
+            &request,
             "uq_payment_request_purchase",
         )
-        .await;
-        Ok(())
+        .await
     })
     .await
 }
@@ -151,23 +173,19 @@ async fn uq_checkout_authority_terms_refuses_a_repeated_authority() -> TestResul
         let p = w.propose("CLOUD-STARTER", 1).await?;
         let request = request_id(&p);
         let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
-        exec(
-            w.owner(),
-            "ALTER TABLE checkout_authorities DROP CONSTRAINT pk_checkout_authorities CASCADE, \
-             DROP CONSTRAINT uq_checkout_authority_id CASCADE, \
-             DROP CONSTRAINT uq_authority_per_request CASCADE",
-        )
-        .await?;
-        assert_sql_refused_by(
-            w.pool(),
-            &format!(
-                "INSERT INTO checkout_authorities SELECT * FROM checkout_authorities \
-                 WHERE id = '{authority}'"
-            ),
+        repeated_row_refused_by(
+            w,
+            "checkout_authorities",
+            &[
+                "pk_checkout_authorities",
+                "uq_checkout_authority_id",
+                "uq_authority_per_request",
+            ],
+            "id",
+            &authority,
             "uq_checkout_authority_terms",
         )
-        .await;
-        Ok(())
+        .await
     })
     .await
 }
@@ -176,23 +194,19 @@ async fn uq_checkout_authority_terms_refuses_a_repeated_authority() -> TestResul
 async fn uq_provider_order_terms_refuses_a_repeated_order() -> TestResult {
     on_world(async |w| {
         let (_, _, order) = paid_order(w).await?;
-        exec(
-            w.owner(),
-            "ALTER TABLE provider_orders DROP CONSTRAINT pk_provider_orders CASCADE, \
-             DROP CONSTRAINT uq_provider_order_id CASCADE, \
-             DROP CONSTRAINT uq_provider_order_per_authority CASCADE",
-        )
-        .await?;
-        assert_sql_refused_by(
-            w.pool(),
-            &format!(
-                "INSERT INTO provider_orders SELECT * FROM provider_orders \
-                 WHERE provider_order_id = '{order}'"
-            ),
+        repeated_row_refused_by(
+            w,
+            "provider_orders",
+            &[
+                "pk_provider_orders",
+                "uq_provider_order_id",
+                "uq_provider_order_per_authority",
+            ],
+            "provider_order_id",
+            &order,
             "uq_provider_order_terms",
         )
-        .await;
-        Ok(())
+        .await
     })
     .await
 }
