@@ -154,8 +154,9 @@ pub enum CorpusEffect {
     /// longer blocked: money or authority would move.
     Unblocks,
     /// Deleted alone, no attack gets through; deleted together with
-    /// `covered_by` (a named twin or a guard of the same threat), one that
-    /// neither unblocks alone does.
+    /// `covered_by` (a named twin or a guard of the same threat), and with
+    /// `covered_with` when it stands behind more than one layer, one that
+    /// those guards do not unblock without it does.
     Covered,
     /// Deleted alone and with every partner tried, no attack gets through:
     /// only its unit and flow tests prove it.
@@ -188,7 +189,12 @@ pub struct GuardCorpus {
     /// The guard that refuses the same thing: a named twin, or one of the
     /// same threat.
     pub covered_by: Option<String>,
-    /// The attacks that get through with both off (and with neither alone).
+    /// The further guards that had to be off with `covered_by` for an attack
+    /// to get through (a guard behind three or more layers); empty for a pair.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub covered_with: Vec<String>,
+    /// The attacks that get through with the guard and its cover off, and
+    /// not with its cover off alone.
     pub covered_scenarios: Vec<String>,
     /// Partners switched off together with this guard.
     pub pairs_tried: usize,
@@ -842,8 +848,10 @@ fn render_corpus(o: &mut String, c: &CorpusRun, guards: &[GuardRow]) {
          switch, schema guards dropped from every database the benchmark used), and, for a guard \
          whose deletion alone lets no attack through, again with each of its named twins and then \
          each other guard of the same threat switched off with it, over the scenarios of both \
-         guards' threats (every twin, and at most {} partners in all, first hit reported). {} benchmark \
-         runs; build {}; whole run {}.\n",
+         guards' threats (every twin, and at most {} partners in all, first hit reported); for one \
+         that no pair covers, with all of those guards off at once and then one fewer at a time, \
+         keeping the smallest set that still lets through an attack it does not let through \
+         without the guard. {} benchmark runs; build {}; whole run {}.\n",
         c.generated_by,
         c.scenarios,
         c.pair_limit,
@@ -859,9 +867,10 @@ fn render_corpus(o: &mut String, c: &CorpusRun, guards: &[GuardRow]) {
     );
     let _ = writeln!(
         o,
-        "- **{}** are **covered by another guard** (a named twin, or one of the same threat): \
-         alone, no attack gets through; with that guard also off, an attack of either's threat \
-         does.",
+        "- **{}** are **covered by another guard** (a named twin, or one of the same threat; \
+         behind three or more layers, a set of them): alone, no attack gets through; with that \
+         guard (or set) also off, an attack of their threats does that gets through without it \
+         with the rest off.",
         s.covered
     );
     let _ = writeln!(
@@ -907,7 +916,14 @@ fn render_corpus(o: &mut String, c: &CorpusRun, guards: &[GuardRow]) {
             continue;
         };
         let covered = match (&gc.covered_by, gc.effect) {
-            (Some(by), _) => format!("`{by}` ({})", listed(&gc.covered_scenarios, 2)),
+            (Some(by), _) if gc.covered_with.is_empty() => {
+                format!("`{by}` ({})", listed(&gc.covered_scenarios, 2))
+            }
+            (Some(by), _) => format!(
+                "`{by}` with `{}` ({})",
+                gc.covered_with.join("`, `"),
+                listed(&gc.covered_scenarios, 2)
+            ),
             (None, CorpusEffect::UnitOnly) => {
                 format!("none of {} tried: unit tests only", gc.pairs_tried)
             }
@@ -1075,6 +1091,7 @@ exempt:
             unblocked: unblocked.iter().map(|s| s.to_string()).collect(),
             reason_only: reason.iter().map(|s| s.to_string()).collect(),
             covered_by: by.map(str::to_string),
+            covered_with: Vec::new(),
             covered_scenarios: by
                 .map(|_| vec!["pair-attack".to_string()])
                 .unwrap_or_default(),
@@ -1125,6 +1142,33 @@ exempt:
             "{md}"
         );
         assert!(md.contains(KILL_RULE));
+        // A guard behind two layers names both.
+        let deep = GuardCorpus {
+            covered_with: vec!["third".to_string()],
+            ..row(CorpusEffect::Covered, &[], &[], Some("cap"))
+        };
+        let layered = plain.clone().with_corpus(
+            CorpusRun {
+                generated_by: "harness mutate --corpus".into(),
+                scenarios: 400,
+                bench_runs: 3,
+                pair_limit: 6,
+                build_secs: 60.0,
+                elapsed_secs: 120.0,
+                summary: CorpusSummary::default(),
+            },
+            &BTreeMap::from([("db-once".to_string(), deep)]),
+        );
+        let layered_md = render_markdown(&layered);
+        assert!(
+            layered_md.contains("| `cap` with `third` (1: `pair-attack`) |"),
+            "{layered_md}"
+        );
+        let json = serde_json::to_string(&layered).unwrap();
+        assert_eq!(
+            serde_json::from_str::<MutationReport>(&json).unwrap(),
+            layered
+        );
         let json = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::from_str::<MutationReport>(&json).unwrap(), r);
         // A report written before the corpus columns existed still reads.
@@ -1163,6 +1207,7 @@ exempt:
             unblocked: Vec::new(),
             reason_only: Vec::new(),
             covered_by: None,
+            covered_with: Vec::new(),
             covered_scenarios: Vec::new(),
             pairs_tried: 0,
             note: None,
@@ -1207,6 +1252,7 @@ exempt:
             unblocked: Vec::new(),
             reason_only: Vec::new(),
             covered_by: None,
+            covered_with: Vec::new(),
             covered_scenarios: Vec::new(),
             pairs_tried: 0,
             note: None,

@@ -24,7 +24,12 @@
 //!   guard of the same threat (partners that unblock nothing alone first;
 //!   every twin, and at most `pair_limit` partners in all), until a pair
 //!   unblocks an attack that neither unblocks alone ([`classify`]); that
-//!   partner is `covered_by`. A pair's benchmark runs only the scenarios of
+//!   partner is `covered_by`. A guard no pair covers is switched off with
+//!   its whole group at once (every twin and every guard of its threat),
+//!   then with one fewer at a time ([`group_cover`]): the smallest set found
+//!   after which an attack still gets through with the guard off and not
+//!   with it on is its cover (`covered_by`, then `covered_with`), a guard
+//!   behind three or more layers. A pair's benchmark runs only the scenarios of
 //!   the two guards' threat classes (`bench --class`, repeated), and is
 //!   compared over those; a partner not judged alone over the whole corpus
 //!   is judged alone over the classes of every pair it is in. A pair whose
@@ -152,6 +157,7 @@ pub fn classify(single: &Diff, pairs: &[(String, Diff, Diff)]) -> GuardCorpus {
         unblocked: single.unblocked.iter().cloned().collect(),
         reason_only: single.reason_only.iter().cloned().collect(),
         covered_by: None,
+        covered_with: Vec::new(),
         covered_scenarios: Vec::new(),
         pairs_tried: 0,
         note: None,
@@ -176,6 +182,86 @@ pub fn classify(single: &Diff, pairs: &[(String, Diff, Diff)]) -> GuardCorpus {
         }
     }
     row
+}
+
+/// What switching a group of guards off showed for one guard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupCover {
+    /// With these guards off (in group order), an attack gets through with
+    /// the guard off too and not with it on: the scenarios.
+    Cover(Vec<String>, Vec<String>),
+    /// With the whole group off, the guard's presence blocks nothing more.
+    None,
+    /// The whole group could not be judged: why.
+    NotJudged(String),
+}
+
+/// A benchmark judged with some guards off: the attacks it unblocks, or why
+/// it could not run.
+pub type Unblocked = std::result::Result<BTreeSet<String>, String>;
+
+/// A cover for `guard` behind any number of layers among `group`: the whole
+/// group off with the guard and without it, then one guard of the group
+/// fewer at a time (the last first), dropping each one after which an attack
+/// still gets through with the guard off and not with it on. `run(ids)`
+/// judges the corpus with `ids` off. Every cover it returns was seen in two
+/// runs: the set off with the guard (the attack gets through) and without
+/// it (the attack is blocked).
+pub fn group_cover(
+    guard: &str,
+    group: &[String],
+    run: &mut dyn FnMut(&[&str]) -> Result<Unblocked>,
+) -> Result<GroupCover> {
+    let shown = |set: &[String], run: &mut dyn FnMut(&[&str]) -> Result<Unblocked>| {
+        let with: Vec<&str> = std::iter::once(guard)
+            .chain(set.iter().map(String::as_str))
+            .collect();
+        let Ok(both) = run(&with)? else {
+            return Ok(None);
+        };
+        if both.is_empty() {
+            return Ok(Some(BTreeSet::new()));
+        }
+        let without: Vec<&str> = set.iter().map(String::as_str).collect();
+        let Ok(rest) = run(&without)? else {
+            return Ok(None);
+        };
+        Ok::<_, anyhow::Error>(Some(both.difference(&rest).cloned().collect()))
+    };
+    let mut set = group.to_vec();
+    let mut new = match shown(&set, run)? {
+        None => {
+            return Ok(GroupCover::NotJudged(
+                "the group's benchmark could not run".to_string(),
+            ));
+        }
+        Some(n) if n.is_empty() => return Ok(GroupCover::None),
+        Some(n) => n,
+    };
+    for p in group.iter().rev() {
+        if set.len() < 2 {
+            break;
+        }
+        let smaller: Vec<String> = set.iter().filter(|g| *g != p).cloned().collect();
+        if let Some(n) = shown(&smaller, run)?
+            && !n.is_empty()
+        {
+            set = smaller;
+            new = n;
+        }
+    }
+    Ok(GroupCover::Cover(set, new.into_iter().collect()))
+}
+
+/// Whether `id`, judged alone, let an attack through (None: not judged).
+fn unblocks_alone(
+    alone: &BTreeMap<String, std::result::Result<Diff, String>>,
+    id: &str,
+) -> Option<bool> {
+    match alone.get(id) {
+        Some(Ok(d)) => Some(!d.unblocked.is_empty()),
+        _ => None,
+    }
 }
 
 /// The partners of `guard` to try, in order: its twins (those its entry
@@ -385,6 +471,19 @@ impl Shown {
         }
         self.bar.inc(1);
     }
+
+    /// A benchmark outside the bar's count: shown, not counted.
+    fn note(&self, what: &str, judged: &Unblocked) {
+        let text = match judged {
+            Ok(u) => format!("{what}: {} unblocked", u.len()),
+            Err(e) => format!("{what}: not judged: {e}"),
+        };
+        if self.tty {
+            self.bar.set_message(text);
+        } else {
+            eprintln!("corpus: {text}");
+        }
+    }
 }
 
 /// Runs `harness mutate --corpus`.
@@ -500,10 +599,7 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
         .iter()
         .filter(|id| matches!(alone.get(*id), Some(Ok(d)) if d.unblocked.is_empty()))
         .collect();
-    let known = |id: &str| match alone.get(id) {
-        Some(Ok(d)) => Some(!d.unblocked.is_empty()),
-        _ => None,
-    };
+    let known = |id: &str| unblocks_alone(&alone, id);
     let mut plans: Vec<(String, Vec<String>)> = Vec::new();
     for id in &wants_pairs {
         let Some(g) = registry.guard(id) else {
@@ -610,6 +706,50 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
                 }
             }
             let mut notes = Vec::new();
+            if row.effect == CorpusEffect::UnitOnly {
+                let group = partners(
+                    &registry,
+                    guard,
+                    &|i: &str| unblocks_alone(&alone, i),
+                    usize::MAX,
+                );
+                let mut classes = vec![guard.threat.as_str()];
+                for g in &group {
+                    if !classes.contains(&g.threat.as_str()) {
+                        classes.push(g.threat.as_str());
+                    }
+                }
+                let in_class = of_class(&baseline, &classes);
+                if group.len() >= 2 && !in_class.is_empty() {
+                    let ids: Vec<String> = group.iter().map(|g| g.id.clone()).collect();
+                    let mut runs = 0usize;
+                    let found = group_cover(id, &ids, &mut |off: &[&str]| {
+                        runs += 1;
+                        let judged = bench
+                            .run(off, &classes, cancel)?
+                            .map(|r| diff(&in_class, &r).unblocked);
+                        let what = format!("{id} in a group of {}", off.len());
+                        shown.note(&what, &judged);
+                        Ok(judged)
+                    })?;
+                    if let Ok(mut r) = pair_runs.lock() {
+                        *r += runs;
+                    }
+                    match found {
+                        GroupCover::Cover(set, scenarios) => {
+                            row.effect = CorpusEffect::Covered;
+                            row.covered_by = set.first().cloned();
+                            row.covered_with = set.iter().skip(1).cloned().collect();
+                            row.covered_scenarios = scenarios;
+                        }
+                        GroupCover::None => notes.push(format!(
+                            "no attack gets through with all {} of its partners off at once",
+                            ids.len()
+                        )),
+                        GroupCover::NotJudged(why) => notes.push(why),
+                    }
+                }
+            }
             if !empty.is_empty() {
                 notes.push(format!(
                     "no scenario of its threat ({}) or its partner's in the corpus: no pair with {} can show a cover",
@@ -777,6 +917,7 @@ fn not_judged(e: &str) -> GuardCorpus {
         unblocked: Vec::new(),
         reason_only: Vec::new(),
         covered_by: None,
+        covered_with: Vec::new(),
         covered_scenarios: Vec::new(),
         pairs_tried: 0,
         note: Some(e.to_string()),
@@ -1039,5 +1180,75 @@ guards:
             let e = Registry::parse(&text, Path::new("r.yaml")).unwrap_err();
             assert!(e.to_string().contains(want), "{e}");
         }
+    }
+
+    /// A model of layered guards: each attack gets through when every guard
+    /// of its set is off.
+    fn layered(
+        rules: &[(&'static str, &[&'static str])],
+    ) -> impl FnMut(&[&str]) -> Result<Unblocked> {
+        let rules: Vec<(&str, Vec<&str>)> = rules.iter().map(|(a, gs)| (*a, gs.to_vec())).collect();
+        move |off: &[&str]| {
+            Ok(Ok(rules
+                .iter()
+                .filter(|(_, gs)| gs.iter().all(|g| off.contains(g)))
+                .map(|(a, _)| a.to_string())
+                .collect()))
+        }
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_guard_behind_two_layers_is_covered_by_both_and_nothing_else() {
+        let group = strings(&["twin", "x", "noisy", "idle"]);
+        let mut run = layered(&[("deep", &["g", "twin", "x"]), ("loud", &["noisy"])]);
+        let got = group_cover("g", &group, &mut run).unwrap();
+        assert_eq!(
+            got,
+            GroupCover::Cover(strings(&["twin", "x"]), strings(&["deep"]))
+        );
+    }
+
+    #[test]
+    fn an_attack_the_layers_let_through_without_the_guard_is_no_cover() {
+        // "deep" gets through with twin and x off whether g is on or not.
+        let group = strings(&["twin", "x"]);
+        let mut run = layered(&[("deep", &["twin", "x"])]);
+        assert_eq!(
+            group_cover("g", &group, &mut run).unwrap(),
+            GroupCover::None
+        );
+        let mut run = layered(&[]);
+        assert_eq!(
+            group_cover("g", &group, &mut run).unwrap(),
+            GroupCover::None
+        );
+    }
+
+    #[test]
+    fn a_layer_that_cannot_run_without_its_neighbour_stays_in_the_cover() {
+        let group = strings(&["a", "b", "c"]);
+        let mut inner = layered(&[("deep", &["g", "a"])]);
+        // Any run that leaves b on but c off cannot be judged.
+        let mut run = |off: &[&str]| {
+            if off.contains(&"c") && !off.contains(&"b") {
+                return Ok(Err("c needs b".to_string()));
+            }
+            inner(off)
+        };
+        // c is dropped first (b still off: judged), then b (c already gone),
+        // leaving the one layer the attack needs.
+        assert_eq!(
+            group_cover("g", &group, &mut run).unwrap(),
+            GroupCover::Cover(strings(&["a"]), strings(&["deep"]))
+        );
+        let mut broken = |_: &[&str]| Ok(Err("no database".to_string()));
+        assert!(matches!(
+            group_cover("g", &group, &mut broken).unwrap(),
+            GroupCover::NotJudged(_)
+        ));
     }
 }
