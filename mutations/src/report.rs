@@ -1118,7 +1118,7 @@ exempt:
             elapsed_secs: 120.0,
             summary: CorpusSummary::default(),
         };
-        let r = plain.clone().with_corpus(corpus, &rows);
+        let r = plain.clone().with_corpus(corpus.clone(), &rows);
         let s = &r.corpus.as_ref().unwrap().summary;
         assert_eq!(
             (s.judged, s.depended, s.covered, s.unit_only, s.reason_only),
@@ -1147,18 +1147,9 @@ exempt:
             covered_with: vec!["third".to_string()],
             ..row(CorpusEffect::Covered, &[], &[], Some("cap"))
         };
-        let layered = plain.clone().with_corpus(
-            CorpusRun {
-                generated_by: "harness mutate --corpus".into(),
-                scenarios: 400,
-                bench_runs: 3,
-                pair_limit: 6,
-                build_secs: 60.0,
-                elapsed_secs: 120.0,
-                summary: CorpusSummary::default(),
-            },
-            &BTreeMap::from([("db-once".to_string(), deep)]),
-        );
+        let layered = plain
+            .clone()
+            .with_corpus(corpus, &BTreeMap::from([("db-once".to_string(), deep)]));
         let layered_md = render_markdown(&layered);
         assert!(
             layered_md.contains("| `cap` with `third` (1: `pair-attack`) |"),
