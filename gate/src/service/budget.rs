@@ -73,25 +73,53 @@ fn refused_by(err: &sqlx::Error, constraint: &str) -> bool {
         .is_some_and(|c| c == constraint)
 }
 
-/// The reservation's one statement: the conditional daily upsert, then the
-/// conditional hop update, which runs only when the day took its share
-/// (`daily` returned a row). The answer is how many rows each took: (1, 1)
-/// is a reservation, anything else a refusal, rolled back to the savepoint.
-const RESERVE: &str = "WITH daily AS ( \
+/// The reservation's one statement, as [`reserve_statement`] assembles it:
+/// the conditional daily upsert, then the conditional hop update, which runs
+/// only when the day took its share (`daily` returned a row). The answer is
+/// how many rows each took: (1, 1) is a reservation, anything else a
+/// refusal, rolled back to the savepoint.
+const RESERVE_DAY: &str = "WITH daily AS ( \
          INSERT INTO daily_spend AS d (tenant_id, day, currency, reserved_paise, cap_paise) \
          VALUES ($1, $2, $5, $3, $4) \
          ON CONFLICT (tenant_id, day, currency) DO UPDATE \
             SET reserved_paise = d.reserved_paise + EXCLUDED.reserved_paise, \
-                cap_paise = EXCLUDED.cap_paise \
-          WHERE d.reserved_paise + EXCLUDED.reserved_paise <= EXCLUDED.cap_paise \
-         RETURNING reserved_paise), \
+                cap_paise = EXCLUDED.cap_paise";
+
+/// The day's condition: an existing day row takes the amount only within
+/// the cap (a new row is the cap guard's alone to refuse).
+const DAY_WITHIN_CAP: &str =
+    " WHERE d.reserved_paise + EXCLUDED.reserved_paise <= EXCLUDED.cap_paise";
+
+const RESERVE_HOP: &str = " RETURNING reserved_paise), \
      hop AS ( \
          UPDATE delegations SET spent_paise = spent_paise + $3 \
           WHERE tenant_id = $1 AND id = $6 AND revoked_at IS NULL \
-            AND allocated_paise + spent_paise + $3 <= budget_paise \
-            AND EXISTS (SELECT 1 FROM daily) \
-         RETURNING spent_paise) \
+            AND EXISTS (SELECT 1 FROM daily)";
+
+/// The hop's condition: it takes the amount only within what it has neither
+/// spent nor allocated.
+const HOP_WITHIN_BUDGET: &str = " AND allocated_paise + spent_paise + $3 <= budget_paise";
+
+const RESERVE_ANSWER: &str = " RETURNING spent_paise) \
      SELECT (SELECT count(*) FROM daily), (SELECT count(*) FROM hop)";
+
+/// The reservation's statement, each budget's condition appended as a
+/// statement of its own.
+fn reserve_statement() -> String {
+    let mut sql = String::with_capacity(
+        RESERVE_DAY.len()
+            + DAY_WITHIN_CAP.len()
+            + RESERVE_HOP.len()
+            + HOP_WITHIN_BUDGET.len()
+            + RESERVE_ANSWER.len(),
+    );
+    sql.push_str(RESERVE_DAY);
+    sql.push_str(DAY_WITHIN_CAP);
+    sql.push_str(RESERVE_HOP);
+    sql.push_str(HOP_WITHIN_BUDGET);
+    sql.push_str(RESERVE_ANSWER);
+    sql
+}
 
 /// Takes `r` from the tenant's day (capped at `cap_paise`) and from the hop,
 /// in one statement after a savepoint. A reservation leaves the savepoint to
@@ -107,15 +135,16 @@ pub(crate) async fn reserve(
         .execute(&mut *conn)
         .await
         .ctx("opening a savepoint")?;
-    let taken: Result<(i64, i64), sqlx::Error> = sqlx::query_as(RESERVE)
-        .bind(tenant)
-        .bind(r.day)
-        .bind(r.amount_paise)
-        .bind(cap_paise)
-        .bind(&r.currency)
-        .bind(&r.delegation_id)
-        .fetch_one(&mut *conn)
-        .await;
+    let taken: Result<(i64, i64), sqlx::Error> =
+        sqlx::query_as(sqlx::AssertSqlSafe(reserve_statement()))
+            .bind(tenant)
+            .bind(r.day)
+            .bind(r.amount_paise)
+            .bind(cap_paise)
+            .bind(&r.currency)
+            .bind(&r.delegation_id)
+            .fetch_one(&mut *conn)
+            .await;
     let refusal = match taken {
         Ok((1, 1)) => None,
         Ok((0, _)) => Some(Reason::DailyBudgetExhausted),

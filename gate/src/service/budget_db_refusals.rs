@@ -5,20 +5,27 @@
 //! refusing a reservation comes back as `DAILY_BUDGET_EXHAUSTED` with
 //! nothing taken; any other database refusal of either statement is an
 //! error naming what refused, never a budget refusal (a budget reason for a
-//! failure that is not one would hide it). Every proposal opens its day row
+//! failure that is not one would hide it). Each budget's own condition in
+//! the reservation statement refuses on its own: with the day's cap guard
+//! dropped, a day row takes nothing past the cap; with the hop's partition
+//! guard dropped, a hop takes nothing past its budget. Every proposal opens its day row
 //! under lock before it reserves, so the integration tests never reach the
 //! insert path of the daily reservation; here `reserve` is called directly,
 //! on a day with no row, so each arm is proven on its own. A test file of its
 //! own, so that adding to it leaves `budget.rs` (and the outside audit's
 //! verdicts over it) unchanged.
 
+use std::sync::Arc;
+
 use chrono::NaiveDate;
 use sqlx::Connection;
 
 use super::budget::{Reservation, reserve};
+use super::clock::ManualClock;
 use super::error::ServiceError;
 use super::grants_db_refusals::{TestResult, on_standard_world};
-use super::standard;
+use super::{Gate, standard};
+use crate::provider::InProcessProvider;
 use crate::reason::Reason;
 
 fn today() -> NaiveDate {
@@ -140,5 +147,80 @@ async fn a_failure_of_the_hop_statement_is_an_error_not_a_budget_refusal() -> Te
         );
         Ok(())
     })
+    .await
+}
+
+/// Runs `check` as `on_standard_world` does, on a fresh database from which
+/// `drop` (sent as the owner, the only role that may) removed a guard first.
+async fn on_standard_world_without(
+    drop: &'static str,
+    check: impl AsyncFnOnce(&mut sqlx::PgConnection) -> TestResult,
+) -> TestResult {
+    let Some(db) = crate::db::fresh_test_database().await? else {
+        return Ok(());
+    };
+    sqlx::raw_sql(drop).execute(db.owner_pool()).await?;
+    let clock = Arc::new(ManualClock::new(standard::now()));
+    let gate = Gate::new(
+        db.pool().clone(),
+        InProcessProvider::new(),
+        b"spendgate-budget-db-refusals-secret-0123456789".to_vec(),
+        clock,
+    )?;
+    gate.seed(&standard::seed()).await?;
+    let mut conn = db.pool().acquire().await?;
+    check(&mut conn).await
+}
+
+/// What acme's day holds in INR, as the database holds it.
+async fn day_reserved(conn: &mut sqlx::PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT reserved_paise FROM daily_spend \
+         WHERE tenant_id = 'acme' AND day = $1 AND currency = 'INR'",
+    )
+    .bind(today())
+    .fetch_one(&mut *conn)
+    .await
+}
+
+#[tokio::test]
+async fn without_the_cap_guard_a_day_row_takes_nothing_past_the_cap() -> TestResult {
+    on_standard_world_without(
+        "ALTER TABLE daily_spend DROP CONSTRAINT ck_daily_spend_within_cap",
+        async |conn| {
+            assert_eq!(
+                reserved(conn, &reservation("INR", 40_000), 50_000).await?,
+                Ok(())
+            );
+            // The day row exists: 40000 + 20000 is past the 50000 cap, and
+            // the day's own condition is all that stands in the way.
+            let out = reserved(conn, &reservation("INR", 20_000), 50_000).await?;
+            assert_eq!(out, Err(Reason::DailyBudgetExhausted));
+            assert_eq!(day_reserved(conn).await?, 40_000, "the day took nothing");
+            assert_eq!(holdings(conn).await?, (1, 40_000), "nor did the hop");
+            Ok(())
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn without_the_partition_guard_a_hop_takes_nothing_past_its_budget() -> TestResult {
+    on_standard_world_without(
+        "ALTER TABLE delegations DROP CONSTRAINT ck_delegation_budget_partitioned",
+        async |conn| {
+            assert_eq!(
+                reserved(conn, &reservation("INR", 150_000), 500_000).await?,
+                Ok(())
+            );
+            // d-buyer's budget is 200000: 150000 + 60000 is past it, and the
+            // hop's own condition is all that stands in the way.
+            let out = reserved(conn, &reservation("INR", 60_000), 500_000).await?;
+            assert_eq!(out, Err(Reason::DelegationBudgetExhausted));
+            assert_eq!(holdings(conn).await?, (1, 150_000), "the hop took nothing");
+            assert_eq!(day_reserved(conn).await?, 150_000, "nor did the day");
+            Ok(())
+        },
+    )
     .await
 }
