@@ -6,16 +6,21 @@
 //!
 //! - `SPENDGATE_DROP_GUARDS=KIND:TABLE:NAME[,KIND:TABLE:NAME...]`
 //!   ([`encode`] / [`decode`]), where KIND is `constraint`, `trigger`,
-//!   `index` or `policy` ([`ObjectKind`]) and TABLE and NAME are plain SQL identifiers
-//!   (optionally schema-qualified, [`is_sql_name`]), and
+//!   `index`, `policy` or `privilege` ([`ObjectKind`]) and TABLE and NAME are
+//!   plain SQL identifiers (optionally schema-qualified, [`is_sql_name`]); for
+//!   `privilege` NAME is one of `INSERT`, `UPDATE`, `DELETE`, `TRUNCATE`
+//!   ([`PRIVILEGES`]): a privilege the application role is refused on TABLE,
+//!   itself a guard, and
 //! - `SPENDGATE_DROP_GUARDS_LOG=/absolute/path`, a file the runner created empty.
 //!
 //! Every time the facility creates a fresh, migrated database for a test, it
 //! must, before handing it out, for each entry in order:
 //!
-//! 1. run [`DropSpec::sql`]: `ALTER TABLE TABLE DROP CONSTRAINT NAME`,
-//!    `DROP TRIGGER NAME ON TABLE`, `DROP INDEX NAME` or `DROP POLICY NAME
-//!    ON TABLE` (no `IF EXISTS`);
+//! 1. run [`DropSpec::sql`] with its application role (the role the code
+//!    under test connects as): `ALTER TABLE TABLE DROP CONSTRAINT NAME`,
+//!    `DROP TRIGGER NAME ON TABLE`, `DROP INDEX NAME`, `DROP POLICY NAME ON
+//!    TABLE` (no `IF EXISTS`), or, for a privilege, `GRANT NAME ON TABLE
+//!    TABLE TO ROLE` (the withheld privilege granted);
 //! 2. on success append [`LogLine::Dropped`] (`dropped KIND:TABLE:NAME`) to
 //!    the log file; on failure append [`LogLine::Failed`] (`failed ITEM:
 //!    ERROR`) and fail.
@@ -27,8 +32,9 @@
 //! Guarantees: [`decode`] accepts exactly what [`encode`] writes (blank items
 //! ignored) and refuses anything else with a typed [`ContractError`] naming
 //! the item: an unknown KIND is an error, never a fall-through to another
-//! statement, and a TABLE or NAME that is not a plain identifier never
-//! reaches SQL. [`LogLine`] formats and parses the log's two line shapes;
+//! statement, a TABLE or NAME that is not a plain identifier never reaches
+//! SQL, a privilege outside [`PRIVILEGES`] is refused, and
+//! [`DropSpec::sql`] refuses a role that is not a plain identifier. [`LogLine`] formats and parses the log's two line shapes;
 //! other lines are ignored by [`read_log`].
 #![forbid(unsafe_code)]
 
@@ -53,15 +59,22 @@ pub enum ObjectKind {
     Index,
     /// A row-level security policy.
     Policy,
+    /// A table privilege withheld from the application role; "dropping" it
+    /// grants it.
+    Privilege,
 }
+
+/// The privileges a `privilege` item may name, spelled as SQL spells them.
+pub const PRIVILEGES: [&str; 4] = ["INSERT", "UPDATE", "DELETE", "TRUNCATE"];
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [ObjectKind; 4] = [
+    pub const ALL: [ObjectKind; 5] = [
         ObjectKind::Constraint,
         ObjectKind::Trigger,
         ObjectKind::Index,
         ObjectKind::Policy,
+        ObjectKind::Privilege,
     ];
 
     /// The spelling of the contract and the registry.
@@ -71,6 +84,7 @@ impl ObjectKind {
             ObjectKind::Trigger => "trigger",
             ObjectKind::Index => "index",
             ObjectKind::Policy => "policy",
+            ObjectKind::Privilege => "privilege",
         }
     }
 }
@@ -96,10 +110,14 @@ impl FromStr for ObjectKind {
 pub enum ContractError {
     #[error("`{item}` is not KIND:TABLE:NAME")]
     NotKindTableName { item: String },
-    #[error("KIND `{kind}` is not constraint, trigger, index or policy")]
+    #[error("KIND `{kind}` is not constraint, trigger, index, policy or privilege")]
     UnknownKind { kind: String },
     #[error("`{item}`: TABLE and NAME must be plain SQL identifiers")]
     NotSqlName { item: String },
+    #[error("`{item}`: a privilege is INSERT, UPDATE, DELETE or TRUNCATE")]
+    NotPrivilege { item: String },
+    #[error("`{role}`: the application role must be a plain SQL identifier")]
+    NotSqlRole { role: String },
 }
 
 /// A plain (optionally schema-qualified) SQL identifier: safe to splice
@@ -129,6 +147,11 @@ impl DropSpec {
                 item: format!("{kind}:{table}:{name}"),
             });
         }
+        if kind == ObjectKind::Privilege && !PRIVILEGES.contains(&name) {
+            return Err(ContractError::NotPrivilege {
+                item: format!("{kind}:{table}:{name}"),
+            });
+        }
         Ok(DropSpec {
             kind,
             table: table.to_owned(),
@@ -148,16 +171,27 @@ impl DropSpec {
         &self.name
     }
 
-    /// The one SQL statement that drops the object.
-    pub fn sql(&self) -> String {
-        match self.kind {
+    /// The one SQL statement that drops the object (for a privilege: grants
+    /// it to `app_role`, the role the code under test connects as), or
+    /// [`ContractError::NotSqlRole`] when `app_role` is not a plain
+    /// identifier.
+    pub fn sql(&self, app_role: &str) -> Result<String, ContractError> {
+        if !is_sql_name(app_role) {
+            return Err(ContractError::NotSqlRole {
+                role: app_role.to_owned(),
+            });
+        }
+        Ok(match self.kind {
             ObjectKind::Constraint => {
                 format!("ALTER TABLE {} DROP CONSTRAINT {}", self.table, self.name)
             }
             ObjectKind::Trigger => format!("DROP TRIGGER {} ON {}", self.name, self.table),
             ObjectKind::Index => format!("DROP INDEX {}", self.name),
             ObjectKind::Policy => format!("DROP POLICY {} ON {}", self.name, self.table),
-        }
+            ObjectKind::Privilege => {
+                format!("GRANT {} ON TABLE {} TO {app_role}", self.name, self.table)
+            }
+        })
     }
 }
 
@@ -279,15 +313,16 @@ mod tests {
             spec(ObjectKind::Trigger, "ledger_entries", "ledger_append_only"),
             spec(ObjectKind::Index, "approvals", "uq_live_approval"),
             spec(ObjectKind::Policy, "payment_requests", "tenant_rows"),
+            spec(ObjectKind::Privilege, "ledger_entries", "UPDATE"),
         ];
         let v = encode(&specs);
         assert_eq!(
             v,
-            "constraint:ledger:ck_amount_positive,trigger:ledger_entries:ledger_append_only,index:approvals:uq_live_approval,policy:payment_requests:tenant_rows"
+            "constraint:ledger:ck_amount_positive,trigger:ledger_entries:ledger_append_only,index:approvals:uq_live_approval,policy:payment_requests:tenant_rows,privilege:ledger_entries:UPDATE"
         );
         assert_eq!(decode(&v).unwrap(), specs);
         assert_eq!(decode(&format!(" {v},, ")).unwrap(), specs);
-        let sql: Vec<String> = specs.iter().map(DropSpec::sql).collect();
+        let sql: Vec<String> = specs.iter().map(|s| s.sql("app").unwrap()).collect();
         assert_eq!(
             sql,
             [
@@ -295,8 +330,18 @@ mod tests {
                 "DROP TRIGGER ledger_append_only ON ledger_entries",
                 "DROP INDEX uq_live_approval",
                 "DROP POLICY tenant_rows ON payment_requests",
+                "GRANT UPDATE ON TABLE ledger_entries TO app",
             ]
         );
+        for privilege in PRIVILEGES {
+            let item = format!("privilege:public.people:{privilege}");
+            let spec: DropSpec = item.parse().unwrap();
+            assert_eq!(spec.to_string(), item);
+            assert_eq!(
+                spec.sql("spendgate_app").unwrap(),
+                format!("GRANT {privilege} ON TABLE public.people TO spendgate_app")
+            );
+        }
         assert!(decode("").unwrap().is_empty());
         assert!(decode("constraint:public.t:ck_x").is_ok());
     }
@@ -341,6 +386,32 @@ mod tests {
                     item: "trigger::x".into(),
                 },
             ),
+            // A privilege is one of four, in SQL's upper case: never SELECT
+            // (no guard withholds a read), never ALL, never a role's name.
+            (
+                "privilege:ledger_entries:SELECT",
+                ContractError::NotPrivilege {
+                    item: "privilege:ledger_entries:SELECT".into(),
+                },
+            ),
+            (
+                "privilege:ledger_entries:ALL",
+                ContractError::NotPrivilege {
+                    item: "privilege:ledger_entries:ALL".into(),
+                },
+            ),
+            (
+                "privilege:ledger_entries:update",
+                ContractError::NotPrivilege {
+                    item: "privilege:ledger_entries:update".into(),
+                },
+            ),
+            (
+                "privilege:ledger_entries:UPDATE;DROP",
+                ContractError::NotSqlName {
+                    item: "privilege:ledger_entries:UPDATE;DROP".into(),
+                },
+            ),
         ];
         for (bad, want) in cases {
             assert_eq!(
@@ -348,6 +419,17 @@ mod tests {
                 Err((bad.to_owned(), want)),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn the_role_a_privilege_is_granted_to_is_a_plain_identifier() {
+        let grant = spec(ObjectKind::Privilege, "people", "INSERT");
+        let drop = spec(ObjectKind::Trigger, "ledger_entries", "ledger_append_only");
+        for bad in ["", "app; DROP TABLE people", "\"app\"", "app role"] {
+            let want = Err(ContractError::NotSqlRole { role: bad.into() });
+            assert_eq!(grant.sql(bad), want, "{bad}");
+            assert_eq!(drop.sql(bad), want, "{bad}");
         }
     }
 

@@ -54,6 +54,19 @@ pub enum Error {
         dir: PathBuf,
     },
 
+    /// A privilege guard's privilege is held by the application role after
+    /// the migrations: the file named granted it last.
+    #[error(
+        "registry drift: entry `{id}`: privilege {privilege} on `{table}` is granted to {role} by {file}"
+    )]
+    PrivilegeGranted {
+        id: String,
+        privilege: String,
+        table: String,
+        role: String,
+        file: PathBuf,
+    },
+
     /// The located node exists but the operator cannot be applied to it so
     /// that the crate still builds (a `let` binding, a block's value, an
     /// `if let` condition, ...).

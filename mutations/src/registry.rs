@@ -6,7 +6,9 @@
 //! variables; every guard names at least one well-formed test; a source guard
 //! has exactly one selector (`produces` or `contains`); `clause` is given
 //! exactly when the operator is `weaken`; a schema guard's operator is
-//! `delete` (drop the object); `twins` (optional) names other guards of the
+//! `delete` (drop the object), and a `privilege` one names INSERT, UPDATE,
+//! DELETE or TRUNCATE in a registry that names its `app_role` (a plain SQL
+//! identifier); `twins` (optional) names other guards of the
 //! registry, each once, never the guard itself. Whether the locators still match the code is
 //! *not* checked here (see [`crate::locate`] and [`crate::sanity`]).
 //!
@@ -16,6 +18,7 @@
 //! switch_env: SPENDGATE_MUTANT      # the variable the switch reads
 //! reason_enum: Reason               # `Reason::X` marks a refusal site
 //! migrations: migrations            # where schema objects must be named
+//! app_role: spendgate_app           # the role privilege guards are withheld from
 //! completeness: {roots: [gate/src], skip_files: [gate/src/reason.rs], calls: [lock_for_update]}
 //! scrub_env: [SPENDGATE_SKIP_DB]       # never inherited by builds and tests
 //! scratch_exclude: [.spendgate]
@@ -34,6 +37,13 @@
 //!     tests: ["gate/test:db_guards::uq_live_approval_refuses_second"]
 //!     operator: delete
 //!     locator: {object: uq_live_approval, object_kind: index, table: approvals}
+//!   - id: db-app-no-update-ledger
+//!     kind: schema
+//!     invariant: The application role never updates a ledger entry.
+//!     threat: T-REPLAY
+//!     tests: ["gate/test:db_privileges::update_ledger"]
+//!     operator: delete                # grant UPDATE on ledger to app_role
+//!     locator: {object: UPDATE, object_kind: privilege, table: ledger}
 //! exempt:
 //!   - {file: gate/src/policy.rs, function: describe, produces: PolicyInvalid, reason: only names the reason for display}
 //! ```
@@ -73,6 +83,11 @@ pub struct Registry {
     /// every schema guard's object must be named in one of them.
     #[serde(default)]
     pub migrations: Option<PathBuf>,
+    /// The database role the code under test connects as: a `privilege`
+    /// guard is a privilege the migrations withhold from it. Required when
+    /// any guard is a privilege; a plain SQL identifier.
+    #[serde(default)]
+    pub app_role: Option<String>,
     /// What the completeness check walks.
     #[serde(default)]
     pub completeness: CompletenessConfig,
@@ -185,9 +200,10 @@ pub struct SourceLocator {
 /// Where a schema guard lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchemaLocator {
-    /// The object's name.
+    /// The object's name (for a privilege: INSERT, UPDATE, DELETE or
+    /// TRUNCATE).
     pub object: String,
-    /// Constraint, trigger, index or policy.
+    /// Constraint, trigger, index, policy or privilege.
     pub object_kind: ObjectKind,
     /// The table it is on.
     pub table: String,
@@ -433,7 +449,7 @@ impl TryFrom<RawGuard> for Guard {
                     .ok_or_else(|| fail("schema locator needs `object`".into()))?;
                 let object_kind = l.object_kind.ok_or_else(|| {
                     fail(
-                        "schema locator needs `object_kind: constraint|trigger|index|policy`"
+                        "schema locator needs `object_kind: constraint|trigger|index|policy|privilege`"
                             .into(),
                     )
                 })?;
@@ -444,6 +460,13 @@ impl TryFrom<RawGuard> for Guard {
                     if !is_sql_name(v) {
                         return Err(fail(format!("`{what}: {v}` is not a plain SQL identifier")));
                     }
+                }
+                if object_kind == ObjectKind::Privilege
+                    && !::drop_guards::PRIVILEGES.contains(&object.as_str())
+                {
+                    return Err(fail(format!(
+                        "`object: {object}` is not a privilege: INSERT, UPDATE, DELETE or TRUNCATE"
+                    )));
                 }
                 Locator::Schema(SchemaLocator {
                     object,
@@ -535,6 +558,23 @@ impl Registry {
                 "`switch_env: {}` is not a variable name",
                 registry.switch_env
             )));
+        }
+        if let Some(role) = &registry.app_role
+            && !is_sql_name(role)
+        {
+            return Err(format(format!(
+                "`app_role: {role}` is not a plain SQL identifier"
+            )));
+        }
+        if registry.app_role.is_none()
+            && let Some(g) = registry.guards.iter().find(|g| {
+                matches!(&g.locator, Locator::Schema(l) if l.object_kind == ObjectKind::Privilege)
+            })
+        {
+            return Err(Error::RegistryEntry {
+                id: g.id.clone(),
+                message: "a `privilege` guard needs the registry's `app_role`".into(),
+            });
         }
         let mut seen = BTreeSet::new();
         for guard in &registry.guards {
@@ -671,5 +711,44 @@ exempt:
         );
         let unknown_field = GOOD.replacen("threat: T-QTY", "threat: T-QTY\n    color: red", 1);
         assert!(parse(&unknown_field).is_err());
+    }
+
+    #[test]
+    fn a_privilege_guard_names_a_privilege_in_a_registry_with_an_app_role() {
+        let privilege = GOOD.replacen(
+            "{object: ck_qty, object_kind: constraint, table: orders}",
+            "{object: UPDATE, object_kind: privilege, table: orders}",
+            1,
+        );
+        let with_role = privilege.replacen("version: 1", "version: 1\napp_role: app", 1);
+        let r = parse(&with_role).unwrap();
+        assert_eq!(r.app_role.as_deref(), Some("app"));
+        let Locator::Schema(l) = &r.guards[1].locator else {
+            panic!()
+        };
+        assert_eq!(
+            (l.object_kind, l.object.as_str()),
+            (ObjectKind::Privilege, "UPDATE")
+        );
+        let err = parse(&privilege).unwrap_err().to_string();
+        assert!(
+            err.contains("`db-qty`: a `privilege` guard needs the registry's `app_role`"),
+            "{err}"
+        );
+        for bad in ["SELECT", "update", "ALL"] {
+            let text = with_role.replacen("object: UPDATE", &format!("object: {bad}"), 1);
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(
+                err.contains("guard `db-qty`") && err.contains("is not a privilege"),
+                "{err}"
+            );
+        }
+        let bad_role = with_role.replacen("app_role: app", "app_role: \"app; drop\"", 1);
+        assert!(
+            parse(&bad_role)
+                .unwrap_err()
+                .to_string()
+                .contains("`app_role: app; drop`")
+        );
     }
 }

@@ -3,7 +3,8 @@
 //! Guarantees: [`check_locators`] succeeds only if every source guard's
 //! locator matches exactly one mutable node (and its rewrite and the
 //! instrumented file parse), every exemption selects something, and every
-//! schema guard's object is named in a migration; otherwise it fails with the
+//! schema guard's object is named in a migration (a privilege guard's
+//! privilege is withheld by them); otherwise it fails with the
 //! entry id (the schema half is [`crate::migrations`], which the plan uses
 //! too, so the plan never imports this module). [`check_tests`] succeeds only if every named test is listed by
 //! its test binary (`--list`), built in a scratch copy; otherwise it fails

@@ -4,12 +4,16 @@
 //! Guarantees (the contract is the `drop-guards` crate, the one codec the
 //! runner and this module share):
 //! - when `SPENDGATE_DROP_GUARDS=KIND:TABLE:NAME[,...]` is set (KIND is
-//!   `constraint`, `trigger` or `index`), [`drop_guards()`] drops each named
-//!   object from the database of the pool it is given (the factory gives it
-//!   the NEW database's owner pool, never the template's: dropping a
-//!   constraint or trigger needs ownership), with `ALTER TABLE t DROP
-//!   CONSTRAINT n`, `DROP TRIGGER n ON t` or `DROP INDEX n`. There is no `IF
-//!   EXISTS`: a name the migrations do not create is an error.
+//!   `constraint`, `trigger`, `index`, `policy` or `privilege`),
+//!   [`drop_guards()`] drops each named object from the database of the pool
+//!   it is given (the factory gives it the NEW database's owner pool, never
+//!   the template's: dropping a constraint or trigger, or granting a
+//!   privilege on a table, needs ownership), with `ALTER TABLE t DROP
+//!   CONSTRAINT n`, `DROP TRIGGER n ON t`, `DROP INDEX n`, `DROP POLICY n ON
+//!   t`, or `GRANT P ON TABLE t TO spendgate_app` ([`APP_ROLE`], the role the
+//!   gate connects as: a withheld privilege is a guard, and dropping it
+//!   grants it). There is no `IF EXISTS`: a name the migrations do not create
+//!   is an error.
 //! - Each object dropped appends `dropped KIND:TABLE:NAME` to the file
 //!   `SPENDGATE_DROP_GUARDS_LOG` names; the first that cannot be dropped (or
 //!   an item the codec refuses) appends `failed KIND:TABLE:NAME: <error>` and
@@ -25,6 +29,7 @@ use sqlx::Executor;
 use sqlx::postgres::PgPool;
 
 use super::error::DbError;
+use super::roles::APP_ROLE;
 
 /// The mutation runner's list of schema objects a fresh database goes without.
 pub use ::drop_guards::DROP_GUARDS_ENV;
@@ -41,6 +46,22 @@ fn log_line(log: Option<&std::path::Path>, line: &LogLine) {
     }
 }
 
+/// Logs `failed ITEM: MESSAGE` and returns it as [`DbError::DropGuard`].
+fn failed(log: Option<&std::path::Path>, item: String, message: String) -> DbError {
+    let message = message.replace('\n', " ");
+    log_line(
+        log,
+        &LogLine::Failed {
+            item: item.clone(),
+            message: message.clone(),
+        },
+    );
+    DbError::DropGuard {
+        spec: item,
+        message,
+    }
+}
+
 /// Drops every object `wanted` names from the database of `pool`, logging
 /// each. `wanted` is decoded by the contract's one codec (`drop_guards`): an
 /// item it refuses is logged and returned as [`DbError::DropGuard`].
@@ -49,38 +70,15 @@ pub(super) async fn drop_guards(
     wanted: &str,
     log: Option<&std::path::Path>,
 ) -> Result<(), DbError> {
-    let specs = ::drop_guards::decode(wanted).map_err(|(item, refusal)| {
-        let message = refusal.to_string();
-        log_line(
-            log,
-            &LogLine::Failed {
-                item: item.clone(),
-                message: message.clone(),
-            },
-        );
-        DbError::DropGuard {
-            spec: item,
-            message,
-        }
-    })?;
+    let specs = ::drop_guards::decode(wanted)
+        .map_err(|(item, refusal)| failed(log, item, refusal.to_string()))?;
     for spec in specs {
-        match pool.execute(sqlx::AssertSqlSafe(spec.sql())).await {
+        let sql = spec
+            .sql(APP_ROLE)
+            .map_err(|refusal| failed(log, spec.to_string(), refusal.to_string()))?;
+        match pool.execute(sqlx::AssertSqlSafe(sql)).await {
             Ok(_) => log_line(log, &LogLine::Dropped(spec)),
-            Err(cause) => {
-                let message = cause.to_string().replace('\n', " ");
-                let item = spec.to_string();
-                log_line(
-                    log,
-                    &LogLine::Failed {
-                        item: item.clone(),
-                        message: message.clone(),
-                    },
-                );
-                return Err(DbError::DropGuard {
-                    spec: item,
-                    message,
-                });
-            }
+            Err(cause) => return Err(failed(log, spec.to_string(), cause.to_string())),
         }
     }
     Ok(())
@@ -102,14 +100,29 @@ mod tests {
             std::process::id(),
             db.name()
         ));
-        let wanted =
-            "constraint:tenants:ck_tenants_id_not_blank,trigger:ledger_entries:ledger_append_only";
+        let may_update = "SELECT has_table_privilege($1, 'public.ledger_entries', 'UPDATE')";
+        let before: bool = sqlx::query_scalar(may_update)
+            .bind(APP_ROLE)
+            .fetch_one(db.owner_pool())
+            .await?;
+        assert!(!before, "the runtime role may not UPDATE the ledger");
+        let wanted = "constraint:tenants:ck_tenants_id_not_blank,trigger:ledger_entries:ledger_append_only,privilege:ledger_entries:UPDATE";
         drop_guards(db.owner_pool(), wanted, Some(&log)).await?;
         sqlx::query("INSERT INTO tenants (id) VALUES ('  ')")
             .execute(db.owner_pool())
             .await?;
         sqlx::query("DELETE FROM ledger_entries")
             .execute(db.owner_pool())
+            .await?;
+        // The privilege went to the runtime role: its own login may now
+        // UPDATE the ledger (no row left to change, so none changes).
+        let after: bool = sqlx::query_scalar(may_update)
+            .bind(APP_ROLE)
+            .fetch_one(db.owner_pool())
+            .await?;
+        assert!(after, "the runtime role was granted UPDATE on the ledger");
+        sqlx::query("UPDATE ledger_entries SET kind = kind")
+            .execute(db.pool())
             .await?;
         let missing = drop_guards(
             db.owner_pool(),
@@ -124,7 +137,7 @@ mod tests {
         let text = std::fs::read_to_string(&log)?;
         std::fs::remove_file(&log)?;
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines.len(), 4, "{text}");
         assert_eq!(
             lines[0],
             "dropped constraint:tenants:ck_tenants_id_not_blank"
@@ -133,8 +146,9 @@ mod tests {
             lines[1],
             "dropped trigger:ledger_entries:ledger_append_only"
         );
+        assert_eq!(lines[2], "dropped privilege:ledger_entries:UPDATE");
         assert!(
-            lines[2].starts_with("failed index:approvals:uq_no_such_index: "),
+            lines[3].starts_with("failed index:approvals:uq_no_such_index: "),
             "{text}"
         );
         db.drop().await?;

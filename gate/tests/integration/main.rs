@@ -17,6 +17,7 @@ mod db_guards;
 mod db_guards_state;
 mod db_hex_checks;
 mod db_money_terms;
+mod db_privileges;
 mod db_provider_guards;
 mod db_raw_bodies;
 mod db_roles;

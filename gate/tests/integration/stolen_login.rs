@@ -20,7 +20,7 @@ use crate::db_roles::assert_denied;
 use gate::service::ledger::{EVERY_TENANT, row_token, row_token_digest};
 use sqlx::PgPool;
 
-fn key() -> LedgerKey {
+pub(crate) fn key() -> LedgerKey {
     LedgerKey::derived_from_secret(SECRET)
 }
 
@@ -365,7 +365,11 @@ fn guesses() -> Vec<Option<String>> {
 
 /// Runs `sql` on `login` in a transaction whose token is `token`: the rows
 /// it returned, or the error.
-async fn rows_as(login: &PgPool, token: Option<&str>, sql: &str) -> Result<usize, sqlx::Error> {
+pub(crate) async fn rows_as(
+    login: &PgPool,
+    token: Option<&str>,
+    sql: &str,
+) -> Result<usize, sqlx::Error> {
     let mut tx = login.begin().await?;
     if let Some(token) = token {
         sqlx::query("SELECT set_config('spendgate.tenant_token', $1, true)")
