@@ -838,6 +838,15 @@ fn listed(ids: &[String], max: usize) -> String {
     format!("{}: {}{tail}", ids.len(), shown.join(", "))
 }
 
+/// The summary line naming how many guards no merged corpus run judged.
+pub fn unrun_line(n: usize) -> String {
+    format!(
+        "- **{n}** guards have **no corpus columns**: no corpus run merged here judged them \
+         (registered after those runs); they read `not run` below and count in none of the \
+         figures above."
+    )
+}
+
 fn render_corpus(o: &mut String, c: &CorpusRun, guards: &[GuardRow]) {
     let s = &c.summary;
     let _ = writeln!(o, "\n## What the corpus proves per guard\n");
@@ -881,6 +890,10 @@ fn render_corpus(o: &mut String, c: &CorpusRun, guards: &[GuardRow]) {
     );
     if s.error > 0 {
         let _ = writeln!(o, "- **{}** could not be judged (see the note).", s.error);
+    }
+    let unrun = guards.iter().filter(|g| g.corpus.is_none()).count();
+    if unrun > 0 {
+        let _ = writeln!(o, "{}", unrun_line(unrun));
     }
     let m = &s.money;
     let _ = writeln!(

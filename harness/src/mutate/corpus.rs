@@ -322,11 +322,7 @@ impl Bench<'_> {
     /// Runs the corpus (only the scenarios of `classes`, when any is given)
     /// with the guards `ids` off (none: the baseline).
     fn run(&self, ids: &[&str], classes: &[&str], cancel: &Cancel) -> Result<Ran> {
-        let tag = if ids.is_empty() {
-            "baseline".to_string()
-        } else {
-            ids.join("+")
-        };
+        let tag = run_tag(ids);
         let dir = self.out.join(&tag);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -391,6 +387,24 @@ impl Bench<'_> {
         Ok(serde_json::from_str::<ResultsFile>(&text)
             .map(|r| r.results)
             .map_err(|e| format!("{}: {e}", path.display())))
+    }
+}
+
+/// The folder name of a benchmark with `ids` off: the ids joined by `+`, or,
+/// for a group too long for a file name, the first id, how many more, and a
+/// hash of them all.
+fn run_tag(ids: &[&str]) -> String {
+    use std::hash::{Hash, Hasher};
+    const LONGEST: usize = 160;
+    let joined = ids.join("+");
+    match ids.first() {
+        None => "baseline".to_string(),
+        Some(_) if joined.len() <= LONGEST => joined,
+        Some(first) => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            joined.hash(&mut h);
+            format!("{first}+{}-more-{:016x}", ids.len() - 1, h.finish())
+        }
     }
 }
 
@@ -1199,6 +1213,23 @@ guards:
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_group_too_long_for_a_file_name_gets_a_short_distinct_tag() {
+        assert_eq!(run_tag(&[]), "baseline");
+        assert_eq!(run_tag(&["a", "b"]), "a+b");
+        let long: Vec<String> = (0..20)
+            .map(|i| format!("a-guard-with-a-long-id-{i}"))
+            .collect();
+        let ids: Vec<&str> = long.iter().map(String::as_str).collect();
+        let tag = run_tag(&ids);
+        assert!(tag.len() <= 200, "{tag}");
+        assert!(
+            tag.starts_with("a-guard-with-a-long-id-0+19-more-"),
+            "{tag}"
+        );
+        assert_ne!(tag, run_tag(&ids[..19]));
     }
 
     #[test]
