@@ -253,6 +253,12 @@ pub fn group_cover(
     Ok(GroupCover::Cover(set, new.into_iter().collect()))
 }
 
+/// Whether switching `group` off at once can show what its pairs `tried`
+/// did not: a group of two or more layers, or one partner no pair tried.
+pub fn group_adds_to_pairs(group: &[String], tried: &[String]) -> bool {
+    group.len() >= 2 || group.iter().any(|g| !tried.contains(g))
+}
+
 /// Whether `id`, judged alone, let an attack through (None: not judged).
 fn unblocks_alone(
     alone: &BTreeMap<String, std::result::Result<Diff, String>>,
@@ -734,8 +740,8 @@ fn run_inner(opts: &RunOptions, args: &CorpusArgs<'_>, cancel: &Cancel) -> Resul
                     }
                 }
                 let in_class = of_class(&baseline, &classes);
-                if group.len() >= 2 && !in_class.is_empty() {
-                    let ids: Vec<String> = group.iter().map(|g| g.id.clone()).collect();
+                let ids: Vec<String> = group.iter().map(|g| g.id.clone()).collect();
+                if group_adds_to_pairs(&ids, ps) && !in_class.is_empty() {
                     let mut runs = 0usize;
                     let found = group_cover(id, &ids, &mut |off: &[&str]| {
                         runs += 1;
@@ -1213,6 +1219,18 @@ guards:
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_lone_partner_no_pair_tried_is_tried_as_a_group() {
+        let one = strings(&["same-threat"]);
+        assert!(group_adds_to_pairs(&one, &[]));
+        assert!(!group_adds_to_pairs(&one, &one));
+        assert!(group_adds_to_pairs(
+            &strings(&["a", "b"]),
+            &strings(&["a", "b"])
+        ));
+        assert!(!group_adds_to_pairs(&[], &[]));
     }
 
     #[test]
