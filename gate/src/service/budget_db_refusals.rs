@@ -183,44 +183,53 @@ async fn day_reserved(conn: &mut sqlx::PgConnection) -> Result<i64, sqlx::Error>
     .await
 }
 
+/// With `drop`'s guard gone, a reservation of `first` (capped at
+/// `cap_paise`) is taken, and a second of `second`, past the limit the
+/// dropped guard stood behind, is refused with `reason` by the budget's own
+/// condition in the statement: neither the day nor the hop takes any of it.
+async fn own_condition_refuses_past_the_limit(
+    drop: &'static str,
+    cap_paise: i64,
+    (first, second): (i64, i64),
+    reason: Reason,
+) -> TestResult {
+    on_standard_world_without(drop, async |conn| {
+        assert_eq!(
+            reserved(conn, &reservation("INR", first), cap_paise).await?,
+            Ok(())
+        );
+        let out = reserved(conn, &reservation("INR", second), cap_paise).await?;
+        assert_eq!(out, Err(reason));
+        assert_eq!(day_reserved(conn).await?, first, "the day took nothing");
+        assert_eq!(holdings(conn).await?, (1, first), "nor did the hop");
+        Ok(())
+    })
+    .await
+}
+
 #[tokio::test]
 async fn without_the_cap_guard_a_day_row_takes_nothing_past_the_cap() -> TestResult {
-    on_standard_world_without(
+    // The day row exists after the first: 40000 + 20000 is past the 50000
+    // cap, and the day's own condition is all that stands in the way.
+    own_condition_refuses_past_the_limit(
         "ALTER TABLE daily_spend DROP CONSTRAINT ck_daily_spend_within_cap",
-        async |conn| {
-            assert_eq!(
-                reserved(conn, &reservation("INR", 40_000), 50_000).await?,
-                Ok(())
-            );
-            // The day row exists: 40000 + 20000 is past the 50000 cap, and
-            // the day's own condition is all that stands in the way.
-            let out = reserved(conn, &reservation("INR", 20_000), 50_000).await?;
-            assert_eq!(out, Err(Reason::DailyBudgetExhausted));
-            assert_eq!(day_reserved(conn).await?, 40_000, "the day took nothing");
-            assert_eq!(holdings(conn).await?, (1, 40_000), "nor did the hop");
-            Ok(())
-        },
+        50_000,
+        (40_000, 20_000),
+        Reason::DailyBudgetExhausted,
     )
     .await
 }
 
 #[tokio::test]
 async fn without_the_partition_guard_a_hop_takes_nothing_past_its_budget() -> TestResult {
-    on_standard_world_without(
+    // d-buyer's budget is 200000: 150000 + 60000 is past it (the day's cap
+    // of 500000 is not), and the hop's own condition is all that stands in
+    // the way.
+    own_condition_refuses_past_the_limit(
         "ALTER TABLE delegations DROP CONSTRAINT ck_delegation_budget_partitioned",
-        async |conn| {
-            assert_eq!(
-                reserved(conn, &reservation("INR", 150_000), 500_000).await?,
-                Ok(())
-            );
-            // d-buyer's budget is 200000: 150000 + 60000 is past it, and the
-            // hop's own condition is all that stands in the way.
-            let out = reserved(conn, &reservation("INR", 60_000), 500_000).await?;
-            assert_eq!(out, Err(Reason::DelegationBudgetExhausted));
-            assert_eq!(holdings(conn).await?, (1, 150_000), "the hop took nothing");
-            assert_eq!(day_reserved(conn).await?, 150_000, "nor did the day");
-            Ok(())
-        },
+        500_000,
+        (150_000, 60_000),
+        Reason::DelegationBudgetExhausted,
     )
     .await
 }
