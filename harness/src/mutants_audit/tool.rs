@@ -15,6 +15,9 @@ use anyhow::{Context, Result, bail};
 /// The cargo-mutants this project's audit is pinned to.
 pub const CARGO_MUTANTS_VERSION: &str = "27.1.0";
 
+/// The nextest profile of `.config/nextest.toml` every stage runs under.
+pub const NEXTEST_PROFILE: &str = "mutants-audit";
+
 /// Installs the pinned cargo-mutants unless that version is already there.
 pub fn ensure_cargo_mutants() -> Result<()> {
     let installed = version_of(&["mutants", "--version"]);
@@ -131,6 +134,11 @@ impl Stage<'_> {
         if let Some((key, value)) = self.env {
             cmd.env(key, value);
         }
+        if self.test_tool == "nextest" {
+            // .config/nextest.toml: stop at the first failing test and end
+            // the ones still running; a caught mutant needs nothing more.
+            cmd.env("NEXTEST_PROFILE", NEXTEST_PROFILE);
+        }
         eprintln!("running {cmd:?}");
         let status = cmd.status().context("running cargo mutants")?;
         match status.code() {
@@ -144,5 +152,24 @@ impl Stage<'_> {
         std::fs::copy(&outcomes, keep)
             .with_context(|| format!("copying {} to {}", outcomes.display(), keep.display()))?;
         Ok(keep.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NEXTEST_PROFILE;
+
+    #[test]
+    fn the_audit_profile_is_in_the_nextest_config_and_ends_tests_at_the_first_failure() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../.config/nextest.toml");
+        let text = std::fs::read_to_string(path).expect("the workspace's .config/nextest.toml");
+        let config: toml::Table = text.parse().expect("nextest.toml is TOML");
+        let fail_fast = &config["profile"][NEXTEST_PROFILE]["fail-fast"];
+        assert_eq!(fail_fast["max-fail"].as_integer(), Some(1), "{fail_fast}");
+        assert_eq!(
+            fail_fast["terminate"].as_str(),
+            Some("immediate"),
+            "{fail_fast}"
+        );
     }
 }
