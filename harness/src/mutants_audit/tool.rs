@@ -15,8 +15,12 @@ use anyhow::{Context, Result, bail};
 /// The cargo-mutants this project's audit is pinned to.
 pub const CARGO_MUTANTS_VERSION: &str = "27.1.0";
 
-/// The nextest profile of `.config/nextest.toml` every stage runs under.
+/// The nextest profile of `.config/nextest.toml` the focused stage and
+/// the whole suite run under.
 pub const NEXTEST_PROFILE: &str = "mutants-audit";
+
+/// The unit stage's profile: the same, less the slowest unit tests.
+pub const NEXTEST_UNIT_PROFILE: &str = "mutants-audit-unit";
 
 /// Installs the pinned cargo-mutants unless that version is already there.
 pub fn ensure_cargo_mutants() -> Result<()> {
@@ -137,7 +141,12 @@ impl Stage<'_> {
         if self.test_tool == "nextest" {
             // .config/nextest.toml: stop at the first failing test and end
             // the ones still running; a caught mutant needs nothing more.
-            cmd.env("NEXTEST_PROFILE", NEXTEST_PROFILE);
+            let profile = if self.lib_only {
+                NEXTEST_UNIT_PROFILE
+            } else {
+                NEXTEST_PROFILE
+            };
+            cmd.env("NEXTEST_PROFILE", profile);
         }
         eprintln!("running {cmd:?}");
         let status = cmd.status().context("running cargo mutants")?;
@@ -157,19 +166,40 @@ impl Stage<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::NEXTEST_PROFILE;
+    use super::{NEXTEST_PROFILE, NEXTEST_UNIT_PROFILE};
+
+    fn config() -> toml::Table {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../.config/nextest.toml");
+        let text = std::fs::read_to_string(path).expect("the workspace's .config/nextest.toml");
+        text.parse().expect("nextest.toml is TOML")
+    }
 
     #[test]
     fn the_audit_profile_is_in_the_nextest_config_and_ends_tests_at_the_first_failure() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../.config/nextest.toml");
-        let text = std::fs::read_to_string(path).expect("the workspace's .config/nextest.toml");
-        let config: toml::Table = text.parse().expect("nextest.toml is TOML");
+        let config = config();
         let fail_fast = &config["profile"][NEXTEST_PROFILE]["fail-fast"];
         assert_eq!(fail_fast["max-fail"].as_integer(), Some(1), "{fail_fast}");
         assert_eq!(
             fail_fast["terminate"].as_str(),
             Some("immediate"),
             "{fail_fast}"
+        );
+    }
+
+    #[test]
+    fn the_unit_profile_inherits_the_audit_profile_and_leaves_out_only_the_tests_run_last() {
+        let config = config();
+        let unit = &config["profile"][NEXTEST_UNIT_PROFILE];
+        assert_eq!(unit["inherits"].as_str(), Some(NEXTEST_PROFILE));
+        let last = config["profile"][NEXTEST_PROFILE]["overrides"]
+            .as_array()
+            .and_then(|o| o.iter().find(|o| o["priority"].as_integer() == Some(-100)))
+            .and_then(|o| o["filter"].as_str())
+            .expect("an override that runs the slowest tests last");
+        assert_eq!(
+            unit["default-filter"].as_str(),
+            Some(format!("not ({last})").as_str()),
+            "the unit stage leaves out exactly the tests the audit profile runs last"
         );
     }
 }
