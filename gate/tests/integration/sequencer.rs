@@ -220,12 +220,31 @@ async fn a_forged_and_a_copied_queue_row_are_never_integrated_and_are_named() ->
             "{:?}",
             done.refused
         );
+        // What an operator reads of a refusal names the tenant, the entry
+        // and the problem.
+        let refusal = done
+            .refused
+            .iter()
+            .find(|r| r.entry_id == forged)
+            .ok_or("no refusal of the forged entry")?;
+        assert_eq!(
+            refusal.to_string(),
+            format!(
+                "tenant acme's queued ledger entry {forged} {}: it is not integrated",
+                refusal.problem
+            )
+        );
         assert_eq!(count(w, "SELECT count(*) FROM ledger_entries").await?, before);
         assert_eq!(entries_of(w, &id).await?, 2);
         let report = w.gate.verify_ledger().await?;
         assert!(!report.intact());
         assert!(report.first_break().is_none(), "{report:#?}");
         assert_eq!(named(&report.queue), expected);
+        // Verifying one tenant names that tenant's refused rows, and only its.
+        let acme = w.gate.verify_ledger_with(Some("acme"), None).await?;
+        assert_eq!(named(&acme.queue), expected);
+        let globex = w.gate.verify_ledger_with(Some("globex"), None).await?;
+        assert_eq!(named(&globex.queue), vec![], "{globex:#?}");
         // Neither can be taken out of the queue: only an integration deletes.
         assert_sql_refused_by(
             w.pool(),
