@@ -38,6 +38,7 @@ mod hostile_input;
 mod ledger;
 mod lifetimes;
 mod mandates;
+mod onboarding;
 mod outside_audit_gaps;
 mod outside_audit_pure;
 mod outside_gate;
