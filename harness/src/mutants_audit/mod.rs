@@ -138,16 +138,18 @@ pub fn run(args: MutantsAuditArgs) -> Result<ExitCode> {
         }
     }
     let mut store = Store::load(&args.store)?;
-    for other in &args.merge {
-        let theirs = Store::load(other)?;
-        eprintln!(
-            "merging {} verdicts of {} run(s) from {}",
-            theirs.verdicts.len(),
-            theirs.runs.len(),
-            other.display()
-        );
-        store.verdicts.extend(theirs.verdicts);
-        store.runs.extend(theirs.runs);
+    if !args.merge.is_empty() {
+        let (_, current) = crate_mutants(&root)?;
+        for other in &args.merge {
+            let theirs = Store::load(other)?;
+            eprintln!(
+                "merging {} verdicts of {} run(s) from {}",
+                theirs.verdicts.len(),
+                theirs.runs.len(),
+                other.display()
+            );
+            store.merge(theirs, &current);
+        }
     }
     if !args.from_outcomes.is_empty() {
         let stages = vec![

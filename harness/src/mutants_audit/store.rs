@@ -84,7 +84,7 @@ pub struct Verdict {
 }
 
 /// One run that wrote verdicts here.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunRecord {
     pub finished: String,
@@ -322,6 +322,27 @@ impl Store {
         Ok(())
     }
 
+    /// Adds another store's runs and verdicts. Stores copied from one
+    /// another share runs: a run already here is not added twice. Of two
+    /// verdicts for one mutant, the one that describes the file as it is now
+    /// (`current`) is kept; when both or neither do, this store's stays.
+    pub fn merge(&mut self, theirs: Store, current: &BTreeMap<String, String>) {
+        for run in theirs.runs {
+            if !self.runs.contains(&run) {
+                self.runs.push(run);
+            }
+        }
+        for (name, v) in theirs.verdicts {
+            let keep_mine = self
+                .verdicts
+                .get(&name)
+                .is_some_and(|mine| Self::is_fresh(mine, current) || !Self::is_fresh(&v, current));
+            if !keep_mine {
+                self.verdicts.insert(name, v);
+            }
+        }
+    }
+
     /// Whether a verdict still describes the file as it is now.
     pub fn is_fresh(v: &Verdict, current: &BTreeMap<String, String>) -> bool {
         current.get(&v.file) == Some(&v.file_sha256)
@@ -345,6 +366,72 @@ mod tests {
             build_secs: 1.0,
             test_secs: 2.0,
         }
+    }
+
+    fn verdict(sha: &str, outcome: Outcome) -> Verdict {
+        Verdict {
+            file: "gate/src/a.rs".into(),
+            line: 1,
+            file_sha256: sha.into(),
+            outcome,
+            stage: Stage::Full,
+            build_secs: 1.0,
+            test_secs: 2.0,
+        }
+    }
+
+    fn run(finished: &str) -> RunRecord {
+        RunRecord {
+            finished: finished.into(),
+            commit: None,
+            tool: "cargo-mutants".into(),
+            test_tool: "nextest".into(),
+            scope: "--file gate/src/a.rs".into(),
+            mutants: 1,
+            elapsed_secs: 3.0,
+        }
+    }
+
+    #[test]
+    fn a_merge_keeps_the_fresh_verdict_whichever_store_holds_it_and_each_run_once() {
+        let current = BTreeMap::from([("gate/src/a.rs".to_owned(), "new".to_owned())]);
+        let shared = run("2026-12-01");
+        let mut mine = Store {
+            version: 1,
+            runs: vec![shared.clone(), run("2026-12-07a")],
+            verdicts: BTreeMap::from([
+                ("fresh here".to_owned(), verdict("new", Outcome::Caught)),
+                ("stale here".to_owned(), verdict("old", Outcome::Missed)),
+                ("stale both".to_owned(), verdict("old", Outcome::Missed)),
+            ]),
+        };
+        let theirs = Store {
+            version: 1,
+            runs: vec![shared, run("2026-12-07b")],
+            verdicts: BTreeMap::from([
+                ("fresh here".to_owned(), verdict("old", Outcome::Missed)),
+                ("stale here".to_owned(), verdict("new", Outcome::Caught)),
+                ("stale both".to_owned(), verdict("older", Outcome::Caught)),
+                ("only theirs".to_owned(), verdict("new", Outcome::Unviable)),
+            ]),
+        };
+        mine.merge(theirs, &current);
+        let got: Vec<(&str, &str, Outcome)> = mine
+            .verdicts
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.file_sha256.as_str(), v.outcome))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("fresh here", "new", Outcome::Caught),
+                ("only theirs", "new", Outcome::Unviable),
+                ("stale both", "old", Outcome::Missed),
+                ("stale here", "new", Outcome::Caught),
+            ]
+        );
+        let finished: Vec<&str> = mine.runs.iter().map(|r| r.finished.as_str()).collect();
+        assert_eq!(finished, ["2026-12-01", "2026-12-07a", "2026-12-07b"]);
     }
 
     #[test]
