@@ -514,3 +514,42 @@ async fn pay_answered_after_reconcile_recorded_its_order_hands_it_out() -> TestR
     );
     w.finish().await
 }
+
+/// An authorised payment the provider will not capture (this provider has
+/// no manual capture) is counted as a provider error of the reconcile, and
+/// nothing moves: the request still waits on the provider, and no payment
+/// is on the books.
+#[tokio::test]
+async fn reconcile_counts_a_capture_the_provider_refuses_as_a_provider_error() -> TestResult {
+    let Some(w) = Lying::new().await? else {
+        return Ok(());
+    };
+    w.provider().inner.set_mode(Mode::Late, Some(1));
+    let (request, authority) = w.paid().await?;
+    let order = w
+        .provider()
+        .inner
+        .order_for_receipt(&authority)
+        .ok_or("no order at the provider")?;
+    let held = Payment {
+        status: PaymentStatus::Authorized,
+        ..captured("pay_held", &order.id, 60_000, "INR")
+    };
+    w.provider().doctor(&authority, move |_, answer| {
+        if let Some(snap) = answer {
+            snap.payments.push(held.clone());
+        }
+    });
+    let r = w.gate.reconcile(Some("acme")).await?;
+    assert_eq!(
+        (r.examined, r.provider_errors, r.captured, r.still_pending),
+        (1, 1, 0, 1),
+        "{r:?}"
+    );
+    assert_eq!(
+        w.state(&request).await?.as_deref(),
+        Some("PROVIDER_PENDING")
+    );
+    assert_eq!(w.payments_recorded().await?, 0);
+    w.finish().await
+}
