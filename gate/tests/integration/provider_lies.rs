@@ -5,10 +5,16 @@
 //! is an answer, not a database error, in pay as in reconcile; and settling
 //! a kept capture alone is written to the ledger like any other change.
 //!
+//! Reconcile's manual capture asks the provider to capture only an
+//! authorised payment of the authority's own amount and currency, of an
+//! order that matches the request and has no captured payment yet, and a
+//! capture the provider refuses, or answers for another payment, status,
+//! amount or currency, is counted as an error and books nothing.
+//!
 //! The provider here is the in-process one behind a doctor that edits
-//! `find_by_receipt`'s answers (the one call reconcile makes) and can give
-//! `create_order`'s answer another id, so each test says exactly which lie
-//! it tells.
+//! `find_by_receipt`'s answers (the one call reconcile makes to read) and
+//! can give `create_order`'s answer another id, so each test says exactly
+//! which lie it tells; it records every capture the gate asks for.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -38,6 +44,10 @@ struct Doctored {
     /// When set, `create_order` makes the order, then waits for this
     /// before it answers (a slow provider).
     held: Mutex<Option<Arc<tokio::sync::Notify>>>,
+    /// The payment ids of every capture the gate asked for, in order.
+    captures: Mutex<Vec<String>>,
+    /// When set, edits every answer of `capture_authorized`.
+    capture_lie: Mutex<Option<fn(&mut Payment)>>,
 }
 
 impl Doctored {
@@ -66,6 +76,11 @@ impl Doctored {
             *h = Some(Arc::clone(&release));
         }
         release
+    }
+
+    /// The payment ids the gate asked to capture, in order.
+    fn captures_asked(&self) -> Vec<String> {
+        self.captures.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
     /// Answers honestly again.
@@ -116,6 +131,28 @@ impl PaymentProvider for Doctored {
             }
         }
         std::future::ready(Ok(answer))
+    }
+
+    fn capture_authorized(
+        &self,
+        payment_id: &str,
+        amount_paise: i64,
+        currency: &str,
+    ) -> impl Future<Output = Result<Payment, ProviderError>> + Send {
+        if let Ok(mut c) = self.captures.lock() {
+            c.push(payment_id.to_owned());
+        }
+        let lie = self.capture_lie.lock().ok().and_then(|l| *l);
+        let answer = self
+            .inner
+            .capture_authorized(payment_id, amount_paise, currency);
+        async move {
+            let mut payment = answer.await?;
+            if let Some(lie) = lie {
+                lie(&mut payment);
+            }
+            Ok(payment)
+        }
     }
 
     fn health(&self) -> ProviderHealth {
@@ -515,9 +552,9 @@ async fn pay_answered_after_reconcile_recorded_its_order_hands_it_out() -> TestR
     w.finish().await
 }
 
-/// An authorised payment the provider will not capture (this provider has
-/// no manual capture) is counted as a provider error of the reconcile, and
-/// nothing moves: the request still waits on the provider, and no payment
+/// An authorised payment the provider will not capture (it knows no such
+/// payment) is counted as a provider error of the reconcile, and nothing
+/// moves: the request still waits on the provider, and no payment
 /// is on the books.
 #[tokio::test]
 async fn reconcile_counts_a_capture_the_provider_refuses_as_a_provider_error() -> TestResult {
@@ -552,4 +589,157 @@ async fn reconcile_counts_a_capture_the_provider_refuses_as_a_provider_error() -
     );
     assert_eq!(w.payments_recorded().await?, 0);
     w.finish().await
+}
+
+/// An authorised payment with the authority's terms, as a doctor adds it.
+fn authorised(id: &str, order: &str, amount_paise: i64, currency: &str) -> Payment {
+    Payment {
+        status: PaymentStatus::Authorized,
+        ..captured(id, order, amount_paise, currency)
+    }
+}
+
+/// Reconcile captures, of an order's authorised payments, only the one with
+/// the authority's amount and currency: one a paisa short and one in
+/// dollars, listed before it, are never sent to the provider.
+#[tokio::test]
+async fn reconcile_captures_only_the_authorisation_with_the_authoritys_terms() -> TestResult {
+    let Some(w) = Lying::new().await? else {
+        return Ok(());
+    };
+    w.provider().inner.set_mode(Mode::Late, Some(1));
+    let (request, authority) = w.paid().await?;
+    let order = w
+        .provider()
+        .inner
+        .order_for_receipt(&authority)
+        .ok_or("no order at the provider")?;
+    let real = w.provider().inner.authorize_payment(&order.id)?;
+    let lies = [
+        authorised("pay_short", &order.id, 59_999, "INR"),
+        authorised("pay_dollars", &order.id, 60_000, "USD"),
+    ];
+    w.provider().doctor(&authority, move |_, answer| {
+        if let Some(snap) = answer {
+            for lie in lies.iter().rev() {
+                snap.payments.insert(0, lie.clone());
+            }
+        }
+    });
+    let r = w.gate.reconcile(Some("acme")).await?;
+    assert_eq!(
+        (r.captured, r.provider_errors, r.still_pending),
+        (1, 0, 0),
+        "{r:?}"
+    );
+    assert_eq!(w.provider().captures_asked(), vec![real.id]);
+    assert_eq!(w.state(&request).await?.as_deref(), Some("CAPTURED"));
+    assert_eq!(w.gate.captured_paise("acme").await?, 60_000);
+    w.finish().await
+}
+
+/// An order that already has a captured payment is booked, and an
+/// authorisation beside it is never captured: an order is paid once.
+#[tokio::test]
+async fn reconcile_captures_nothing_more_of_an_order_already_captured() -> TestResult {
+    let Some(w) = Lying::new().await? else {
+        return Ok(());
+    };
+    w.provider().inner.set_mode(Mode::Late, Some(1));
+    let (request, authority) = w.paid().await?;
+    let order = w
+        .provider()
+        .inner
+        .order_for_receipt(&authority)
+        .ok_or("no order at the provider")?;
+    w.provider().inner.capture_payment(&order.id)?;
+    let second = authorised("pay_second", &order.id, 60_000, "INR");
+    w.provider().doctor(&authority, move |_, answer| {
+        if let Some(snap) = answer {
+            snap.payments.push(second.clone());
+        }
+    });
+    let r = w.gate.reconcile(Some("acme")).await?;
+    assert_eq!((r.captured, r.provider_errors), (1, 0), "{r:?}");
+    assert_eq!(w.provider().captures_asked(), Vec::<String>::new());
+    assert_eq!(w.state(&request).await?.as_deref(), Some("CAPTURED"));
+    assert_eq!(w.provider().inner.captured_paise(), 60_000);
+    w.finish().await
+}
+
+/// An order whose terms no longer match its request (the provider reports
+/// another amount) has nothing captured, even an authorisation of the
+/// authority's own amount: the request waits, and no money moves.
+#[tokio::test]
+async fn reconcile_captures_nothing_of_an_order_that_does_not_match_its_request() -> TestResult {
+    let Some(w) = Lying::new().await? else {
+        return Ok(());
+    };
+    w.provider().inner.set_mode(Mode::Late, Some(1));
+    let (request, authority) = w.paid().await?;
+    let order = w
+        .provider()
+        .inner
+        .order_for_receipt(&authority)
+        .ok_or("no order at the provider")?;
+    w.provider().inner.authorize_payment(&order.id)?;
+    w.provider().doctor(&authority, |_, answer| {
+        if let Some(snap) = answer {
+            snap.order.amount_paise = 59_999;
+        }
+    });
+    let r = w.gate.reconcile(Some("acme")).await?;
+    assert_eq!((r.captured, r.provider_errors), (0, 0), "{r:?}");
+    assert_eq!(w.provider().captures_asked(), Vec::<String>::new());
+    assert_eq!(
+        w.state(&request).await?.as_deref(),
+        Some("PROVIDER_PENDING")
+    );
+    assert_eq!(w.provider().inner.captured_paise(), 0);
+    w.finish().await
+}
+
+/// A capture the provider answers with something other than the payment
+/// asked for, captured, for the authority's terms is an error of the
+/// reconcile and books nothing, whichever of the four is wrong: another
+/// payment's id, a status that is not captured, a paisa short, or another
+/// currency. Each is told alone, to a world of its own.
+#[tokio::test]
+async fn reconcile_books_no_capture_answered_for_other_terms() -> TestResult {
+    let lies: [(&str, fn(&mut Payment)); 4] = [
+        ("another payment", |p| p.id = "pay_other".into()),
+        ("not captured", |p| p.status = PaymentStatus::Authorized),
+        ("a paisa short", |p| p.amount_paise -= 1),
+        ("another currency", |p| p.currency = "USD".into()),
+    ];
+    for (lie, edit) in lies {
+        let Some(w) = Lying::new().await? else {
+            return Ok(());
+        };
+        w.provider().inner.set_mode(Mode::Late, Some(1));
+        let (request, authority) = w.paid().await?;
+        let order = w
+            .provider()
+            .inner
+            .order_for_receipt(&authority)
+            .ok_or("no order at the provider")?;
+        w.provider().inner.authorize_payment(&order.id)?;
+        if let Ok(mut l) = w.provider().capture_lie.lock() {
+            *l = Some(edit);
+        }
+        let r = w.gate.reconcile(Some("acme")).await?;
+        assert_eq!(
+            (r.captured, r.provider_errors, r.still_pending),
+            (0, 1, 1),
+            "{lie}: {r:?}"
+        );
+        assert_eq!(
+            w.state(&request).await?.as_deref(),
+            Some("PROVIDER_PENDING"),
+            "{lie}"
+        );
+        assert_eq!(w.payments_recorded().await?, 0, "{lie}");
+        w.finish().await?;
+    }
+    Ok(())
 }
