@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::support::*;
 use chrono::Duration;
 use gate::provider::{InProcessProvider, Payment, PaymentStatus};
-use gate::service::webhook::{EVENT_CAPTURED, EVENT_FAILED, EVENT_ORDER_PAID};
+use gate::service::webhook::{EVENT_AUTHORIZED, EVENT_CAPTURED, EVENT_FAILED, EVENT_ORDER_PAID};
 use gate::service::{
     Gate, ManualClock, Outcome, ProviderEvent, WebhookSecretError, razorpay_envelope, sign_webhook,
 };
@@ -618,4 +618,33 @@ async fn a_rotated_previous_secret_still_verifies_and_no_other_does() -> TestRes
     );
     assert_eq!(w.gate.captured_paise("acme").await?, 60000);
     w.drop().await
+}
+
+/// A `payment.authorized` event, as `ProviderEvent` builds it, names the
+/// authorisation the provider holds for the order, so the gate captures
+/// that payment through the provider and books it.
+#[tokio::test]
+async fn an_authorization_event_names_the_payment_the_provider_authorised() -> TestResult {
+    on_world(async |w| {
+        let (request, _, order) = paid_order(w).await?;
+        let held = w.gate.provider().authorize_payment(&order)?;
+        let ev = ProviderEvent {
+            event: EVENT_AUTHORIZED.into(),
+            ..capture(w, "evt_authorised", &order)
+        };
+        let named = ev.payment();
+        assert_eq!(
+            (&named.id, named.status, named.amount_paise),
+            (&held.id, PaymentStatus::Authorized, held.amount_paise)
+        );
+        let h = send(w, &ev).await?;
+        assert!(h.is_ok(), "{h:?}");
+        assert_eq!(
+            w.gate.request_state("acme", &request).await?.as_deref(),
+            Some("CAPTURED")
+        );
+        assert_eq!(w.gate.captured_paise("acme").await?, 60000);
+        Ok(())
+    })
+    .await
 }
