@@ -238,26 +238,10 @@ fn url_password(url: &str) -> Option<String> {
         .map_or(url.len(), |i| start + i);
     let userinfo = &url[start..start + url[start..end].rfind('@')?];
     let (_, encoded) = userinfo.split_once(':')?;
-    let bytes = encoded.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
+    percent_encoding::percent_decode_str(encoded)
+        .decode_utf8()
+        .ok()
+        .map(|decoded| decoded.into_owned())
 }
 
 #[cfg(test)]
@@ -276,6 +260,12 @@ mod tests {
             url_password("postgres://u:%zz@h/db").as_deref(),
             Some("%zz")
         );
+        assert_eq!(
+            url_password("postgres://u:%C3%A9%4@h/db").as_deref(),
+            Some("\u{e9}%4"),
+            "a two-byte character, then a cut-off escape kept as it is"
+        );
+        assert_eq!(url_password("postgres://u:%FF@h/db"), None, "not UTF-8");
     }
 
     #[test]
