@@ -743,3 +743,119 @@ async fn reconcile_books_no_capture_answered_for_other_terms() -> TestResult {
     }
     Ok(())
 }
+
+impl Lying {
+    /// Writes a kept capture as a login would, with no webhook behind it:
+    /// `order` and `payment` for `authority`, of `amount_paise` in `currency`.
+    async fn keep_as_a_login(
+        &self,
+        authority: &str,
+        (order, payment): (&str, &str),
+        amount_paise: i64,
+        currency: &str,
+    ) -> TestResult {
+        sqlx::query(
+            "INSERT INTO kept_captures (tenant_id, provider_event_id, authority_id, \
+             provider_order_id, provider_payment_id, amount_paise, currency, \
+             event_created_at, received_at) VALUES ('acme', $1, $2, $3, $4, $5, $6, $7, $7)",
+        )
+        .bind(format!("evt_{payment}").into_bytes())
+        .bind(authority)
+        .bind(order)
+        .bind(payment)
+        .bind(amount_paise)
+        .bind(currency)
+        .bind(self.gate.now())
+        .execute(self.gate.pool())
+        .await?;
+        Ok(())
+    }
+}
+
+/// Kept captures that do not fit their authority (a paisa short, another
+/// currency, a payment or order id outside the identifier grammar) are
+/// never booked by reconcile, even with the provider silent; one that fits
+/// is, and reconcile records its order from it.
+#[tokio::test]
+async fn reconcile_books_only_a_kept_capture_that_fits_its_authority() -> TestResult {
+    let Some(w) = Lying::new().await? else {
+        return Ok(());
+    };
+    w.provider().inner.set_mode(Mode::Late, Some(1));
+    let (request, authority) = w.paid().await?;
+    let order = w
+        .provider()
+        .inner
+        .order_for_receipt(&authority)
+        .ok_or("no order at the provider")?;
+    w.provider().doctor(&authority, |_, answer| *answer = None);
+    let misfits: [((&str, &str), i64, &str); 4] = [
+        ((&order.id, "pay_short"), 59_999, "INR"),
+        ((&order.id, "pay_dollars"), 60_000, "USD"),
+        ((&order.id, "pay bad id"), 60_000, "INR"),
+        (("order bad id", "pay_odd_order"), 60_000, "INR"),
+    ];
+    for (ids, amount, currency) in misfits {
+        w.keep_as_a_login(&authority, ids, amount, currency).await?;
+    }
+    let r = w.gate.reconcile(Some("acme")).await?;
+    assert_eq!(
+        (
+            r.orders_recorded,
+            r.captured,
+            r.kept_settled,
+            r.still_pending
+        ),
+        (0, 0, 0, 1),
+        "{r:?}"
+    );
+    assert_eq!(
+        w.state(&request).await?.as_deref(),
+        Some("PROVIDER_PENDING")
+    );
+    assert_eq!(w.payments_recorded().await?, 0);
+    w.keep_as_a_login(&authority, (&order.id, "pay_fits"), 60_000, "INR")
+        .await?;
+    let r = w.gate.reconcile(Some("acme")).await?;
+    assert_eq!(
+        (r.orders_recorded, r.captured, r.kept_settled),
+        (1, 1, 1),
+        "{r:?}"
+    );
+    assert_eq!(w.state(&request).await?.as_deref(), Some("CAPTURED"));
+    assert_eq!(w.payments_recorded().await?, 1);
+    let (db, gate) = (w.db, w.gate);
+    drop(gate);
+    db.drop().await?;
+    Ok(())
+}
+
+/// A kept capture for a request that never reached the provider (its
+/// authority was issued, never used) is not booked: no order of the gate's
+/// can carry that receipt.
+#[tokio::test]
+async fn reconcile_books_no_kept_capture_for_a_request_that_never_paid() -> TestResult {
+    let Some(w) = Lying::new().await? else {
+        return Ok(());
+    };
+    let p = w
+        .gate
+        .propose("acme", "buyer-agent", &body("CLOUD-STARTER", 1), None)
+        .await?;
+    let request = request_id(&p);
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
+    w.keep_as_a_login(&authority, ("order_never", "pay_never"), 60_000, "INR")
+        .await?;
+    let r = w.gate.reconcile(Some("acme")).await?;
+    assert_eq!(
+        (r.orders_recorded, r.captured, r.kept_settled),
+        (0, 0, 0),
+        "{r:?}"
+    );
+    assert_eq!(w.state(&request).await?.as_deref(), Some("CHECKOUT_ISSUED"));
+    assert_eq!(w.payments_recorded().await?, 0);
+    let (db, gate) = (w.db, w.gate);
+    drop(gate);
+    db.drop().await?;
+    Ok(())
+}
