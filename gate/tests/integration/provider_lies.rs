@@ -25,7 +25,7 @@ use gate::provider::{
     InProcessProvider, Mode, OrderRequest, OrderSnapshot, Payment, PaymentProvider, PaymentStatus,
     ProviderError, ProviderHealth, ProviderOrder,
 };
-use gate::service::webhook::{EVENT_CAPTURED, EVENT_ORDER_PAID};
+use gate::service::webhook::{EVENT_AUTHORIZED, EVENT_CAPTURED, EVENT_ORDER_PAID};
 use gate::service::{Gate, ManualClock, razorpay_envelope, sign_webhook, standard};
 use gate::{Decision, Reason};
 
@@ -857,5 +857,57 @@ async fn reconcile_books_no_kept_capture_for_a_request_that_never_paid() -> Test
     let (db, gate) = (w.db, w.gate);
     drop(gate);
     db.drop().await?;
+    Ok(())
+}
+
+/// A `payment.authorized` webhook whose capture the provider answers with
+/// anything but the payment asked for, captured, for the order's terms
+/// (another id, not captured, a paisa short, another currency) is refused
+/// as `PROVIDER_REJECTED`, and nothing is booked: each lie is told alone.
+#[tokio::test]
+async fn a_webhook_capture_answered_for_other_terms_books_nothing() -> TestResult {
+    let lies: [(&str, fn(&mut Payment)); 4] = [
+        ("another payment", |p| p.id = "pay_other".into()),
+        ("not captured", |p| p.status = PaymentStatus::Authorized),
+        ("a paisa short", |p| p.amount_paise -= 1),
+        ("another currency", |p| p.currency = "USD".into()),
+    ];
+    for (lie, edit) in lies {
+        let Some(w) = Lying::new().await? else {
+            return Ok(());
+        };
+        let (request, authority) = w.paid().await?;
+        let order = w
+            .provider()
+            .inner
+            .order_for_receipt(&authority)
+            .ok_or("no order at the provider")?;
+        let held = w.provider().inner.authorize_payment(&order.id)?;
+        if let Ok(mut l) = w.provider().capture_lie.lock() {
+            *l = Some(edit);
+        }
+        let body = razorpay_envelope(EVENT_AUTHORIZED, w.gate.now(), Some(&held), None);
+        let h = w
+            .gate
+            .webhook(&body, Some(&sign_webhook(SECRET, &body)), Some("evt_held"))
+            .await?;
+        assert_eq!(
+            h.decision,
+            Decision::Deny(Reason::ProviderRejected),
+            "{lie}"
+        );
+        assert_eq!(
+            w.provider().captures_asked(),
+            vec![held.id.clone()],
+            "{lie}"
+        );
+        assert_eq!(
+            w.state(&request).await?.as_deref(),
+            Some("PROVIDER_PENDING"),
+            "{lie}"
+        );
+        assert_eq!(w.payments_recorded().await?, 0, "{lie}");
+        w.finish().await?;
+    }
     Ok(())
 }
