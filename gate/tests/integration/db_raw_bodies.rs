@@ -8,6 +8,7 @@ use crate::db_roles::assert_denied;
 use crate::support::*;
 use gate::proposal::MAX_BODY_BYTES;
 use gate::reason::{Decision, Reason};
+use gate::service::sign_webhook;
 use sha2::{Digest, Sha256};
 
 async fn kept_body(w: &World, request: &str) -> Result<Option<Vec<u8>>, sqlx::Error> {
@@ -253,6 +254,55 @@ async fn the_runtime_role_can_neither_change_nor_remove_what_was_received() -> T
             assert_denied(exec(w.pool(), &sql).await, what);
         }
         assert!(kept_body(w, &request).await?.is_some());
+        Ok(())
+    })
+    .await
+}
+
+/// `body`, a JSON object, with a `padding` member that makes it exactly
+/// `size` bytes long.
+fn padded(body: &[u8], size: usize) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>> {
+    let mut value: serde_json::Value = serde_json::from_slice(body)?;
+    value["padding"] = serde_json::Value::String(String::new());
+    let bare = serde_json::to_vec(&value)?.len();
+    value["padding"] = serde_json::Value::String("x".repeat(size - bare));
+    let out = serde_json::to_vec(&value)?;
+    assert_eq!(out.len(), size);
+    Ok(out)
+}
+
+/// An event body as long as the HTTP service's limit (64 KiB) is kept as
+/// received; one a byte longer (the gate's own call takes any length) is
+/// applied all the same and recorded by its digest only.
+#[tokio::test]
+async fn an_event_body_is_kept_up_to_64_kib_and_past_that_by_its_digest_only() -> TestResult {
+    on_world(async |w| {
+        // 64 KiB, written out: the limit is the HTTP service's and
+        // `ck_provider_event_body_bounded`'s, not whatever the gate's constant says.
+        const LIMIT: usize = 65_536;
+        for size in [LIMIT, LIMIT + 1] {
+            let (_, _, order) = paid_order(w).await?;
+            let event_id = format!("evt_sized_{size}");
+            let (body, _) = event(w, &event_id, "payment.captured", &order, 60_000);
+            let body = padded(&body, size)?;
+            let signature = sign_webhook(SECRET, &body);
+            let out = w
+                .gate
+                .webhook(&body, Some(&signature), Some(&event_id))
+                .await?;
+            assert!(out.is_ok(), "{size} bytes: {out:?}");
+            let kept: Option<Vec<u8>> = sqlx::query_scalar(
+                "SELECT body FROM provider_event_bodies WHERE event_id_sha256 = $1",
+            )
+            .bind(hex_sha256(event_id.as_bytes()))
+            .fetch_optional(w.pool())
+            .await?;
+            if size <= LIMIT {
+                assert_eq!(kept.as_deref(), Some(body.as_slice()), "{size} bytes");
+            } else {
+                assert_eq!(kept, None, "{size} bytes");
+            }
+        }
         Ok(())
     })
     .await
