@@ -911,3 +911,41 @@ async fn a_webhook_capture_answered_for_other_terms_books_nothing() -> TestResul
     }
     Ok(())
 }
+
+/// Settling a kept capture alone is written to the ledger: a kept capture
+/// whose payment is already on the books (a login cleared its settlement)
+/// is settled by the next reconcile, in one entry of its own, though no
+/// order, payment or state changes with it.
+#[tokio::test]
+async fn settling_a_kept_capture_alone_is_written_to_the_ledger() -> TestResult {
+    let Some(w) = Lying::new().await? else {
+        return Ok(());
+    };
+    w.provider().inner.set_mode(Mode::Late, Some(1));
+    let (_, authority) = w.paid().await?;
+    let inner = &w.provider().inner;
+    let order = inner.order_for_receipt(&authority).ok_or("no order")?;
+    let payment = inner.capture_payment(&order.id)?;
+    let paid = inner.order_for_receipt(&authority).ok_or("no order")?;
+    let kept = razorpay_envelope(EVENT_ORDER_PAID, w.gate.now(), Some(&payment), Some(&paid));
+    let h = w
+        .gate
+        .webhook(&kept, Some(&sign_webhook(SECRET, &kept)), Some("evt_kept"))
+        .await?;
+    assert!(h.is_ok(), "{h:?}");
+    let r = w.gate.reconcile(Some("acme")).await?;
+    assert_eq!((r.captured, r.kept_settled), (1, 1), "{r:?}");
+    assert_eq!(w.reconcile_entries(&authority).await?, 1);
+    sqlx::query("UPDATE kept_captures SET settled_at = NULL WHERE authority_id = $1")
+        .bind(&authority)
+        .execute(w.gate.pool())
+        .await?;
+    let r = w.gate.reconcile(Some("acme")).await?;
+    assert_eq!(
+        (r.examined, r.orders_recorded, r.captured, r.kept_settled),
+        (1, 0, 0, 1),
+        "{r:?}"
+    );
+    assert_eq!(w.reconcile_entries(&authority).await?, 2);
+    w.finish().await
+}
