@@ -188,7 +188,8 @@ async fn a_capture_naming_an_unconsumed_authority_is_an_unknown_order() -> TestR
 /// Razorpay's documented sample payment id sent for a second order: the
 /// books already hold it for the first, so it names no payment of the
 /// second. `WEBHOOK_MALFORMED`, recorded on the tenant's ledger, and the
-/// second request keeps waiting.
+/// second request keeps waiting; as a capture kept for an unknown order or
+/// as an authorisation to capture, it is refused the same way.
 #[tokio::test]
 async fn a_payment_id_already_recorded_for_another_order_is_malformed_and_recorded() -> TestResult {
     on_world(async |w| {
@@ -218,6 +219,27 @@ async fn a_payment_id_already_recorded_for_another_order_is_malformed_and_record
         let h = send(w, &kept, "evt_sample_3").await?;
         assert_eq!(h.decision, Decision::Deny(Reason::WebhookMalformed));
         assert_eq!(w.gate.books(Some("acme")).await?.kept_unsettled, 0);
+        // An authorisation naming it for the second order is refused before
+        // the provider is asked to capture anything.
+        let authorised = razorpay_envelope(
+            gate::service::webhook::EVENT_AUTHORIZED,
+            w.gate.now(),
+            Some(&Payment {
+                id: SAMPLE_PAYMENT_ID.into(),
+                order_id: id(&pay2),
+                amount_paise: 60000,
+                currency: "INR".into(),
+                status: PaymentStatus::Authorized,
+                created_at: w.gate.now().timestamp(),
+            }),
+            None,
+        );
+        let h = send(w, &authorised, "evt_sample_4").await?;
+        assert_eq!(h.decision, Decision::Deny(Reason::WebhookMalformed));
+        assert_eq!(
+            state(w, &second).await?.as_deref(),
+            Some("PROVIDER_PENDING")
+        );
         Ok(())
     })
     .await
