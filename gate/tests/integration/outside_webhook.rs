@@ -390,3 +390,78 @@ async fn an_authorization_for_a_request_that_no_longer_waits_is_not_captured() -
     })
     .await
 }
+
+/// How many of this database's backends wait for a lock.
+async fn lock_waiters(pool: &sqlx::PgPool) -> BoxResult<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity \
+          WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Until `n` backends wait for a lock (at most 30 s).
+async fn until_waiting(pool: &sqlx::PgPool, n: i64) -> TestResult {
+    for _ in 0..3000 {
+        if lock_waiters(pool).await? >= n {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    Err(format!("{n} backends never waited for a lock").into())
+}
+
+/// Two deliveries of one event id race; the second also gets the amount
+/// wrong. Both pass the first look-up before either is recorded, the good
+/// one is applied, and the other is `WEBHOOK_DUPLICATE`: a duplicate
+/// outranks any other refusal. Raced for real: the request is held locked
+/// from outside the gate until both wait for it, the good one first.
+#[tokio::test]
+async fn a_twin_that_loses_the_race_is_a_duplicate_whatever_else_it_gets_wrong() -> TestResult {
+    on_world(async |w| {
+        let (request, _, pay) = paid(w).await?;
+        let order = id(&pay);
+        let good = capture_body(w, &order, "pay_RaceWinner01", None);
+        let short = razorpay_envelope(
+            EVENT_CAPTURED,
+            w.gate.now(),
+            Some(&Payment {
+                id: "pay_RaceWinner01".into(),
+                order_id: order.clone(),
+                amount_paise: 59_999,
+                currency: "INR".into(),
+                status: PaymentStatus::Captured,
+                created_at: w.gate.now().timestamp(),
+            }),
+            None,
+        );
+        let watcher = w.owner();
+        let mut holder = watcher.begin().await?;
+        sqlx::query(
+            "SELECT 1 FROM payment_requests WHERE tenant_id = 'acme' AND id = $1 FOR UPDATE",
+        )
+        .bind(&request)
+        .execute(&mut *holder)
+        .await?;
+        let deliver = |body: Vec<u8>| {
+            let gate = w.gate.clone();
+            tokio::spawn(async move {
+                gate.webhook(&body, Some(&sign_webhook(SECRET, &body)), Some("evt_twin"))
+                    .await
+            })
+        };
+        let first = deliver(good);
+        until_waiting(watcher, 1).await?;
+        let second = deliver(short);
+        until_waiting(watcher, 2).await?;
+        holder.rollback().await?;
+        let (first, second) = (first.await??, second.await??);
+        assert!(first.is_ok(), "{first:?}");
+        assert_eq!(second.decision, Decision::Deny(Reason::WebhookDuplicate));
+        assert_eq!(state(w, &request).await?.as_deref(), Some("CAPTURED"));
+        assert_eq!(w.gate.captured_paise("acme").await?, 60000);
+        Ok(())
+    })
+    .await
+}
