@@ -47,7 +47,7 @@ struct Doctored {
     /// The payment ids of every capture the gate asked for, in order.
     captures: Mutex<Vec<String>>,
     /// When set, edits every answer of `capture_authorized`.
-    capture_lie: Mutex<Option<fn(&mut Payment)>>,
+    capture_lie: Mutex<Option<CaptureLie>>,
 }
 
 impl Doctored {
@@ -591,6 +591,19 @@ async fn reconcile_counts_a_capture_the_provider_refuses_as_a_provider_error() -
     w.finish().await
 }
 
+/// Edits the provider's answer to a capture.
+type CaptureLie = fn(&mut Payment);
+
+/// The four ways a capture's answer can differ from what was asked, named:
+/// another payment's id, a status that is not captured, a paisa short, or
+/// another currency.
+const CAPTURE_LIES: [(&str, CaptureLie); 4] = [
+    ("another payment", |p| p.id = "pay_other".into()),
+    ("not captured", |p| p.status = PaymentStatus::Authorized),
+    ("a paisa short", |p| p.amount_paise -= 1),
+    ("another currency", |p| p.currency = "USD".into()),
+];
+
 /// An authorised payment with the authority's terms, as a doctor adds it.
 fn authorised(id: &str, order: &str, amount_paise: i64, currency: &str) -> Payment {
     Payment {
@@ -706,13 +719,7 @@ async fn reconcile_captures_nothing_of_an_order_that_does_not_match_its_request(
 /// currency. Each is told alone, to a world of its own.
 #[tokio::test]
 async fn reconcile_books_no_capture_answered_for_other_terms() -> TestResult {
-    let lies: [(&str, fn(&mut Payment)); 4] = [
-        ("another payment", |p| p.id = "pay_other".into()),
-        ("not captured", |p| p.status = PaymentStatus::Authorized),
-        ("a paisa short", |p| p.amount_paise -= 1),
-        ("another currency", |p| p.currency = "USD".into()),
-    ];
-    for (lie, edit) in lies {
+    for (lie, edit) in CAPTURE_LIES {
         let Some(w) = Lying::new().await? else {
             return Ok(());
         };
@@ -866,13 +873,7 @@ async fn reconcile_books_no_kept_capture_for_a_request_that_never_paid() -> Test
 /// as `PROVIDER_REJECTED`, and nothing is booked: each lie is told alone.
 #[tokio::test]
 async fn a_webhook_capture_answered_for_other_terms_books_nothing() -> TestResult {
-    let lies: [(&str, fn(&mut Payment)); 4] = [
-        ("another payment", |p| p.id = "pay_other".into()),
-        ("not captured", |p| p.status = PaymentStatus::Authorized),
-        ("a paisa short", |p| p.amount_paise -= 1),
-        ("another currency", |p| p.currency = "USD".into()),
-    ];
-    for (lie, edit) in lies {
+    for (lie, edit) in CAPTURE_LIES {
         let Some(w) = Lying::new().await? else {
             return Ok(());
         };
