@@ -702,19 +702,26 @@ async fn an_id_outside_the_grammar_is_never_put_in_a_path() {
 /// finds the answer it must give.
 const KEYS_CHILD: &str = "SPENDGATE_TEST_KEYS_CHILD";
 
-/// `RazorpayKeys::from_env` reads both variables: both set give keys,
+/// `RazorpayKeys::from_env` reads both variables, and
+/// `RazorpayProvider::from_env` builds on what it reads: both set give keys,
 /// neither (or both empty) gives none, and one alone or an empty secret is
 /// an error. The variables belong to the process, so each case runs in a
 /// child run of this same test, with only that child's environment set.
 #[test]
 fn the_keys_are_read_from_the_environment_both_or_neither() {
     if let Ok(expected) = std::env::var(KEYS_CHILD) {
-        let got = match RazorpayKeys::from_env() {
+        let keys = match RazorpayKeys::from_env() {
             Ok(Some(_)) => "keys",
             Ok(None) => "none",
             Err(_) => "error",
         };
-        assert_eq!(got, expected);
+        assert_eq!(keys, expected, "the keys");
+        let adapter = match RazorpayProvider::from_env() {
+            Ok(Some(_)) => "keys",
+            Ok(None) => "none",
+            Err(_) => "error",
+        };
+        assert_eq!(adapter, expected, "the adapter built from them");
         return;
     }
     let cases = [
