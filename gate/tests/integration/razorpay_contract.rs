@@ -8,8 +8,8 @@ use std::time::Duration;
 use crate::fake_razorpay::{FakeMode, KEY_ID, KEY_SECRET};
 use crate::support::*;
 use gate::provider::{
-    ENV_KEY_ID, ENV_KEY_SECRET, OrderRequest, OrderStatus, PaymentProvider, PaymentStatus,
-    ProviderError, RazorpayConfig, RazorpayKeys, RazorpayProvider,
+    OrderRequest, OrderStatus, PaymentProvider, PaymentStatus, ProviderError, RazorpayConfig,
+    RazorpayKeys, RazorpayProvider,
 };
 use gate::service::{Gate, ManualClock};
 use gate::{Decision, Reason};
@@ -696,64 +696,4 @@ async fn an_id_outside_the_grammar_is_never_put_in_a_path() {
     assert!(sent.is_empty(), "{sent:?}");
     assert_eq!(rzp.fetch_order(&"o".repeat(64)).await.unwrap(), None);
     assert_eq!(fake.seen().len(), 1, "an id of 64 characters is asked for");
-}
-
-/// Where the keys child of [`the_keys_are_read_from_the_environment_both_or_neither`]
-/// finds the answer it must give.
-const KEYS_CHILD: &str = "SPENDGATE_TEST_KEYS_CHILD";
-
-/// `RazorpayKeys::from_env` reads both variables, and
-/// `RazorpayProvider::from_env` builds on what it reads: both set give keys,
-/// neither (or both empty) gives none, and one alone or an empty secret is
-/// an error. The variables belong to the process, so each case runs in a
-/// child run of this same test, with only that child's environment set.
-#[test]
-fn the_keys_are_read_from_the_environment_both_or_neither() {
-    if let Ok(expected) = std::env::var(KEYS_CHILD) {
-        let keys = match RazorpayKeys::from_env() {
-            Ok(Some(_)) => "keys",
-            Ok(None) => "none",
-            Err(_) => "error",
-        };
-        assert_eq!(keys, expected, "the keys");
-        let adapter = match RazorpayProvider::from_env() {
-            Ok(Some(_)) => "keys",
-            Ok(None) => "none",
-            Err(_) => "error",
-        };
-        assert_eq!(adapter, expected, "the adapter built from them");
-        return;
-    }
-    let cases = [
-        (Some(KEY_ID), Some(KEY_SECRET), "keys"),
-        (None, None, "none"),
-        (Some(""), Some(""), "none"),
-        (Some(KEY_ID), None, "error"),
-        (None, Some(KEY_SECRET), "error"),
-        (Some(KEY_ID), Some(""), "error"),
-    ];
-    let me = std::env::current_exe().expect("the test binary's path");
-    for (id, secret, expected) in cases {
-        let mut child = std::process::Command::new(&me);
-        child
-            .args([
-                "--exact",
-                "razorpay_contract::the_keys_are_read_from_the_environment_both_or_neither",
-            ])
-            .env(KEYS_CHILD, expected)
-            .env_remove(ENV_KEY_ID)
-            .env_remove(ENV_KEY_SECRET);
-        for (name, value) in [(ENV_KEY_ID, id), (ENV_KEY_SECRET, secret)] {
-            if let Some(value) = value {
-                child.env(name, value);
-            }
-        }
-        let out = child.output().expect("the child test ran");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("1 passed"),
-            "{id:?}, {secret:?} should give {expected}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
 }
