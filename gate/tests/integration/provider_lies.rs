@@ -206,6 +206,20 @@ impl Lying {
         Ok((request, authority))
     }
 
+    /// As [`Lying::paid`], with the provider's answer to the order lost
+    /// (the request waits on the provider, the gate records no order);
+    /// returns (request, authority, the order the provider made).
+    async fn paid_late(&self) -> BoxResult<(String, String, ProviderOrder)> {
+        self.provider().inner.set_mode(Mode::Late, Some(1));
+        let (request, authority) = self.paid().await?;
+        let order = self
+            .provider()
+            .inner
+            .order_for_receipt(&authority)
+            .ok_or("no order at the provider")?;
+        Ok((request, authority, order))
+    }
+
     async fn state(&self, request: &str) -> BoxResult<Option<String>> {
         Ok(self.gate.request_state("acme", request).await?)
     }
@@ -304,13 +318,7 @@ async fn reconcile_applies_no_payment_that_does_not_fit_its_order() -> TestResul
         return Ok(());
     };
     // The provider creates the order but the gate never hears the answer.
-    w.provider().inner.set_mode(Mode::Late, Some(1));
-    let (request, authority) = w.paid().await?;
-    let order = w
-        .provider()
-        .inner
-        .order_for_receipt(&authority)
-        .ok_or("no order at the provider")?;
+    let (request, authority, order) = w.paid_late().await?;
     let lies = [
         captured("pay_short", &order.id, 59_999, "INR"),
         captured("pay_dollars", &order.id, 60_000, "USD"),
@@ -382,10 +390,8 @@ async fn a_kept_capture_is_booked_even_when_the_providers_answer_lags() -> TestR
     let Some(w) = Lying::new().await? else {
         return Ok(());
     };
-    w.provider().inner.set_mode(Mode::Late, Some(1));
-    let (request, authority) = w.paid().await?;
+    let (request, authority, order) = w.paid_late().await?;
     let inner = &w.provider().inner;
-    let order = inner.order_for_receipt(&authority).ok_or("no order")?;
     let payment = inner.capture_payment(&order.id)?;
     let paid = inner.order_for_receipt(&authority).ok_or("no order")?;
     let now = w.gate.now();
@@ -561,13 +567,7 @@ async fn reconcile_counts_a_capture_the_provider_refuses_as_a_provider_error() -
     let Some(w) = Lying::new().await? else {
         return Ok(());
     };
-    w.provider().inner.set_mode(Mode::Late, Some(1));
-    let (request, authority) = w.paid().await?;
-    let order = w
-        .provider()
-        .inner
-        .order_for_receipt(&authority)
-        .ok_or("no order at the provider")?;
+    let (request, authority, order) = w.paid_late().await?;
     let held = Payment {
         status: PaymentStatus::Authorized,
         ..captured("pay_held", &order.id, 60_000, "INR")
@@ -620,13 +620,7 @@ async fn reconcile_captures_only_the_authorisation_with_the_authoritys_terms() -
     let Some(w) = Lying::new().await? else {
         return Ok(());
     };
-    w.provider().inner.set_mode(Mode::Late, Some(1));
-    let (request, authority) = w.paid().await?;
-    let order = w
-        .provider()
-        .inner
-        .order_for_receipt(&authority)
-        .ok_or("no order at the provider")?;
+    let (request, authority, order) = w.paid_late().await?;
     let real = w.provider().inner.authorize_payment(&order.id)?;
     let lies = [
         authorised("pay_short", &order.id, 59_999, "INR"),
@@ -658,13 +652,7 @@ async fn reconcile_captures_nothing_more_of_an_order_already_captured() -> TestR
     let Some(w) = Lying::new().await? else {
         return Ok(());
     };
-    w.provider().inner.set_mode(Mode::Late, Some(1));
-    let (request, authority) = w.paid().await?;
-    let order = w
-        .provider()
-        .inner
-        .order_for_receipt(&authority)
-        .ok_or("no order at the provider")?;
+    let (request, authority, order) = w.paid_late().await?;
     w.provider().inner.capture_payment(&order.id)?;
     let second = authorised("pay_second", &order.id, 60_000, "INR");
     w.provider().doctor(&authority, move |_, answer| {
@@ -688,13 +676,7 @@ async fn reconcile_captures_nothing_of_an_order_that_does_not_match_its_request(
     let Some(w) = Lying::new().await? else {
         return Ok(());
     };
-    w.provider().inner.set_mode(Mode::Late, Some(1));
-    let (request, authority) = w.paid().await?;
-    let order = w
-        .provider()
-        .inner
-        .order_for_receipt(&authority)
-        .ok_or("no order at the provider")?;
+    let (request, authority, order) = w.paid_late().await?;
     w.provider().inner.authorize_payment(&order.id)?;
     w.provider().doctor(&authority, |_, answer| {
         if let Some(snap) = answer {
@@ -723,13 +705,7 @@ async fn reconcile_books_no_capture_answered_for_other_terms() -> TestResult {
         let Some(w) = Lying::new().await? else {
             return Ok(());
         };
-        w.provider().inner.set_mode(Mode::Late, Some(1));
-        let (request, authority) = w.paid().await?;
-        let order = w
-            .provider()
-            .inner
-            .order_for_receipt(&authority)
-            .ok_or("no order at the provider")?;
+        let (request, _, order) = w.paid_late().await?;
         w.provider().inner.authorize_payment(&order.id)?;
         if let Ok(mut l) = w.provider().capture_lie.lock() {
             *l = Some(edit);
@@ -788,13 +764,7 @@ async fn reconcile_books_only_a_kept_capture_that_fits_its_authority() -> TestRe
     let Some(w) = Lying::new().await? else {
         return Ok(());
     };
-    w.provider().inner.set_mode(Mode::Late, Some(1));
-    let (request, authority) = w.paid().await?;
-    let order = w
-        .provider()
-        .inner
-        .order_for_receipt(&authority)
-        .ok_or("no order at the provider")?;
+    let (request, authority, order) = w.paid_late().await?;
     w.provider().doctor(&authority, |_, answer| *answer = None);
     let misfits: [((&str, &str), i64, &str); 4] = [
         ((&order.id, "pay_short"), 59_999, "INR"),
@@ -922,10 +892,8 @@ async fn settling_a_kept_capture_alone_is_written_to_the_ledger() -> TestResult 
     let Some(w) = Lying::new().await? else {
         return Ok(());
     };
-    w.provider().inner.set_mode(Mode::Late, Some(1));
-    let (_, authority) = w.paid().await?;
+    let (_, authority, order) = w.paid_late().await?;
     let inner = &w.provider().inner;
-    let order = inner.order_for_receipt(&authority).ok_or("no order")?;
     let payment = inner.capture_payment(&order.id)?;
     let paid = inner.order_for_receipt(&authority).ok_or("no order")?;
     let kept = razorpay_envelope(EVENT_ORDER_PAID, w.gate.now(), Some(&payment), Some(&paid));
