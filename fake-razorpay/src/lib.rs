@@ -57,6 +57,9 @@ pub enum FakeMode {
     /// Every read answers 429 with `Retry-After: 3600` (longer than any
     /// adapter waits).
     ReadsRetryAfterHour,
+    /// Every read answers 503 with `Retry-After: 1` (short enough to wait
+    /// for, every time).
+    ReadsUnavailableRetryAfterSecond,
 }
 
 /// One request the fake received.
@@ -295,6 +298,16 @@ fn check(
                 Err(too_many("1"))
             }
             ("GET", FakeMode::ReadsRetryAfterHour) => Err(too_many("3600")),
+            ("GET", FakeMode::ReadsUnavailableRetryAfterSecond) => {
+                let mut r = error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "SERVER_ERROR",
+                    "We are facing some trouble completing your request at the moment",
+                );
+                r.headers_mut()
+                    .insert("retry-after", axum::http::HeaderValue::from_static("1"));
+                Err(r)
+            }
             _ => Ok(()),
         },
         Some(_) => Err(error(
@@ -464,7 +477,9 @@ async fn create_order(
                 let now = s.now;
                 Some(s.book.create(&request, now))
             }
-            FakeMode::ReadsRetryAfterOnce | FakeMode::ReadsRetryAfterHour => {
+            FakeMode::ReadsRetryAfterOnce
+            | FakeMode::ReadsRetryAfterHour
+            | FakeMode::ReadsUnavailableRetryAfterSecond => {
                 let now = s.now;
                 Some(s.book.create(&request, now))
             }

@@ -292,6 +292,33 @@ async fn a_read_honours_a_short_retry_after_and_not_a_long_one() {
     no_violations(&fake);
 }
 
+/// A read answered 503 with a short `Retry-After` every time is asked
+/// exactly three times (once, then the adapter's two retries), waiting
+/// before each retry, and is then unavailable: a busy provider is retried,
+/// boundedly.
+#[tokio::test]
+async fn a_busy_read_is_retried_a_bounded_number_of_times() {
+    let fake = crate::fake_razorpay::start().await;
+    let rzp = adapter(&fake);
+    let order = rzp.create_order(&request("auth_busy")).await.unwrap();
+    fake.set_mode(FakeMode::ReadsUnavailableRetryAfterSecond);
+    let started = std::time::Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(30), rzp.fetch_order(&order.id))
+        .await
+        .expect("the retries end");
+    assert_eq!(
+        answer.unwrap_err(),
+        ProviderError::Unavailable { status: 503 }
+    );
+    let reads = fake.seen().iter().filter(|s| s.method == "GET").count();
+    assert_eq!(reads, 3);
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "waited before each retry"
+    );
+    no_violations(&fake);
+}
+
 /// Manual capture, both ways: a signed `payment.authorized` is captured
 /// through `POST /v1/payments/{id}/capture` with the order's own amount and
 /// currency, and reconcile captures an authorisation no event reported.
