@@ -399,3 +399,21 @@ fn server_urls_show_both_urls_without_their_passwords() {
         "{shown}"
     );
 }
+
+/// An event exactly a window old has left the window: with it and one
+/// younger event, a window of at most two holds one, so it does not need
+/// to reopen; with two younger events it reopens when the older of them
+/// leaves.
+#[test]
+fn an_event_exactly_a_window_old_does_not_hold_the_window_shut() {
+    let now = Utc.with_ymd_and_hms(2026, 1, 1, 12, 0, 0).unwrap();
+    let minutes = |m: i64| now - chrono::Duration::minutes(m);
+    assert_eq!(
+        gate::spend::reopens_at(&[minutes(60), minutes(10)], now, 60, 2),
+        None
+    );
+    assert_eq!(
+        gate::spend::reopens_at(&[minutes(60), minutes(30), minutes(10)], now, 60, 2),
+        Some(now + chrono::Duration::minutes(30))
+    );
+}
