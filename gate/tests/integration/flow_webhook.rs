@@ -622,7 +622,8 @@ async fn a_rotated_previous_secret_still_verifies_and_no_other_does() -> TestRes
 
 /// A `payment.authorized` event, as `ProviderEvent` builds it, names the
 /// authorisation the provider holds for the order, so the gate captures
-/// that payment through the provider and books it.
+/// that payment through the provider and books it, and the ledger records
+/// the event as the capture it became.
 #[tokio::test]
 async fn an_authorization_event_names_the_payment_the_provider_authorised() -> TestResult {
     on_world(async |w| {
@@ -644,6 +645,20 @@ async fn an_authorization_event_names_the_payment_the_provider_authorised() -> T
             Some("CAPTURED")
         );
         assert_eq!(w.gate.captured_paise("acme").await?, 60000);
+        // The ledger records the capture the gate made of it, no longer an
+        // authorisation.
+        let entry: String = sqlx::query_scalar(
+            "SELECT entry FROM ledger_entries WHERE kind = 'provider_event' ORDER BY seq DESC LIMIT 1",
+        )
+        .fetch_one(w.ledger().await?)
+        .await?;
+        let entry: Value = serde_json::from_str(&entry)?;
+        let event = &entry["body"]["event"];
+        assert_eq!(
+            (&event["captured"], &event["authorized"]),
+            (&Value::Bool(true), &Value::Bool(false)),
+            "{entry}"
+        );
         Ok(())
     })
     .await
