@@ -14,6 +14,10 @@
 //!   (applied to its order, or kept for reconcile) or, learnt by
 //!   reconcile, without the reconcile entry of its order's authority or a
 //!   ledger entry naming it;
+//! - a capture kept for reconcile without the `provider_event.kept` entry
+//!   that recorded its signed event, with the same authority, order,
+//!   payment, amount and currency (reconcile books one only when the
+//!   provider shows it, but a kept row is a claim the audit still names);
 //! - a policy version, a tenant or a root delegation without the ledger
 //!   entry that made it;
 //! - a catalog row whose MAC does not verify (terms the gate never wrote),
@@ -443,6 +447,26 @@ const COUNTS: &[(&str, &str, &str)] = &[
                             WHERE l.tenant_id = p.tenant_id \
                               AND strpos(l.entry, p.provider_payment_id) > 0)",
         "a captured payment without the signed event or ledger entry that carried it",
+    ),
+    (
+        "kept_captures",
+        "SELECT k.tenant_id, format('event_id_sha256=%s', k.event_id_sha256), \
+                format('%s %s for authority %s, order %s, payment %s', k.amount_paise, \
+                       k.currency, k.authority_id, k.provider_order_id, k.provider_payment_id) \
+         FROM kept_captures k \
+         WHERE ($1::text IS NULL OR k.tenant_id = $1) \
+           AND NOT EXISTS (SELECT 1 FROM ledger_entries l \
+                            WHERE l.tenant_id = k.tenant_id AND l.kind = 'provider_event.kept' \
+                              AND l.entry::jsonb -> 'body' ->> 'event_id_sha256' = k.event_id_sha256 \
+                              AND l.entry::jsonb -> 'body' ->> 'authority' = k.authority_id \
+                              AND l.entry::jsonb -> 'body' -> 'event' ->> 'order_id' \
+                                  = k.provider_order_id \
+                              AND l.entry::jsonb -> 'body' -> 'event' ->> 'payment_id' \
+                                  = k.provider_payment_id \
+                              AND l.entry::jsonb -> 'body' -> 'event' ->> 'amount_paise' \
+                                  = k.amount_paise::text \
+                              AND l.entry::jsonb -> 'body' -> 'event' ->> 'currency' = k.currency)",
+        "a kept capture without the signed event the ledger kept it for",
     ),
     (
         "policy_versions",

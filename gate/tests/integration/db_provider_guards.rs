@@ -8,6 +8,7 @@ use gate::provider::{Payment, PaymentStatus};
 use gate::service::razorpay_envelope;
 use gate::service::sign_webhook;
 use gate::service::webhook::EVENT_CAPTURED;
+use gate::{Decision, Reason};
 use sqlx::{Executor, PgPool};
 
 async fn exec(pool: &PgPool, sql: &str) -> Result<u64, sqlx::Error> {
@@ -325,12 +326,98 @@ async fn ck_provider_event_id_not_blank_refuses_an_empty_id() -> TestResult {
 async fn uq_kept_capture_event_refuses_keeping_an_event_twice() -> TestResult {
     on_world(async |w| {
         let (_, authority, _) = paid_order(w).await?;
-        exec(w.pool(), &kept_row("acme", &authority, "evt_k", 60000)).await?;
-        // Under another tenant, so the primary key (tenant, digest) does not answer first.
-        assert_refused_by(
-            exec(w.pool(), &kept_row("globex", &authority, "evt_k", 60000)).await,
-            "uq_kept_capture_event",
+        // Both in one transaction: the second is refused at once, before
+        // `kept_capture_carried_by_event` checks the first at commit. Under
+        // another tenant, so the primary key (tenant, digest) does not
+        // answer first.
+        let twice = format!(
+            "{}; {}",
+            kept_row("acme", &authority, "evt_k", 60000),
+            kept_row("globex", &authority, "evt_k", 60000)
         );
+        assert_refused_by(exec(w.pool(), &twice).await, "uq_kept_capture_event");
+        Ok(())
+    })
+    .await
+}
+
+/// A kept capture the webhook kept, for `authority`'s paid order: the
+/// provider answered the gate too late, so the signed capture names an
+/// order the gate never recorded. Returns the request id.
+async fn kept_by_the_webhook(
+    w: &World,
+) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let p = w.propose("CLOUD-STARTER", 1).await?;
+    let request = request_id(&p);
+    let authority = id(&w.gate.checkout("acme", &request, "finance-lead").await?);
+    w.gate
+        .provider()
+        .set_mode(gate::provider::Mode::Late, Some(1));
+    let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+    assert_eq!(paid.decision, Decision::Deny(Reason::ProviderUnavailable));
+    let order = w
+        .gate
+        .provider()
+        .order_for_receipt(&authority)
+        .ok_or("the provider made no order")?;
+    let payment = w.gate.provider().capture_payment(&order.id)?;
+    let order = w
+        .gate
+        .provider()
+        .order_for_receipt(&authority)
+        .ok_or("the provider lost the order")?;
+    let body = razorpay_envelope(EVENT_CAPTURED, w.gate.now(), Some(&payment), Some(&order));
+    let h = w
+        .gate
+        .webhook(&body, Some(&sign_webhook(SECRET, &body)), Some("evt_kept"))
+        .await?;
+    assert!(h.is_ok(), "{h:?}");
+    assert_eq!(w.gate.books(Some("acme")).await?.kept_unsettled, 1);
+    Ok(request)
+}
+
+#[tokio::test]
+async fn kept_capture_carried_by_event_refuses_a_kept_capture_no_event_kept() -> TestResult {
+    on_world(async |w| {
+        let (_, authority, _) = paid_order(w).await?;
+        assert_refused_by(
+            exec(w.pool(), &kept_row("acme", &authority, "evt_k", 60000)).await,
+            "kept_capture_carried_by_event",
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// A kept capture's terms, changed after the webhook kept it (queued, then
+/// integrated), no longer match its entry: refused, each change alone.
+#[tokio::test]
+async fn kept_capture_carried_by_event_refuses_changing_what_was_kept() -> TestResult {
+    on_world(async |w| {
+        kept_by_the_webhook(w).await?;
+        for integrated in [false, true] {
+            if integrated {
+                w.gate.integrate().await?;
+            }
+            for change in [
+                "provider_payment_id = 'pay_Rewritten0001'",
+                "provider_order_id = 'order_Rewritten01'",
+                "amount_paise = amount_paise * 100",
+                "currency = 'USD'",
+                "provider_event_id = 'evt_other'::bytea",
+            ] {
+                assert_refused_by(
+                    exec(w.pool(), &format!("UPDATE kept_captures SET {change}")).await,
+                    "kept_capture_carried_by_event",
+                );
+            }
+            // Settling it changes none of its terms.
+            assert_eq!(
+                exec(w.pool(), "UPDATE kept_captures SET settled_at = now()").await?,
+                1
+            );
+            exec(w.pool(), "UPDATE kept_captures SET settled_at = NULL").await?;
+        }
         Ok(())
     })
     .await

@@ -23,6 +23,7 @@ mod db_raw_bodies;
 mod db_roles;
 mod db_tenancy;
 mod db_unnamed_guards;
+mod demo_provider;
 mod distribution;
 mod flow_approve;
 mod flow_checkout;

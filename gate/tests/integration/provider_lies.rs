@@ -26,7 +26,9 @@ use gate::provider::{
     ProviderError, ProviderHealth, ProviderOrder,
 };
 use gate::service::webhook::{EVENT_AUTHORIZED, EVENT_CAPTURED, EVENT_ORDER_PAID};
-use gate::service::{Gate, ManualClock, razorpay_envelope, sign_webhook, standard};
+use gate::service::{
+    Gate, LedgerKey, ManualClock, audit, razorpay_envelope, sign_webhook, standard,
+};
 use gate::{Decision, Reason};
 
 type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -733,7 +735,9 @@ async fn reconcile_books_no_capture_answered_for_other_terms() -> TestResult {
 }
 
 impl Lying {
-    /// Writes a kept capture as a login would, with no webhook behind it:
+    /// Writes a kept capture as a login would, with no webhook behind it,
+    /// past the guard that refuses one (`kept_capture_carried_by_event`,
+    /// which the owner switches off; the money audit still names the row):
     /// `order` and `payment` for `authority`, of `amount_paise` in `currency`.
     async fn keep_as_a_login(
         &self,
@@ -742,6 +746,11 @@ impl Lying {
         amount_paise: i64,
         currency: &str,
     ) -> TestResult {
+        exec(
+            self.db.owner_pool(),
+            "ALTER TABLE kept_captures DISABLE TRIGGER kept_capture_carried_by_event",
+        )
+        .await?;
         sqlx::query(
             "INSERT INTO kept_captures (tenant_id, provider_event_id, authority_id, \
              provider_order_id, provider_payment_id, amount_paise, currency, \
@@ -763,7 +772,8 @@ impl Lying {
 /// Kept captures that do not fit their authority (a paisa short, another
 /// currency, a payment or order id outside the identifier grammar) are
 /// never booked by reconcile, even with the provider silent; one that fits
-/// is, and reconcile records its order from it.
+/// is, and reconcile records its order from it. Written past the guard,
+/// each is named by the money audit.
 #[tokio::test]
 async fn reconcile_books_only_a_kept_capture_that_fits_its_authority() -> TestResult {
     let Some(w) = Lying::new().await? else {
@@ -806,6 +816,23 @@ async fn reconcile_books_only_a_kept_capture_that_fits_its_authority() -> TestRe
     );
     assert_eq!(w.state(&request).await?.as_deref(), Some("CAPTURED"));
     assert_eq!(w.payments_recorded().await?, 1);
+    w.gate.integrate().await?;
+    let found = audit(
+        w.gate.pool(),
+        &LedgerKey::derived_from_secret(SECRET),
+        Some("acme"),
+    )
+    .await?;
+    let kept: Vec<&str> = found
+        .iter()
+        .filter(|d| d.table == "kept_captures")
+        .map(|d| d.problem.as_str())
+        .collect();
+    assert_eq!(kept.len(), 5, "{found:?}");
+    assert!(
+        kept.iter().any(|p| p.contains("pay_fits")),
+        "the booked one is named too: {kept:?}"
+    );
     w.close().await
 }
 

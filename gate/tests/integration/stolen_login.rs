@@ -865,3 +865,99 @@ async fn attempt_22_an_expired_authority_the_login_revived_pays_nothing() -> Tes
     })
     .await
 }
+
+/// A request paid while the provider answered late (the order exists at
+/// the provider, the gate never recorded it): (request id, authority id,
+/// the provider's order).
+async fn paid_late(
+    w: &World,
+) -> Result<(String, String, gate::provider::ProviderOrder), Box<dyn std::error::Error + Send + Sync>>
+{
+    let (request, authority) = checked_out(w).await?;
+    w.gate
+        .provider()
+        .set_mode(gate::provider::Mode::Late, Some(1));
+    let paid = w.gate.pay("acme", &authority, "finance-lead").await?;
+    assert_eq!(paid.decision, deny(Reason::ProviderUnavailable), "{paid:?}");
+    let order = w
+        .gate
+        .provider()
+        .order_for_receipt(&authority)
+        .ok_or("the provider made no order")?;
+    Ok((request, authority, order))
+}
+
+/// Attempt 23: a capture kept for reconcile that no webhook kept, written
+/// by the login for a request still waiting on the provider, under its
+/// real order and the authority's own amount, so that reconcile would book
+/// it CAPTURED with no money taken. Refused at commit by
+/// `kept_capture_carried_by_event`; past the guard (the owner switches it
+/// off), the audit names the row, and only that one: a capture the webhook
+/// kept is not named.
+#[tokio::test]
+async fn attempt_23_a_kept_capture_no_webhook_kept_is_refused_and_named() -> TestResult {
+    on_world(async |w| {
+        // A capture the webhook kept, signed, for one late answer.
+        let (_, _, order) = paid_late(w).await?;
+        let payment = w.gate.provider().capture_payment(&order.id)?;
+        let order = w
+            .gate
+            .provider()
+            .order_for_receipt(&order.receipt)
+            .ok_or("the provider lost the order")?;
+        let body = gate::service::razorpay_envelope(
+            gate::service::webhook::EVENT_CAPTURED,
+            w.gate.now(),
+            Some(&payment),
+            Some(&order),
+        );
+        let h = w
+            .gate
+            .webhook(
+                &body,
+                Some(&gate::service::sign_webhook(SECRET, &body)),
+                Some("evt_signed_kept"),
+            )
+            .await?;
+        assert!(h.is_ok(), "{h:?}");
+        // The login's own, for another late answer the provider never captured.
+        let (request, authority, order) = paid_late(w).await?;
+        let forge = format!(
+            "INSERT INTO kept_captures (tenant_id, provider_event_id, authority_id, \
+             provider_order_id, provider_payment_id, amount_paise, currency, \
+             event_created_at, received_at) \
+             SELECT tenant_id, 'evt_forged'::bytea, id, '{}', 'pay_Forged000001', amount_paise, \
+                    currency, now(), now() \
+             FROM checkout_authorities WHERE id = '{authority}'",
+            order.id
+        );
+        assert_sql_refused_by(w.pool(), &forge, "kept_capture_carried_by_event").await;
+        assert_eq!(w.gate.books(Some("acme")).await?.kept_unsettled, 1);
+        exec(
+            w.owner(),
+            "ALTER TABLE kept_captures DISABLE TRIGGER kept_capture_carried_by_event",
+        )
+        .await?;
+        assert_eq!(exec(w.pool(), &forge).await?, 1);
+        let found = named(w, "kept_captures").await?;
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].problem.contains("pay_Forged000001") && found[0].problem.contains(&authority),
+            "{found:?}"
+        );
+        assert_eq!(
+            recorded_state(w, &request).await?.as_deref(),
+            Some("PROVIDER_PENDING")
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// The state of `request`, as the gate's login reads it.
+async fn recorded_state(w: &World, request: &str) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT state FROM payment_requests WHERE id = $1")
+        .bind(request)
+        .fetch_optional(w.pool())
+        .await
+}
