@@ -35,6 +35,7 @@ mod flow_provider;
 mod flow_reconcile;
 mod flow_webhook;
 mod flow_world_cache;
+mod gate_handle;
 mod hostile_input;
 mod ledger;
 mod lifetimes;
