@@ -84,3 +84,32 @@ async fn an_onboarding_transaction_over_a_database_that_is_down_is_a_clear_error
     }
     Ok(())
 }
+
+/// Registering the row tokens writes, for each tenant named and for every
+/// tenant, the digest of the token this gate's ledger key derives: a
+/// deployment whose digests are gone (or were written under another key)
+/// gets its own back.
+#[tokio::test]
+async fn registering_row_tokens_writes_this_gates_digests() -> TestResult {
+    use gate::service::LedgerKey;
+    use gate::service::ledger::{EVERY_TENANT, row_token, row_token_digest};
+    on_world(async |w| {
+        exec(w.owner(), "DELETE FROM row_tokens").await?;
+        w.gate
+            .register_row_tokens(&["acme".to_owned(), "globex".to_owned()])
+            .await?;
+        let rows: Vec<(String, String)> =
+            sqlx::query_as("SELECT scope, token_sha256 FROM row_tokens ORDER BY scope")
+                .fetch_all(w.owner())
+                .await?;
+        let key = LedgerKey::derived_from_secret(SECRET);
+        let mut want: Vec<(String, String)> = [EVERY_TENANT, "acme", "globex"]
+            .iter()
+            .map(|s| (s.to_string(), row_token_digest(&row_token(&key, s))))
+            .collect();
+        want.sort();
+        assert_eq!(rows, want);
+        Ok(())
+    })
+    .await
+}
