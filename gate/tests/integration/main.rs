@@ -9,6 +9,7 @@
 mod fake_razorpay;
 mod support;
 
+mod audit_findings;
 mod checkpointer;
 mod core_refusals;
 mod db_counters;
