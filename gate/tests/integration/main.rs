@@ -48,6 +48,7 @@ mod outside_audit_pure;
 mod outside_gate;
 mod outside_webhook;
 mod policy_properties;
+mod provider_book;
 mod provider_lies;
 mod race_mixed;
 mod races;

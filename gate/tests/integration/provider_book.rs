@@ -1,0 +1,88 @@
+//! The simulated provider's book (`gate::provider::Book`, behind the
+//! in-process and demo providers): an order holds one authorised payment at
+//! a time while other orders hold their own, and a capture takes exactly the
+//! authorised payment it names, never another order's.
+
+use gate::provider::{Book, OrderRequest, PaymentStatus, ProviderError};
+
+use crate::support::TestResult;
+
+fn request(receipt: &str) -> OrderRequest {
+    OrderRequest {
+        receipt: receipt.to_owned(),
+        merchant: "cloudco".to_owned(),
+        amount_paise: 60_000,
+        currency: "INR".to_owned(),
+    }
+}
+
+/// Two orders, each with its payment authorised (the first first).
+fn two_held() -> Result<(Book, [gate::provider::Payment; 2]), ProviderError> {
+    let mut book = Book::new();
+    let a = book.create(&request("auth_a"), 1).id;
+    let b = book.create(&request("auth_b"), 1).id;
+    let held_a = book.authorize(&a, 2)?;
+    let held_b = book.authorize(&b, 3)?;
+    Ok((book, [held_a, held_b]))
+}
+
+#[test]
+fn an_order_holds_one_authorisation_at_a_time_and_other_orders_their_own() -> TestResult {
+    let (mut book, [held_a, held_b]) = two_held()?;
+    for (held, order) in [(&held_a, "auth_a"), (&held_b, "auth_b")] {
+        assert_eq!(held.status, PaymentStatus::Authorized);
+        assert_eq!(
+            book.by_receipt(order).first().map(|s| s.order.id.clone()),
+            Some(held.order_id.clone())
+        );
+    }
+    assert_eq!(
+        book.authorize(&held_a.order_id, 4),
+        Err(ProviderError::AlreadyPaid(held_a.order_id.clone()))
+    );
+    // A failed attempt leaves a third order free to be authorised.
+    let c = book.create(&request("auth_c"), 5).id;
+    book.fail_attempt(&c, 6)?;
+    assert_eq!(book.authorize(&c, 7)?.order_id, c);
+    Ok(())
+}
+
+#[test]
+fn a_capture_takes_exactly_the_authorised_payment_it_names() -> TestResult {
+    let (mut book, [held_a, held_b]) = two_held()?;
+    let captured = book.capture_authorized(&held_b.id, 60_000, "INR")?;
+    assert_eq!(
+        (
+            captured.id.as_str(),
+            captured.order_id.as_str(),
+            captured.status
+        ),
+        (
+            held_b.id.as_str(),
+            held_b.order_id.as_str(),
+            PaymentStatus::Captured
+        )
+    );
+    let status_of = |book: &Book, id: &str| {
+        book.payments()
+            .iter()
+            .find(|p| p.id == id)
+            .map(|p| p.status)
+    };
+    assert_eq!(
+        status_of(&book, &held_a.id),
+        Some(PaymentStatus::Authorized)
+    );
+    assert_eq!(book.captured_paise(), 60_000);
+    // Nothing is authorised under that id any more: refused, and the other
+    // order's authorisation is not taken in its place.
+    assert_eq!(
+        book.capture_authorized(&held_b.id, 60_000, "INR"),
+        Err(ProviderError::Rejected { status: 400 })
+    );
+    assert_eq!(
+        status_of(&book, &held_a.id),
+        Some(PaymentStatus::Authorized)
+    );
+    Ok(())
+}
