@@ -86,3 +86,57 @@ fn a_capture_takes_exactly_the_authorised_payment_it_names() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn a_capture_for_other_terms_is_refused_and_leaves_the_payment_authorised() -> TestResult {
+    let (mut book, [held_a, _]) = two_held()?;
+    for (amount, currency) in [(59_999, "INR"), (60_000, "USD"), (60_001, "USD")] {
+        assert_eq!(
+            book.capture_authorized(&held_a.id, amount, currency),
+            Err(ProviderError::Rejected { status: 400 }),
+            "{amount} {currency}"
+        );
+    }
+    assert_eq!(book.captured_paise(), 0);
+    assert_eq!(
+        book.capture_authorized(&held_a.id, 60_000, "INR")?.id,
+        held_a.id
+    );
+    Ok(())
+}
+
+#[test]
+fn a_refund_returns_exactly_the_captured_payment_it_names() -> TestResult {
+    let mut book = Book::new();
+    let a = book.create(&request("auth_a"), 1).id;
+    let b = book.create(&request("auth_b"), 1).id;
+    let c = book.create(&request("auth_c"), 1).id;
+    let paid_a = book.capture(&a, 2)?;
+    let paid_b = book.capture(&b, 3)?;
+    let held_c = book.authorize(&c, 4)?;
+    let refunded = book.refund(&paid_b.id)?;
+    assert_eq!(
+        (refunded.id.as_str(), refunded.status),
+        (paid_b.id.as_str(), PaymentStatus::Refunded)
+    );
+    let statuses: Vec<PaymentStatus> = book.payments().iter().map(|p| p.status).collect();
+    assert_eq!(
+        statuses,
+        vec![
+            PaymentStatus::Captured,
+            PaymentStatus::Refunded,
+            PaymentStatus::Authorized
+        ]
+    );
+    assert_eq!(book.payments()[0].id, paid_a.id);
+    // Neither a refunded nor a merely authorised payment is refunded.
+    for id in [&paid_b.id, &held_c.id] {
+        assert_eq!(
+            book.refund(id),
+            Err(ProviderError::Rejected { status: 400 }),
+            "{id}"
+        );
+    }
+    assert_eq!(book.payments()[0].status, PaymentStatus::Captured);
+    Ok(())
+}
