@@ -58,6 +58,7 @@ mod razorpay_live;
 mod registry_gaps;
 mod row_locks;
 mod sequencer;
+mod service_views;
 mod stolen_login;
 mod tenant_turns;
 mod tlog_proofs;
