@@ -6,16 +6,7 @@
 use std::collections::BTreeSet;
 
 use crate::support::*;
-use gate::provider::{DemoProvider, OrderRequest, OrderStatus, PaymentProvider};
-
-fn request(receipt: &str) -> OrderRequest {
-    OrderRequest {
-        receipt: receipt.to_owned(),
-        merchant: "cloudco".to_owned(),
-        amount_paise: 60_000,
-        currency: "INR".to_owned(),
-    }
-}
+use gate::provider::{DemoProvider, OrderStatus, PaymentProvider};
 
 #[tokio::test]
 async fn the_demo_provider_answers_what_it_created_by_id_and_by_receipt() -> TestResult {
@@ -23,7 +14,7 @@ async fn the_demo_provider_answers_what_it_created_by_id_and_by_receipt() -> Tes
         return Ok(());
     };
     let demo = DemoProvider::new(db.pool().clone());
-    let order = demo.create_order(&request("auth_demo_1")).await?;
+    let order = demo.create_order(&order_request("auth_demo_1")).await?;
     assert_eq!(
         (
             order.receipt.as_str(),
@@ -52,7 +43,10 @@ async fn the_demo_provider_answers_what_it_created_by_id_and_by_receipt() -> Tes
     assert_eq!(by_receipt.order, order);
     assert!(by_receipt.payments.is_empty(), "{by_receipt:?}");
     // A second create for the receipt is the first order again.
-    assert_eq!(demo.create_order(&request("auth_demo_1")).await?, order);
+    assert_eq!(
+        demo.create_order(&order_request("auth_demo_1")).await?,
+        order
+    );
     // What it never created, it does not answer.
     assert_eq!(demo.fetch_order("order_NeverCreated01").await?, None);
     assert_eq!(demo.find_by_receipt("auth_demo_never").await?, None);
@@ -69,7 +63,7 @@ async fn demo_order_ids_are_razorpays_shape_over_the_whole_alphabet() -> TestRes
     let mut ids = BTreeSet::new();
     for n in 0..24 {
         ids.insert(
-            demo.create_order(&request(&format!("auth_ids_{n}")))
+            demo.create_order(&order_request(&format!("auth_ids_{n}")))
                 .await?
                 .id,
         );

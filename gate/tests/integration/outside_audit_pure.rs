@@ -3,6 +3,7 @@
 //! database: these call the engine's public API, so adding them leaves the
 //! mutated files (and the audit's verdicts on them) untouched.
 
+use crate::support::order_request;
 use chrono::{DateTime, TimeZone, Utc};
 use gate::ident::Ident;
 use gate::policy::{LimitHit, MAX_RATE_WINDOW_MINUTES};
@@ -147,15 +148,6 @@ fn a_purchase_over_the_transaction_cap_reports_the_cap_it_hit() {
 }
 
 // --- gate/src/provider/model.rs (the provider's book) ---
-
-fn order_request(receipt: &str) -> gate::provider::OrderRequest {
-    gate::provider::OrderRequest {
-        receipt: receipt.to_owned(),
-        merchant: "cloudco".to_owned(),
-        amount_paise: 60_000,
-        currency: "INR".to_owned(),
-    }
-}
 
 #[test]
 fn an_order_status_is_spelled_as_razorpay_spells_it_in_text_and_in_json() {

@@ -3,24 +3,15 @@
 //! a time while other orders hold their own, and a capture takes exactly the
 //! authorised payment it names, never another order's.
 
-use gate::provider::{Book, OrderRequest, PaymentStatus, ProviderError};
+use gate::provider::{Book, PaymentStatus, ProviderError};
 
-use crate::support::TestResult;
-
-fn request(receipt: &str) -> OrderRequest {
-    OrderRequest {
-        receipt: receipt.to_owned(),
-        merchant: "cloudco".to_owned(),
-        amount_paise: 60_000,
-        currency: "INR".to_owned(),
-    }
-}
+use crate::support::{TestResult, order_request};
 
 /// Two orders, each with its payment authorised (the first first).
 fn two_held() -> Result<(Book, [gate::provider::Payment; 2]), ProviderError> {
     let mut book = Book::new();
-    let a = book.create(&request("auth_a"), 1).id;
-    let b = book.create(&request("auth_b"), 1).id;
+    let a = book.create(&order_request("auth_a"), 1).id;
+    let b = book.create(&order_request("auth_b"), 1).id;
     let held_a = book.authorize(&a, 2)?;
     let held_b = book.authorize(&b, 3)?;
     Ok((book, [held_a, held_b]))
@@ -41,7 +32,7 @@ fn an_order_holds_one_authorisation_at_a_time_and_other_orders_their_own() -> Te
         Err(ProviderError::AlreadyPaid(held_a.order_id.clone()))
     );
     // A failed attempt leaves a third order free to be authorised.
-    let c = book.create(&request("auth_c"), 5).id;
+    let c = book.create(&order_request("auth_c"), 5).id;
     book.fail_attempt(&c, 6)?;
     assert_eq!(book.authorize(&c, 7)?.order_id, c);
     Ok(())
@@ -108,9 +99,9 @@ fn a_capture_for_other_terms_is_refused_and_leaves_the_payment_authorised() -> T
 #[test]
 fn a_refund_returns_exactly_the_captured_payment_it_names() -> TestResult {
     let mut book = Book::new();
-    let a = book.create(&request("auth_a"), 1).id;
-    let b = book.create(&request("auth_b"), 1).id;
-    let c = book.create(&request("auth_c"), 1).id;
+    let a = book.create(&order_request("auth_a"), 1).id;
+    let b = book.create(&order_request("auth_b"), 1).id;
+    let c = book.create(&order_request("auth_c"), 1).id;
     let paid_a = book.capture(&a, 2)?;
     let paid_b = book.capture(&b, 3)?;
     let held_c = book.authorize(&c, 4)?;

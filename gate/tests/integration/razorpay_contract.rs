@@ -8,8 +8,8 @@ use std::time::Duration;
 use crate::fake_razorpay::{FakeMode, KEY_ID, KEY_SECRET};
 use crate::support::*;
 use gate::provider::{
-    OrderRequest, OrderStatus, PaymentProvider, PaymentStatus, ProviderError, RazorpayConfig,
-    RazorpayKeys, RazorpayProvider,
+    OrderStatus, PaymentProvider, PaymentStatus, ProviderError, RazorpayConfig, RazorpayKeys,
+    RazorpayProvider,
 };
 use gate::service::{Gate, ManualClock};
 use gate::{Decision, Reason};
@@ -50,15 +50,6 @@ async fn gate_over(
     Ok(gate)
 }
 
-fn request(receipt: &str) -> OrderRequest {
-    OrderRequest {
-        receipt: receipt.into(),
-        merchant: "cloudco".into(),
-        amount_paise: 60000,
-        currency: "INR".into(),
-    }
-}
-
 fn no_violations(fake: &crate::fake_razorpay::Fake) {
     let v = fake.violations();
     assert!(v.is_empty(), "the adapter broke the contract: {v:#?}");
@@ -69,7 +60,7 @@ async fn create_order_sends_the_documented_request_and_parses_the_order() {
     let fake = crate::fake_razorpay::start().await;
     let rzp = adapter(&fake);
     let receipt = format!("auth_{}", "a".repeat(32));
-    let order = rzp.create_order(&request(&receipt)).await.unwrap();
+    let order = rzp.create_order(&order_request(&receipt)).await.unwrap();
     assert!(order.id.starts_with("order_"), "{order:?}");
     assert_eq!(
         (
@@ -108,7 +99,7 @@ async fn an_order_is_found_again_by_receipt_and_by_id_with_its_payments() {
     let fake = crate::fake_razorpay::start().await;
     let rzp = adapter(&fake);
     let order = rzp
-        .create_order(&request("auth_found_again"))
+        .create_order(&order_request("auth_found_again"))
         .await
         .unwrap();
     assert_eq!(
@@ -164,7 +155,7 @@ async fn a_4xx_is_rejected_and_razorpays_description_stays_out_of_the_error() {
     let fake = crate::fake_razorpay::start().await;
     fake.set_mode(FakeMode::ClientError);
     let err = adapter(&fake)
-        .create_order(&request("auth_4xx"))
+        .create_order(&order_request("auth_4xx"))
         .await
         .unwrap_err();
     assert_eq!(err, ProviderError::Rejected { status: 400 });
@@ -184,7 +175,7 @@ async fn a_401_is_a_configuration_error_the_request_waits_and_health_says_so() -
     let wrong = adapter_with(&fake, "rzp_test_SOMEONEELSE", "wrong");
     assert!(!wrong.health().keys_refused);
     let err = wrong
-        .create_order(&request("auth_creds"))
+        .create_order(&order_request("auth_creds"))
         .await
         .unwrap_err();
     assert_eq!(err, ProviderError::KeysRefused);
@@ -228,7 +219,7 @@ async fn a_429_on_create_is_unavailable_and_the_request_waits_for_reconcile() ->
     let fake = crate::fake_razorpay::start().await;
     fake.set_mode(FakeMode::RateLimited);
     let err = adapter(&fake)
-        .create_order(&request("auth_429"))
+        .create_order(&order_request("auth_429"))
         .await
         .unwrap_err();
     assert_eq!(err, ProviderError::Unavailable { status: 429 });
@@ -267,7 +258,10 @@ async fn a_429_on_create_is_unavailable_and_the_request_waits_for_reconcile() ->
 async fn a_read_honours_a_short_retry_after_and_not_a_long_one() {
     let fake = crate::fake_razorpay::start().await;
     let rzp = adapter(&fake);
-    let order = rzp.create_order(&request("auth_retry")).await.unwrap();
+    let order = rzp
+        .create_order(&order_request("auth_retry"))
+        .await
+        .unwrap();
     fake.set_mode(FakeMode::ReadsRetryAfterOnce);
     let started = std::time::Instant::now();
     let found = rzp.fetch_order(&order.id).await.unwrap();
@@ -300,7 +294,7 @@ async fn a_read_honours_a_short_retry_after_and_not_a_long_one() {
 async fn a_busy_read_is_retried_a_bounded_number_of_times() {
     let fake = crate::fake_razorpay::start().await;
     let rzp = adapter(&fake);
-    let order = rzp.create_order(&request("auth_busy")).await.unwrap();
+    let order = rzp.create_order(&order_request("auth_busy")).await.unwrap();
     fake.set_mode(FakeMode::ReadsUnavailableRetryAfterSecond);
     let started = std::time::Instant::now();
     let answer = tokio::time::timeout(Duration::from_secs(30), rzp.fetch_order(&order.id))
@@ -467,7 +461,7 @@ async fn a_5xx_is_unavailable_and_not_a_definite_refusal() {
     let fake = crate::fake_razorpay::start().await;
     fake.set_mode(FakeMode::ServerError);
     let err = adapter(&fake)
-        .create_order(&request("auth_5xx"))
+        .create_order(&order_request("auth_5xx"))
         .await
         .unwrap_err();
     assert_eq!(err, ProviderError::Unavailable { status: 503 });
@@ -483,7 +477,7 @@ async fn a_fetch_that_fails_is_an_error_and_only_an_unknown_id_is_no_order() {
     let fake = crate::fake_razorpay::start().await;
     let rzp = adapter(&fake);
     let order = rzp
-        .create_order(&request("auth_fetch_fails"))
+        .create_order(&order_request("auth_fetch_fails"))
         .await
         .unwrap();
     fake.set_mode(FakeMode::ReadsServerError);
@@ -514,12 +508,16 @@ async fn a_slow_answer_is_a_timeout_and_create_then_timeout_leaves_a_findable_or
     let rzp = adapter(&fake);
     fake.set_mode(FakeMode::Slow);
     assert_eq!(
-        rzp.create_order(&request("auth_slow")).await.unwrap_err(),
+        rzp.create_order(&order_request("auth_slow"))
+            .await
+            .unwrap_err(),
         ProviderError::Timeout
     );
     fake.set_mode(FakeMode::CreateThenTimeout);
     assert_eq!(
-        rzp.create_order(&request("auth_late")).await.unwrap_err(),
+        rzp.create_order(&order_request("auth_late"))
+            .await
+            .unwrap_err(),
         ProviderError::Timeout
     );
     fake.set_mode(FakeMode::Ok);
@@ -542,7 +540,10 @@ async fn nothing_listening_is_a_transport_error() {
         },
     )
     .unwrap();
-    let err = rzp.create_order(&request("auth_none")).await.unwrap_err();
+    let err = rzp
+        .create_order(&order_request("auth_none"))
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, ProviderError::Transport(_) | ProviderError::Timeout),
         "{err:?}"
@@ -570,7 +571,7 @@ async fn a_live_key_is_refused_before_any_request() {
 async fn a_receipt_longer_than_40_characters_is_never_sent() {
     let fake = crate::fake_razorpay::start().await;
     let err = adapter(&fake)
-        .create_order(&request(&"r".repeat(41)))
+        .create_order(&order_request(&"r".repeat(41)))
         .await
         .unwrap_err();
     assert!(matches!(err, ProviderError::NotConfigured(_)), "{err:?}");
@@ -582,7 +583,7 @@ async fn a_receipt_of_exactly_40_characters_is_sent() {
     let fake = crate::fake_razorpay::start().await;
     let receipt = "r".repeat(40);
     let order = adapter(&fake)
-        .create_order(&request(&receipt))
+        .create_order(&order_request(&receipt))
         .await
         .unwrap();
     assert_eq!(order.receipt, receipt);

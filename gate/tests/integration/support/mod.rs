@@ -312,3 +312,14 @@ impl GrantAsWritten for Gate<InProcessProvider> {
         }
     }
 }
+
+/// What the gate asks a provider for under `receipt`: CLOUD-STARTER x1's
+/// terms (60,000 INR, from cloudco).
+pub fn order_request(receipt: &str) -> gate::provider::OrderRequest {
+    gate::provider::OrderRequest {
+        receipt: receipt.to_owned(),
+        merchant: "cloudco".to_owned(),
+        amount_paise: 60_000,
+        currency: "INR".to_owned(),
+    }
+}
