@@ -2,16 +2,13 @@
 //! away mid-operation, a migration that fails, and a ledger that cannot be
 //! appended to. (A provider that times out or refuses: flow_provider.rs.)
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
 use gate::Decision;
 use gate::db::DbError;
-use gate::provider::InProcessProvider;
-use gate::service::{Gate, ManualClock, ServiceError};
+use gate::service::ServiceError;
 use sqlx::Executor;
-use sqlx::postgres::PgPoolOptions;
 
 /// Nothing was written by a failed propose.
 async fn nothing_written(w: &World, ledger_before: i64) -> TestResult {
@@ -43,21 +40,12 @@ async fn ledger_len(w: &World) -> Result<i64, Box<dyn std::error::Error + Send +
 
 #[tokio::test]
 async fn a_database_that_is_down_is_a_clear_error() -> TestResult {
-    let url = "postgresql://postgres@%2Ftmp%2Fspendgate-no-such-server:5432/postgres";
-    let connected = gate::db::connect(url).await;
+    let connected = gate::db::connect(DOWN_DATABASE_URL).await;
     assert!(
         matches!(connected, Err(DbError::Unreachable { .. })),
         "{connected:?}"
     );
-    let pool = PgPoolOptions::new()
-        .acquire_timeout(Duration::from_secs(2))
-        .connect_lazy(url)?;
-    let gate = Gate::new(
-        pool,
-        InProcessProvider::new(),
-        SECRET,
-        Arc::new(ManualClock::new(gate::service::standard::now())),
-    )?;
+    let gate = gate_over_a_database_that_is_down()?;
     // The error comes back in bounded time: a connection that cannot be
     // had is tried again only as often as the pool has connections.
     let err = tokio::time::timeout(

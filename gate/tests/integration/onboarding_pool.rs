@@ -2,12 +2,9 @@
 //! (`Gate::begin_onboarding`): past connections that died while idle, and
 //! over a database that is down, with a clear error in bounded time.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use gate::provider::InProcessProvider;
-use gate::service::{Gate, ManualClock, ServiceError};
-use sqlx::postgres::PgPoolOptions;
+use gate::service::ServiceError;
 
 use crate::support::*;
 
@@ -56,16 +53,7 @@ async fn an_onboarding_pool_whose_idle_connections_died_still_begins() -> TestRe
 /// and once more (each try bounded by the pool's acquire timeout).
 #[tokio::test]
 async fn an_onboarding_transaction_over_a_database_that_is_down_is_a_clear_error() -> TestResult {
-    let url = "postgresql://postgres@%2Ftmp%2Fspendgate-no-such-server:5432/postgres";
-    let pool = PgPoolOptions::new()
-        .acquire_timeout(Duration::from_secs(2))
-        .connect_lazy(url)?;
-    let gate = Gate::new(
-        pool,
-        InProcessProvider::new(),
-        SECRET,
-        Arc::new(ManualClock::new(gate::service::standard::now())),
-    )?;
+    let gate = gate_over_a_database_that_is_down()?;
     let registered = tokio::time::timeout(
         Duration::from_secs(25),
         gate.register_row_tokens(&["acme".to_owned()]),

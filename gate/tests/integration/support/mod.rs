@@ -323,3 +323,22 @@ pub fn order_request(receipt: &str) -> gate::provider::OrderRequest {
         currency: "INR".to_owned(),
     }
 }
+
+/// A Postgres URL where no server listens (a socket folder that does not exist).
+pub const DOWN_DATABASE_URL: &str =
+    "postgresql://postgres@%2Ftmp%2Fspendgate-no-such-server:5432/postgres";
+
+/// A standard gate over [`DOWN_DATABASE_URL`], its pool waiting at most 2 s
+/// for a connection.
+pub fn gate_over_a_database_that_is_down()
+-> Result<Gate<InProcessProvider>, Box<dyn std::error::Error + Send + Sync>> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(2))
+        .connect_lazy(DOWN_DATABASE_URL)?;
+    Ok(Gate::new(
+        pool,
+        InProcessProvider::new(),
+        SECRET,
+        Arc::new(ManualClock::new(standard::now())),
+    )?)
+}
