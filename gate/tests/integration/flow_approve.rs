@@ -249,6 +249,10 @@ async fn an_approval_records_the_policy_it_decided_under_and_a_refusal_its_reaso
             reason_and_version(w, &allowed).await?,
             (None, Some(current))
         );
+        // The sealed terms name the version that approved them, so the
+        // checkout under that same version finds its seal intact.
+        let c = w.gate.checkout("acme", &allowed, "finance-lead").await?;
+        assert!(c.is_ok(), "approved under the current policy: {c:?}");
 
         w.gate
             .set_policy(
