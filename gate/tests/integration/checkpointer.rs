@@ -316,3 +316,49 @@ async fn a_kept_proof_over_a_rewritten_ledger_is_refused_as_rewritten() -> TestR
     })
     .await
 }
+
+#[tokio::test]
+async fn a_signer_reports_the_interval_it_ticks_at() -> TestResult {
+    on_world(async |w| {
+        let interval = Duration::from_millis(250);
+        let signer = signer(w, interval)?;
+        assert_eq!(signer.interval(), interval);
+        let shown = format!("{signer:?}");
+        assert!(
+            shown.starts_with("Checkpointer") && shown.contains("interval: 250ms"),
+            "{shown}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_checkpoint_the_database_refuses_for_one_tenant_leaves_the_others_signed() -> TestResult {
+    on_world(async |w| {
+        let signer = signer(w, HOUR)?;
+        // The owner makes the database refuse globex's checkpoints, so the
+        // tick's one statement for both tenants fails.
+        exec(
+            w.owner(),
+            "CREATE FUNCTION refuse_globex_checkpoints() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN IF NEW.tenant_id = 'globex' THEN \
+               RAISE EXCEPTION 'globex may not keep a checkpoint'; END IF; RETURN NEW; END $$; \
+             CREATE TRIGGER refuse_globex_checkpoints BEFORE INSERT ON log_checkpoints \
+               FOR EACH ROW EXECUTE FUNCTION refuse_globex_checkpoints()",
+        )
+        .await?;
+        w.propose("SNACK-BOX", 1).await?;
+        propose_globex(w).await?;
+
+        let tick = signer.tick().await?;
+        let signed: Vec<&str> = tick.signed.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(signed, ["acme"], "acme is signed on its own");
+        let refused: Vec<&str> = tick.refused.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(refused, ["globex"], "{:?}", tick.refused);
+        assert_eq!(covered(w, "acme").await?, head(w, "acme").await?);
+        assert_eq!(covered(w, "globex").await?, 0);
+        Ok(())
+    })
+    .await
+}

@@ -579,3 +579,43 @@ async fn a_delegation_expiring_at_the_end_of_year_9999_still_decides() -> TestRe
     })
     .await
 }
+
+/// One instant past the last an operator may send (year 10000, which
+/// Postgres would store) is refused as an invalid delegation before the
+/// database sees it, as is an expiry before 1970, whatever the rest of the
+/// grant says.
+#[tokio::test]
+async fn a_delegation_expiring_outside_the_operator_years_is_refused_before_the_database()
+-> TestResult {
+    on_world(async |w| {
+        for (id, at) in [("d-past-9999", 253_402_300_800), ("d-before-1970", -1)] {
+            let at = chrono::DateTime::<chrono::Utc>::from_timestamp(at, 0).ok_or("an instant")?;
+            let grant = gate::service::Grant {
+                id: id.into(),
+                from: "d-buyer".into(),
+                to: "procurement-agent".into(),
+                budget_paise: 1000,
+                skus: Some(vec!["SNACK-BOX".into()]),
+                expires_at: Some(at),
+            };
+            let outcome = w.gate.grant_as_written("acme", &grant).await?;
+            assert_eq!(
+                outcome.decision,
+                Decision::Deny(Reason::DelegationInvalid),
+                "{id}"
+            );
+            assert_eq!(
+                outcome.constraint, None,
+                "{id}: refused before the database"
+            );
+        }
+        let written: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM delegations WHERE id IN ('d-past-9999', 'd-before-1970')",
+        )
+        .fetch_one(w.owner())
+        .await?;
+        assert_eq!(written, 0);
+        Ok(())
+    })
+    .await
+}
