@@ -362,3 +362,143 @@ async fn a_checkpoint_the_database_refuses_for_one_tenant_leaves_the_others_sign
     })
     .await
 }
+
+#[tokio::test]
+async fn run_ticks_at_once_and_ends_when_its_stop_resolves() -> TestResult {
+    on_world(async |w| {
+        w.propose("SNACK-BOX", 1).await?;
+        let want = head(w, "acme").await?;
+        // Its next tick is an hour away: only the tick at once can cover it.
+        let covered_now = async {
+            while covered(w, "acme").await.unwrap_or(0) < want {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        let ran =
+            tokio::time::timeout(Duration::from_secs(30), signer(w, HOUR)?.run(covered_now)).await;
+        assert!(ran.is_ok(), "run never covered entry {want}");
+        assert_eq!(covered(w, "acme").await?, want);
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn run_with_hands_over_the_tick_at_once_and_the_next_only_an_interval_later() -> TestResult {
+    on_world(async |w| {
+        w.propose("SNACK-BOX", 1).await?;
+        let mut ticks = Vec::new();
+        signer(w, HOUR)?
+            .run_with(tokio::time::sleep(Duration::from_secs(2)), |tick| {
+                let signed: Vec<String> = tick.signed.iter().map(|(t, _)| t.clone()).collect();
+                ticks.push(signed);
+            })
+            .await;
+        assert_eq!(
+            ticks.len(),
+            1,
+            "one tick in two seconds of an hourly signer: {ticks:?}"
+        );
+        assert!(ticks[0].iter().any(|t| t == "acme"), "{ticks:?}");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn stop_waits_for_the_tick_in_flight() -> TestResult {
+    on_world(async |w| {
+        let running = signer(w, Duration::from_millis(50))?.start().await;
+        // The next tick waits on the ledger's heads, held from outside.
+        let mut holder = w.owner().begin().await?;
+        sqlx::query("LOCK TABLE ledger_head IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut *holder)
+            .await?;
+        until_waiting(w.owner(), 1).await?;
+        let stopping = tokio::spawn(running.stop());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !stopping.is_finished(),
+            "stop returned with a tick in flight"
+        );
+        holder.commit().await?;
+        tokio::time::timeout(Duration::from_secs(30), stopping).await??;
+        Ok(())
+    })
+    .await
+}
+
+/// What the test's thread logs, kept for the test to read.
+#[derive(Clone, Default)]
+struct Logged(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logged {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut kept) = self.0.lock() {
+            kept.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logged {
+    /// How many logged lines contain `text`.
+    fn lines_with(&self, text: &str) -> usize {
+        let kept = self.0.lock().map(|k| k.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&kept)
+            .lines()
+            .filter(|l| l.contains(text))
+            .count()
+    }
+}
+
+#[tokio::test]
+async fn a_refusal_or_an_unreachable_database_is_logged_once_while_it_stays_the_same() -> TestResult
+{
+    on_world(async |w| {
+        let logged = Logged::default();
+        let writer = logged.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _on_this_thread = tracing::subscriber::set_default(subscriber);
+        let every_50_ms = || -> Result<Checkpointer, LogError> {
+            Ok(signer(w, Duration::from_millis(50))?.with_full_check_every(1))
+        };
+
+        // acme's log rewritten under its checkpoint: refused tick after tick.
+        w.propose("SNACK-BOX", 1).await?;
+        every_50_ms()?.tick().await?;
+        exec(
+            w.owner(),
+            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
+             UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
+              WHERE tenant_id = 'acme' AND kind = 'proposal'; \
+             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only",
+        )
+        .await?;
+        w.propose("SNACK-BOX", 1).await?;
+        let mut refused = 0;
+        every_50_ms()?
+            .run_with(tokio::time::sleep(Duration::from_millis(500)), |tick| {
+                refused += tick.refused.len();
+            })
+            .await;
+        assert!(refused >= 2, "acme refused at every tick: {refused}");
+        assert_eq!(logged.lines_with("no checkpoint signed"), 1);
+
+        // The gate's pool closed: no tick can read the database.
+        let signer = every_50_ms()?;
+        w.gate.close().await;
+        signer
+            .run(tokio::time::sleep(Duration::from_millis(500)))
+            .await;
+        assert_eq!(logged.lines_with("could not tick"), 1);
+        Ok(())
+    })
+    .await
+}

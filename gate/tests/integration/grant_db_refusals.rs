@@ -8,33 +8,9 @@
 //! owner's own trigger rewrites before the guards see it (so every
 //! constraint a grant can meet is met through the gate's call).
 
-use std::time::Duration;
-
 use crate::support::*;
 use gate::service::Grant;
 use gate::{Decision, Reason};
-use sqlx::PgPool;
-
-/// This database's backends waiting for a lock.
-async fn waiting_on_locks(pool: &PgPool) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity \
-          WHERE datname = current_database() AND wait_event_type = 'Lock'",
-    )
-    .fetch_one(pool)
-    .await
-}
-
-/// Until one backend waits for a lock (at most 30 s).
-async fn until_one_waits(pool: &PgPool) -> TestResult {
-    for _ in 0..600 {
-        if waiting_on_locks(pool).await? >= 1 {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err("the grant never waited on the outside transaction".into())
-}
 
 /// A hop of 1,000 paise below acme's d-buyer to procurement-agent.
 fn below_d_buyer(id: &str) -> Grant {
@@ -61,7 +37,7 @@ async fn grant_racing(
         let hop = hop.clone();
         tokio::spawn(async move { gate.grant_as_written("acme", &hop).await })
     };
-    until_one_waits(w.owner()).await?;
+    until_waiting(w.owner(), 1).await?;
     twin.commit().await?;
     Ok(raced.await??)
 }

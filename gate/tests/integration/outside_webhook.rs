@@ -391,27 +391,6 @@ async fn an_authorization_for_a_request_that_no_longer_waits_is_not_captured() -
     .await
 }
 
-/// How many of this database's backends wait for a lock.
-async fn lock_waiters(pool: &sqlx::PgPool) -> BoxResult<i64> {
-    Ok(sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity \
-          WHERE datname = current_database() AND wait_event_type = 'Lock'",
-    )
-    .fetch_one(pool)
-    .await?)
-}
-
-/// Until `n` backends wait for a lock (at most 30 s).
-async fn until_waiting(pool: &sqlx::PgPool, n: i64) -> TestResult {
-    for _ in 0..3000 {
-        if lock_waiters(pool).await? >= n {
-            return Ok(());
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    Err(format!("{n} backends never waited for a lock").into())
-}
-
 /// Two deliveries of one event id race; the second also gets the amount
 /// wrong. Both pass the first look-up before either is recorded, the good
 /// one is applied, and the other is `WEBHOOK_DUPLICATE`: a duplicate

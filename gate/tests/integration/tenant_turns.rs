@@ -10,17 +10,6 @@ use std::time::Duration;
 
 use crate::support::*;
 use gate::{Decision, Reason};
-use sqlx::PgPool;
-
-/// This database's backends waiting for a lock.
-async fn waiting_on_locks(pool: &PgPool) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stat_activity \
-          WHERE datname = current_database() AND wait_event_type = 'Lock'",
-    )
-    .fetch_one(pool)
-    .await
-}
 
 /// acme's proposals in flight and waiting on its day in the database, with
 /// acme's day held from outside, on a gate of `turns` turns per tenant
@@ -55,7 +44,7 @@ async fn one_tenant_waits_within_its_turns(turns: Option<usize>, in_database: i6
     // Until acme's turns wait on its day in the database.
     let mut seen = 0;
     for _ in 0..600 {
-        seen = waiting_on_locks(watcher).await?;
+        seen = lock_waiters(watcher).await?;
         if seen >= in_database {
             break;
         }
@@ -76,7 +65,7 @@ async fn one_tenant_waits_within_its_turns(turns: Option<usize>, in_database: i6
     let globex = globex.map_err(|_| "globex waited behind acme's proposals")??;
     assert!(globex.request_id.is_some(), "{globex:?}");
     assert_eq!(
-        waiting_on_locks(watcher).await?,
+        lock_waiters(watcher).await?,
         in_database,
         "only acme's turns reached the database"
     );

@@ -324,6 +324,27 @@ pub fn order_request(receipt: &str) -> gate::provider::OrderRequest {
     }
 }
 
+/// How many of this database's backends wait for a lock.
+pub async fn lock_waiters(pool: &PgPool) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity \
+          WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    )
+    .fetch_one(pool)
+    .await
+}
+
+/// Until `n` of this database's backends wait for a lock (at most 30 s).
+pub async fn until_waiting(pool: &PgPool, n: i64) -> TestResult {
+    for _ in 0..3000 {
+        if lock_waiters(pool).await? >= n {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err(format!("{n} backends never waited for a lock").into())
+}
+
 /// A Postgres URL where no server listens (a socket folder that does not exist).
 pub const DOWN_DATABASE_URL: &str =
     "postgresql://postgres@%2Ftmp%2Fspendgate-no-such-server:5432/postgres";
