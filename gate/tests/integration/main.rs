@@ -48,6 +48,7 @@ mod outside_audit_gaps;
 mod outside_audit_pure;
 mod outside_gate;
 mod outside_webhook;
+mod pages_reads;
 mod policy_properties;
 mod provider_book;
 mod provider_lies;
