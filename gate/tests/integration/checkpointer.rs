@@ -502,3 +502,111 @@ async fn a_refusal_or_an_unreachable_database_is_logged_once_while_it_stays_the_
     })
     .await
 }
+
+/// The signer's memory of what it signed serves only while the largest
+/// kept checkpoint is that very one: a checkpoint of the same size with
+/// another root (written by someone else) sends it back to a full check,
+/// which names the log as rewritten and signs nothing.
+#[tokio::test]
+async fn a_checkpoint_replaced_under_the_signer_is_checked_in_full_and_refused() -> TestResult {
+    on_world(async |w| {
+        let signer = signer(w, HOUR)?.with_full_check_every(100);
+        w.propose("SNACK-BOX", 1).await?;
+        signer.tick().await?; // full: it remembers what it signed
+        exec(
+            w.owner(),
+            "UPDATE log_checkpoints SET root = 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=' \
+              WHERE tenant_id = 'acme' \
+                AND size = (SELECT max(size) FROM log_checkpoints WHERE tenant_id = 'acme')",
+        )
+        .await?;
+        w.propose("SNACK-BOX", 1).await?;
+        let before = kept(w, "acme").await?;
+        let tick = signer.tick().await?; // not a full check by the count
+        assert!(tick.signed.iter().all(|(t, _)| t != "acme"), "{tick:?}");
+        assert!(
+            matches!(&tick.refused[..], [(t, Refusal::Log(LogError::Rewritten { .. }))] if t == "acme"),
+            "{tick:?}"
+        );
+        assert_eq!(kept(w, "acme").await?, before);
+        Ok(())
+    })
+    .await
+}
+
+/// Deletes acme's ledger entries numbered above `keep`, as the owner.
+async fn cut_ledger_after(w: &World, keep: u64) -> Result<u64, sqlx::Error> {
+    exec(
+        w.owner(),
+        &format!(
+            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
+             DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > {keep}; \
+             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only"
+        ),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_ledger_cut_below_its_checkpoint_is_named_as_rewritten() -> TestResult {
+    on_world(async |w| {
+        let signer = signer(w, HOUR)?.with_full_check_every(1);
+        w.propose("SNACK-BOX", 1).await?;
+        w.propose("SNACK-BOX", 1).await?;
+        signer.tick().await?;
+        let size = covered(w, "acme").await?;
+        w.propose("SNACK-BOX", 1).await?;
+        w.gate.integrate().await?;
+        assert!(cut_ledger_after(w, size - 2).await? > 0);
+
+        let tick = signer.tick().await?;
+        let [(tenant, refusal)] = &tick.refused[..] else {
+            panic!("acme refused: {tick:?}");
+        };
+        assert_eq!(tenant, "acme");
+        let said = refusal.to_string();
+        assert!(
+            matches!(refusal, Refusal::Log(LogError::Rewritten { .. }))
+                && said.contains(&format!("a tree of {} leaves", size - 2)),
+            "{said}"
+        );
+        assert_eq!(covered(w, "acme").await?, size, "nothing new is signed");
+        Ok(())
+    })
+    .await
+}
+
+/// A ledger that still holds exactly its checkpoint's entries (those past
+/// it gone) still has that checkpoint's root: the signer finds the same
+/// checkpoint again and signs nothing larger. Naming it rewritten would be
+/// false; naming the lost entries is `spendgate ledger verify`'s (the head
+/// says more than the entries hold).
+#[tokio::test]
+async fn a_ledger_holding_exactly_its_checkpoint_keeps_that_checkpoint() -> TestResult {
+    on_world(async |w| {
+        let signer = signer(w, HOUR)?.with_full_check_every(1);
+        w.propose("SNACK-BOX", 1).await?;
+        let first = signer.tick().await?;
+        let size = covered(w, "acme").await?;
+        w.propose("SNACK-BOX", 1).await?;
+        w.gate.integrate().await?;
+        assert!(cut_ledger_after(w, size).await? > 0);
+
+        let tick = signer.tick().await?;
+        assert!(tick.refused.is_empty(), "{tick:?}");
+        let mine = |t: &gate::service::checkpointer::Tick| {
+            t.signed
+                .iter()
+                .find(|(tenant, _)| tenant == "acme")
+                .map(|(_, cp)| (cp.size, cp.root.clone()))
+        };
+        assert_eq!(
+            mine(&tick),
+            mine(&first),
+            "the same checkpoint, found again"
+        );
+        assert_eq!(covered(w, "acme").await?, size);
+        Ok(())
+    })
+    .await
+}
