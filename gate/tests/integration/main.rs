@@ -10,6 +10,7 @@ mod fake_razorpay;
 mod support;
 
 mod audit_findings;
+mod bundle_files;
 mod checkpointer;
 mod core_refusals;
 mod db_counters;
