@@ -610,3 +610,39 @@ async fn a_ledger_holding_exactly_its_checkpoint_keeps_that_checkpoint() -> Test
     })
     .await
 }
+
+#[tokio::test]
+async fn an_entry_missing_past_the_checkpoint_is_named_as_a_gap() -> TestResult {
+    on_world(async |w| {
+        let signer = signer(w, HOUR)?.with_full_check_every(1);
+        w.propose("SNACK-BOX", 1).await?;
+        signer.tick().await?;
+        let size = covered(w, "acme").await?;
+        w.propose("SNACK-BOX", 1).await?;
+        w.propose("SNACK-BOX", 1).await?;
+        w.gate.integrate().await?;
+        // The first entry past the checkpoint, with entries after it.
+        let missing = size + 1;
+        exec(
+            w.owner(),
+            &format!(
+                "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
+                 DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = {missing}; \
+                 ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only"
+            ),
+        )
+        .await?;
+
+        let tick = signer.tick().await?;
+        assert!(
+            matches!(
+                &tick.refused[..],
+                [(t, Refusal::Log(LogError::Gap { missing: m, .. }))] if t == "acme" && *m == missing as i64
+            ),
+            "{tick:?}"
+        );
+        assert_eq!(covered(w, "acme").await?, size);
+        Ok(())
+    })
+    .await
+}
