@@ -41,13 +41,7 @@ async fn a_kept_bundle_verifies_offline_with_the_log_key_alone() -> TestResult {
         let key = LogKey::new(LOG_SECRET)?;
         let verifier = key.verifier("acme")?;
         let verifier_text = verifier.to_text();
-        let (request, _authority, order) = paid_order(w).await?;
-        let (event, signature) = event(w, "evt_bundle", "payment.captured", &order, 60_000);
-        let applied = w
-            .gate
-            .webhook(&event, Some(&signature), Some("evt_bundle"))
-            .await?;
-        assert!(applied.is_ok(), "{applied:?}");
+        let (request, event, signature) = captured_order(w, "evt_bundle").await?;
 
         for (tenant, id) in [
             ("globex", request.as_str()),

@@ -151,14 +151,7 @@ async fn a_ledger_rewritten_under_a_checkpoint_gets_no_new_one_and_is_named() ->
         w.propose("SNACK-BOX", 1).await?;
         signer.tick().await?;
         let before = kept(w, "acme").await?;
-        exec(
-            w.owner(),
-            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
-             UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
-              WHERE tenant_id = 'acme' AND kind = 'proposal'; \
-             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only",
-        )
-        .await?;
+        rewrite_acme_proposals(w).await?;
         w.propose("SNACK-BOX", 1).await?;
         propose_globex(w).await?;
 
@@ -203,14 +196,7 @@ async fn between_full_checks_a_rewrite_is_never_signed_and_the_next_full_check_n
         let signer = signer(w, HOUR)?.with_full_check_every(3);
         w.propose("SNACK-BOX", 1).await?;
         signer.tick().await?; // full
-        exec(
-            w.owner(),
-            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
-             UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
-              WHERE tenant_id = 'acme' AND kind = 'proposal'; \
-             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only",
-        )
-        .await?;
+        rewrite_acme_proposals(w).await?;
         w.propose("SNACK-BOX", 1).await?;
         let tick = signer.tick().await?; // from what it verified
         let [(tenant, cp)] = &tick.signed[..] else {
@@ -251,13 +237,11 @@ async fn an_entry_forged_past_the_checkpoint_gets_no_checkpoint() -> TestResult 
         w.gate.integrate().await?;
         // The owner edits an entry no checkpoint covers yet: only the keyed
         // chain can tell.
-        exec(
-            w.owner(),
-            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
-             UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
+        edit_ledger_as_owner(
+            w,
+            "UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
               WHERE tenant_id = 'acme' AND seq = (SELECT max(seq) FROM ledger_entries \
-                WHERE tenant_id = 'acme' AND kind = 'proposal'); \
-             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only",
+                WHERE tenant_id = 'acme' AND kind = 'proposal')",
         )
         .await?;
         let forged: i64 = sqlx::query_scalar(
@@ -299,14 +283,7 @@ async fn a_kept_proof_over_a_rewritten_ledger_is_refused_as_rewritten() -> TestR
         let pool = w.pool();
         let kept = gate::service::bundle::prove_kept(pool, "acme", &request).await?;
         assert!(kept.is_ok(), "proved before the rewrite: {kept:?}");
-        exec(
-            w.owner(),
-            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
-             UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
-              WHERE tenant_id = 'acme' AND kind = 'proposal'; \
-             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only",
-        )
-        .await?;
+        rewrite_acme_proposals(w).await?;
         let after = gate::service::bundle::prove_kept(pool, "acme", &request).await;
         assert!(
             matches!(after, Err(LogError::Rewritten { .. })),
@@ -473,14 +450,7 @@ async fn a_refusal_or_an_unreachable_database_is_logged_once_while_it_stays_the_
         // acme's log rewritten under its checkpoint: refused tick after tick.
         w.propose("SNACK-BOX", 1).await?;
         every_50_ms()?.tick().await?;
-        exec(
-            w.owner(),
-            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
-             UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
-              WHERE tenant_id = 'acme' AND kind = 'proposal'; \
-             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only",
-        )
-        .await?;
+        rewrite_acme_proposals(w).await?;
         w.propose("SNACK-BOX", 1).await?;
         let mut refused = 0;
         every_50_ms()?
@@ -536,13 +506,9 @@ async fn a_checkpoint_replaced_under_the_signer_is_checked_in_full_and_refused()
 
 /// Deletes acme's ledger entries numbered above `keep`, as the owner.
 async fn cut_ledger_after(w: &World, keep: u64) -> Result<u64, sqlx::Error> {
-    exec(
-        w.owner(),
-        &format!(
-            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
-             DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > {keep}; \
-             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only"
-        ),
+    edit_ledger_as_owner(
+        w,
+        &format!("DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > {keep}"),
     )
     .await
 }
@@ -623,13 +589,9 @@ async fn an_entry_missing_past_the_checkpoint_is_named_as_a_gap() -> TestResult 
         w.gate.integrate().await?;
         // The first entry past the checkpoint, with entries after it.
         let missing = size + 1;
-        exec(
-            w.owner(),
-            &format!(
-                "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
-                 DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = {missing}; \
-                 ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only"
-            ),
+        edit_ledger_as_owner(
+            w,
+            &format!("DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = {missing}"),
         )
         .await?;
 

@@ -159,13 +159,7 @@ async fn ledger_leaves(w: &World) -> Result<Vec<String>, Box<dyn std::error::Err
 #[tokio::test]
 async fn a_receipt_gathers_every_record_and_the_bytes_as_received() -> TestResult {
     on_world(async |w| {
-        let (request, _authority, order) = paid_order(w).await?;
-        let (event, signature) = event(w, "evt_receipt", "payment.captured", &order, 60_000);
-        let applied = w
-            .gate
-            .webhook(&event, Some(&signature), Some("evt_receipt"))
-            .await?;
-        assert!(applied.is_ok(), "{applied:?}");
+        let (request, event, signature) = captured_order(w, "evt_receipt").await?;
 
         let r = w.gate.receipt("acme", &request).await?.ok_or("a receipt")?;
         assert_eq!(r.request["id"], Value::from(request.clone()));
@@ -248,21 +242,12 @@ async fn a_receipt_over_a_ledger_shorter_than_its_checkpoint_or_with_a_gap_carri
             sqlx::query_scalar("SELECT max(seq) FROM ledger_entries WHERE tenant_id = 'acme'")
                 .fetch_one(w.pool())
                 .await?;
-        let cut = |sql: String| async move {
-            exec(
-                w.owner(),
-                &format!(
-                    "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; {sql}; \
-                     ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only"
-                ),
-            )
-            .await
-        };
         // The last entry (the second proposal's) gone: the ledger is shorter
         // than the checkpoint.
-        cut(format!(
-            "DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = {last}"
-        ))
+        edit_ledger_as_owner(
+            w,
+            &format!("DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = {last}"),
+        )
         .await?;
         let r = w.gate.receipt("acme", &request).await?.ok_or("a receipt")?;
         let why = r.unproved.as_deref().unwrap_or_default();
@@ -277,7 +262,11 @@ async fn a_receipt_over_a_ledger_shorter_than_its_checkpoint_or_with_a_gap_carri
         assert!(!r.entries.is_empty());
 
         // An entry below the request's gone too: a gap.
-        cut("DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = 1".to_owned()).await?;
+        edit_ledger_as_owner(
+            w,
+            "DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq = 1",
+        )
+        .await?;
         let r = w.gate.receipt("acme", &request).await?.ok_or("a receipt")?;
         assert!(r.checkpoint.is_none());
         assert!(r.entries.iter().all(|e| e.path.is_none()));

@@ -51,14 +51,12 @@ async fn entries(w: &World) -> Res<Vec<(i64, String)>> {
 
 /// Cuts acme's log after entry `keep`, as the owner, and moves its head there.
 async fn cut_after(w: &World, keep: i64) -> TestResult {
-    exec(
-        w.owner(),
+    edit_ledger_as_owner(
+        w,
         &format!(
-            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; \
-             DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > {keep}; \
+            "DELETE FROM ledger_entries WHERE tenant_id = 'acme' AND seq > {keep}; \
              UPDATE ledger_head SET seq = {keep}, hash = (SELECT hash FROM ledger_entries \
-                 WHERE tenant_id = 'acme' AND seq = {keep}) WHERE tenant_id = 'acme'; \
-             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only"
+                 WHERE tenant_id = 'acme' AND seq = {keep}) WHERE tenant_id = 'acme'"
         ),
     )
     .await?;

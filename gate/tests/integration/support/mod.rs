@@ -240,6 +240,22 @@ pub async fn paid_order(
     Ok((request, authority, id(&paid)))
 }
 
+/// A paid order ([`paid_order`]) captured by the signed event `event_id`:
+/// (request id, the event's body, its signature header).
+pub async fn captured_order(
+    world: &World,
+    event_id: &str,
+) -> Result<(String, Vec<u8>, String), Box<dyn std::error::Error + Send + Sync>> {
+    let (request, _authority, order) = paid_order(world).await?;
+    let (body, signature) = event(world, event_id, "payment.captured", &order, 60_000);
+    let applied = world
+        .gate
+        .webhook(&body, Some(&signature), Some(event_id))
+        .await?;
+    assert!(applied.is_ok(), "{applied:?}");
+    Ok((request, body, signature))
+}
+
 /// Switches the counter triggers off, as the owner: for a test of another
 /// guard that writes a counter or a request's reservation with raw SQL and
 /// not what it counts (the counters' own guards are `db_counters`').
@@ -322,6 +338,29 @@ pub fn order_request(receipt: &str) -> gate::provider::OrderRequest {
         amount_paise: 60_000,
         currency: "INR".to_owned(),
     }
+}
+
+/// Runs `sql` as the owner with the ledger's append-only trigger off (and
+/// on again after): an owner editing its own ledger. Rows affected.
+pub async fn edit_ledger_as_owner(w: &World, sql: &str) -> Result<u64, sqlx::Error> {
+    exec(
+        w.owner(),
+        &format!(
+            "ALTER TABLE ledger_entries DISABLE TRIGGER ledger_append_only; {sql}; \
+             ALTER TABLE ledger_entries ENABLE TRIGGER ledger_append_only"
+        ),
+    )
+    .await
+}
+
+/// The owner rewrites the purpose in every one of acme's proposal entries.
+pub async fn rewrite_acme_proposals(w: &World) -> Result<u64, sqlx::Error> {
+    edit_ledger_as_owner(
+        w,
+        "UPDATE ledger_entries SET entry = replace(entry, 'team credits', 'team creditz') \
+          WHERE tenant_id = 'acme' AND kind = 'proposal'",
+    )
+    .await
 }
 
 /// How many of this database's backends wait for a lock.
