@@ -38,7 +38,7 @@ mod flow_reconcile;
 mod flow_webhook;
 mod flow_world_cache;
 mod gate_handle;
-mod grant_db_refusals;
+mod grant_races_and_rewrites;
 mod hostile_input;
 mod ledger;
 mod lifetimes;

@@ -1,6 +1,8 @@
 //! A grant that the gate's own checks let through and the database
-//! refuses: the refusal is the reason the constraint stands for, it names
-//! that constraint, and no delegation is written.
+//! refuses, through `Gate::grant` itself: the refusal is the reason the
+//! constraint stands for, it names that constraint, and no delegation is
+//! written. (`service::grants_db_refusals` proves each arm of the mapping
+//! on the insert alone; here the whole call reaches them.)
 //!
 //! Two ways the database knows more than the gate's read: a concurrent
 //! transaction that commits first (raced for real: the twin is an outside
