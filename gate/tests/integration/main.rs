@@ -25,6 +25,7 @@ mod db_raw_bodies;
 mod db_roles;
 mod db_tenancy;
 mod db_unnamed_guards;
+mod db_urls_and_migrations;
 mod demo_provider;
 mod distribution;
 mod flow_approve;
