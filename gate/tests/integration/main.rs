@@ -41,6 +41,7 @@ mod flow_world_cache;
 mod gate_handle;
 mod grant_races_and_rewrites;
 mod hostile_input;
+mod in_process_provider;
 mod ledger;
 mod lifetimes;
 mod mandates;

@@ -725,3 +725,26 @@ async fn an_id_outside_the_grammar_is_never_put_in_a_path() {
     assert_eq!(rzp.fetch_order(&"o".repeat(64)).await.unwrap(), None);
     assert_eq!(fake.seen().len(), 1, "an id of 64 characters is asked for");
 }
+
+/// Razorpay makes a new order for a receipt it has seen (the receipt is not
+/// a key there): a receipt's lookup answers with the order that was paid,
+/// not the later one.
+#[tokio::test]
+async fn a_receipt_with_two_orders_is_found_as_its_paid_one() {
+    let fake = crate::fake_razorpay::start().await;
+    let rzp = adapter(&fake);
+    let paid = rzp
+        .create_order(&order_request("auth_twice"))
+        .await
+        .unwrap();
+    fake.capture(&paid.id);
+    let later = rzp
+        .create_order(&order_request("auth_twice"))
+        .await
+        .unwrap();
+    assert_ne!(paid.id, later.id, "a second order for the same receipt");
+    let found = rzp.find_by_receipt("auth_twice").await.unwrap().unwrap();
+    assert_eq!(found.order.id, paid.id, "the paid order, not the latest");
+    assert_eq!(found.payments.len(), 1);
+    no_violations(&fake);
+}
