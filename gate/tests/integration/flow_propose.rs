@@ -376,3 +376,61 @@ fn the_standard_world_file_has_the_values_these_tests_rely_on() {
     );
     assert_eq!(d_buyer.budget_paise, 200000);
 }
+
+/// A rate refusal says when its window next lets a proposal through: the
+/// refused proposal counts too, so with three allowed an hour and four in
+/// the window, the second-oldest must leave it; at that instant a
+/// proposal is decided again. Any other outcome says nothing.
+#[tokio::test]
+async fn a_velocity_refusal_says_when_the_window_reopens() -> TestResult {
+    on_world(async |w| {
+        w.gate
+            .set_policy(
+                "acme",
+                &gate::PolicyPatch {
+                    velocity: Some(gate::policy::Velocity {
+                        max_proposals: 3,
+                        window_minutes: 60,
+                    }),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let t0 = w.gate.now();
+        for _ in 0..3 {
+            let p = w.propose("SNACK-BOX", 1).await?;
+            assert_eq!((p.decision, p.retry_at), (Decision::Allow, None));
+            w.clock.advance_minutes(1);
+        }
+        let fourth = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(fourth.decision, Decision::Deny(Reason::VelocityLimit));
+        let reopens = t0 + chrono::Duration::minutes(61);
+        assert_eq!(fourth.retry_at, Some(reopens));
+        w.clock.set(reopens);
+        let again = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(again.decision, Decision::Allow, "decided again at retry_at");
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_denial_rate_refusal_says_when_the_window_reopens() -> TestResult {
+    on_world(async |w| {
+        let t0 = w.gate.now();
+        for _ in 0..5 {
+            let p = w.propose("USB-HUB", 1).await?;
+            assert_eq!(p.decision, Decision::Deny(Reason::MerchantNotAllowed));
+            assert_eq!(p.retry_at, None, "not a rate refusal");
+            w.clock.advance_minutes(1);
+        }
+        let sixth = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(sixth.decision, Decision::Deny(Reason::DenialRateLimit));
+        let reopens = t0 + chrono::Duration::minutes(61);
+        assert_eq!(sixth.retry_at, Some(reopens));
+        w.clock.set(reopens);
+        assert_eq!(w.propose("SNACK-BOX", 1).await?.decision, Decision::Allow);
+        Ok(())
+    })
+    .await
+}
