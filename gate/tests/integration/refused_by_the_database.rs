@@ -1,14 +1,15 @@
-//! A grant that the gate's own checks let through and the database
-//! refuses, through `Gate::grant` itself: the refusal is the reason the
-//! constraint stands for, it names that constraint, and no delegation is
-//! written. (`service::grants_db_refusals` proves each arm of the mapping
-//! on the insert alone; here the whole call reaches them.)
+//! A call that the gate's own checks let through and the database refuses,
+//! through the gate's call itself: the refusal is the reason the
+//! constraint stands for (a grant's outcome names that constraint), and
+//! nothing is written. (`service::grants_db_refusals` and
+//! `service::budget_db_refusals` prove each arm of those mappings on the
+//! insert or the reservation alone; here the whole call reaches them.)
 //!
 //! Two ways the database knows more than the gate's read: a concurrent
 //! transaction that commits first (raced for real: the twin is an outside
 //! transaction held open until the grant waits on it), and a row the
-//! owner's own trigger rewrites before the guards see it (so every
-//! constraint a grant can meet is met through the gate's call).
+//! owner's own trigger rewrites before the guards see it (so a constraint
+//! the statement's own conditions stand in front of is still met).
 
 use crate::support::*;
 use gate::service::Grant;
@@ -177,6 +178,39 @@ async fn each_refusal_the_database_alone_makes_is_named_with_its_reason() -> Tes
             may_approve,
             "the refused grant's transaction is rolled back whole"
         );
+        Ok(())
+    })
+    .await
+}
+
+/// The hop's partition guard refusing a reservation itself (the owner's
+/// trigger adds to what the reservation takes, past what the statement's
+/// own condition checked) is a budget refusal of the proposal, never an
+/// error: DELEGATION_BUDGET_EXHAUSTED, and the hop keeps what it held.
+#[tokio::test]
+async fn a_reservation_the_partition_guard_refuses_is_a_budget_refusal() -> TestResult {
+    on_world(async |w| {
+        let spent = || async {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT spent_paise FROM delegations WHERE tenant_id = 'acme' AND id = 'd-buyer'",
+            )
+            .fetch_one(w.owner())
+            .await
+        };
+        let before = spent().await?;
+        let sql = "CREATE FUNCTION zz_overspend() RETURNS trigger LANGUAGE plpgsql \
+                   SECURITY DEFINER AS $$ BEGIN \
+                   IF NEW.spent_paise > OLD.spent_paise THEN \
+                     NEW.spent_paise := NEW.budget_paise + 1; END IF; RETURN NEW; END $$; \
+                   CREATE TRIGGER zz_overspend BEFORE UPDATE ON delegations \
+                     FOR EACH ROW EXECUTE FUNCTION zz_overspend()";
+        exec(w.owner(), sql).await?;
+        let p = w.propose("SNACK-BOX", 1).await?;
+        assert_eq!(
+            p.decision,
+            Decision::Deny(Reason::DelegationBudgetExhausted)
+        );
+        assert_eq!(spent().await?, before, "the hop took nothing");
         Ok(())
     })
     .await
