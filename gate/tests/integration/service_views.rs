@@ -247,3 +247,71 @@ async fn a_key_of_each_kind_authenticates_as_its_own_caller() -> TestResult {
     })
     .await
 }
+
+/// Keys are listed per tenant, oldest first, with their actor and role; a
+/// key is revoked by its id or by its whole token, once (a second revoke
+/// says it changed nothing), and a revoked key no longer authenticates.
+#[tokio::test]
+async fn keys_are_listed_oldest_first_and_revoked_once_by_id_or_token() -> TestResult {
+    use gate::service::api_keys::{self, KeyError};
+    on_world(async |w| {
+        let now = w.gate.now();
+        let agent = w.gate.issue_key("acme", "buyer-agent", now).await?;
+        w.clock.advance(chrono::Duration::seconds(1));
+        let human = w
+            .gate
+            .issue_key("acme", "finance-lead", w.gate.now())
+            .await?;
+        w.gate.issue_key("globex", "globex-agent", now).await?;
+
+        let listed = api_keys::list(w.pool(), "acme").await?;
+        let seen: Vec<(&str, &str, &str, bool)> = listed
+            .iter()
+            .map(|k| {
+                (
+                    k.id.as_str(),
+                    k.actor.as_str(),
+                    k.role.as_str(),
+                    k.revoked_at.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (agent.id.as_str(), "buyer-agent", "agent", false),
+                (human.id.as_str(), "finance-lead", "human", false),
+            ]
+        );
+
+        let later = w.gate.now();
+        assert!(api_keys::revoke(w.pool(), &agent.id.to_uppercase(), later).await?);
+        assert!(!api_keys::revoke(w.pool(), &agent.id, later).await?, "once");
+        assert!(api_keys::revoke(w.pool(), &human.token, later).await?);
+        assert!(w.gate.authenticate(&agent.token).await?.is_none());
+        assert!(w.gate.authenticate(&human.token).await?.is_none());
+        let listed = api_keys::list(w.pool(), "acme").await?;
+        assert!(
+            listed.iter().all(|k| k.revoked_at == Some(later)),
+            "{listed:?}"
+        );
+        assert_eq!(api_keys::list(w.pool(), "globex").await?.len(), 1);
+
+        assert!(matches!(
+            api_keys::revoke(w.pool(), "00000000000000aa", later).await,
+            Err(KeyError::NotFound(_))
+        ));
+        // Neither an id (16 hex digits) nor a whole key.
+        for malformed in ["not a key", "zzzzzzzzzzzzzzzz", "abcdef"] {
+            assert!(
+                matches!(
+                    api_keys::revoke(w.pool(), malformed, later).await,
+                    Err(KeyError::Malformed(_))
+                ),
+                "{malformed}"
+            );
+        }
+        Ok(())
+    })
+    .await
+}
