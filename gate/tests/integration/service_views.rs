@@ -248,6 +248,29 @@ async fn a_key_of_each_kind_authenticates_as_its_own_caller() -> TestResult {
     .await
 }
 
+/// An auditor's key is a person's: asked for an agent it is refused, and
+/// for no one of the tenant too; nothing is stored either way.
+#[tokio::test]
+async fn an_auditor_key_is_issued_to_a_person_only() -> TestResult {
+    use gate::service::api_keys::{self, KeyError};
+    on_world(async |w| {
+        let now = w.gate.now();
+        let agent = w.gate.issue_auditor_key("acme", "buyer-agent", now).await;
+        assert!(
+            matches!(agent, Err(KeyError::AuditorNotAPerson { .. })),
+            "{agent:?}"
+        );
+        let nobody = w.gate.issue_auditor_key("acme", "nobody", now).await;
+        assert!(
+            matches!(nobody, Err(KeyError::ActorUnknown { .. })),
+            "{nobody:?}"
+        );
+        assert!(api_keys::list(w.pool(), "acme").await?.is_empty());
+        Ok(())
+    })
+    .await
+}
+
 /// Keys are listed per tenant, oldest first, with their actor and role; a
 /// key is revoked by its id or by its whole token, once (a second revoke
 /// says it changed nothing), and a revoked key no longer authenticates.
