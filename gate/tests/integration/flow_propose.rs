@@ -224,21 +224,29 @@ async fn five_refusals_refuse_the_sixth_proposal_until_the_window_passes() -> Te
     .await
 }
 
+/// acme's policy, allowing an agent three proposals an hour.
+async fn three_proposals_an_hour(w: &World) -> TestResult {
+    let published = w
+        .gate
+        .set_policy(
+            "acme",
+            &gate::PolicyPatch {
+                velocity: Some(gate::policy::Velocity {
+                    max_proposals: 3,
+                    window_minutes: 60,
+                }),
+                ..Default::default()
+            },
+        )
+        .await?;
+    assert!(published.is_ok(), "{published:?}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn velocity_counts_recorded_proposals_of_this_agent_only() -> TestResult {
     on_world(async |w| {
-        w.gate
-            .set_policy(
-                "acme",
-                &gate::PolicyPatch {
-                    velocity: Some(gate::policy::Velocity {
-                        max_proposals: 3,
-                        window_minutes: 60,
-                    }),
-                    ..Default::default()
-                },
-            )
-            .await?;
+        three_proposals_an_hour(w).await?;
         for _ in 0..3 {
             assert_eq!(w.propose("SNACK-BOX", 1).await?.decision, Decision::Allow);
         }
@@ -384,18 +392,7 @@ fn the_standard_world_file_has_the_values_these_tests_rely_on() {
 #[tokio::test]
 async fn a_velocity_refusal_says_when_the_window_reopens() -> TestResult {
     on_world(async |w| {
-        w.gate
-            .set_policy(
-                "acme",
-                &gate::PolicyPatch {
-                    velocity: Some(gate::policy::Velocity {
-                        max_proposals: 3,
-                        window_minutes: 60,
-                    }),
-                    ..Default::default()
-                },
-            )
-            .await?;
+        three_proposals_an_hour(w).await?;
         let t0 = w.gate.now();
         for _ in 0..3 {
             let p = w.propose("SNACK-BOX", 1).await?;
